@@ -1,0 +1,57 @@
+package agent
+
+import (
+	"context"
+	"errors"
+)
+
+// Image is an inbound image: raw bytes and their media type.
+type Image struct {
+	Data      []byte `json:"data"` // base64 in JSON
+	MediaType string `json:"media_type"`
+}
+
+// Request is one inbound turn, from any channel.
+type Request struct {
+	Message        string         `json:"message"`
+	ActorID        string         `json:"actor_id"`             // e.g. "telegram:12345"
+	SessionID      string         `json:"session_id,omitempty"` // default: derived from the actor
+	Channel        string         `json:"channel"`              // api | telegram | web | cron | cli
+	ChatType       string         `json:"chat_type,omitempty"`  // dm | group (context overrides)
+	InvocationType string         `json:"invocation_type"`      // api | webhook | cron
+	Images         []Image        `json:"images,omitempty"`
+	Metadata       map[string]any `json:"metadata,omitempty"`
+}
+
+// Result is a completed (or paused) turn.
+type Result struct {
+	Text         string         `json:"text"`
+	SessionID    string         `json:"session_id"`
+	TurnID       string         `json:"turn_id"`
+	MemoriesUsed int            `json:"memories_used"`
+	Model        string         `json:"model,omitempty"`
+	// PendingApproval is set when the turn paused at the approval gate.
+	PendingApproval *PendingApproval `json:"pending_approval,omitempty"`
+	Metadata        map[string]any   `json:"metadata,omitempty"`
+}
+
+// PendingApproval describes a paused tool call awaiting a decision.
+type PendingApproval struct {
+	RequestID string `json:"request_id"`
+	ToolName  string `json:"tool_name"`
+	Args      string `json:"args"`
+	ExpiresAt int64  `json:"expires_at"` // unix seconds
+}
+
+// Invoker runs turns. Channels and the scheduler depend on this interface,
+// never on the concrete agent.
+type Invoker interface {
+	Invoke(ctx context.Context, req Request) (*Result, error)
+}
+
+// Errors callers branch on. They map to the HTTP error codes of SPEC §1.
+var (
+	ErrInvalidRequest  = errors.New("INVALID_REQUEST")
+	ErrInvalidActorID  = errors.New("INVALID_ACTOR_ID")
+	ErrApprovalPending = errors.New("APPROVAL_PENDING")
+)

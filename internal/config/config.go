@@ -1,0 +1,387 @@
+// Package config loads tendril.json (JSON with comments, HuJSON) from
+// $TENDRIL_HOME (default ~/.tendril) or an explicit path, then applies the
+// environment overrides of SPEC §1.
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tailscale/hujson"
+)
+
+// Duration is a time.Duration that reads "30s", "10m", "30d" or a number of
+// seconds from JSON.
+type Duration time.Duration
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	switch x := v.(type) {
+	case float64:
+		*d = Duration(time.Duration(x * float64(time.Second)))
+	case string:
+		dd, err := ParseDuration(x)
+		if err != nil {
+			return err
+		}
+		*d = Duration(dd)
+	default:
+		return fmt.Errorf("duration must be a string like \"30s\" or seconds")
+	}
+	return nil
+}
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// ParseDuration accepts Go durations plus a "d" (24h) suffix: "30d", "1d12h".
+func ParseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if strings.HasSuffix(s, "d") {
+		var n float64
+		if _, err := fmt.Sscanf(strings.TrimSuffix(s, "d"), "%g", &n); err != nil {
+			return 0, fmt.Errorf("bad duration %q", s)
+		}
+		return time.Duration(n * 24 * float64(time.Hour)), nil
+	}
+	return time.ParseDuration(s)
+}
+
+// Config is the whole of tendril.json. Every field has a default (Default).
+type Config struct {
+	Home    string `json:"-"`
+	Path    string `json:"-"` // the file it was loaded from, "" if none
+	Addr    string `json:"addr"`
+	AgentID string `json:"agentId"`
+
+	AuthToken   string `json:"authToken,omitempty"`
+	DatabaseURL string `json:"databaseUrl,omitempty"`
+	RedisURL    string `json:"redisUrl,omitempty"`
+
+	Model     ModelConfig          `json:"model"`
+	Providers ProvidersConfig      `json:"providers"`
+	Agent     AgentConfig          `json:"agent"`
+	Session   SessionConfig        `json:"session"`
+	Memory    MemoryConfig         `json:"memory"`
+	State     StateConfig          `json:"state"`
+	Approval  ApprovalConfig       `json:"approval"`
+	Telegram  TelegramConfig       `json:"telegram"`
+	Schedule  ScheduleConfig       `json:"schedule"`
+	Tools     ToolsConfig          `json:"tools"`
+	MCP       map[string]MCPServer `json:"mcpServers,omitempty"`
+
+	// ShutdownGrace bounds how long in-flight turns may run after SIGTERM.
+	ShutdownGrace Duration `json:"shutdownGrace"`
+	// MaxBodyBytes caps /invocations request bodies (413 above it).
+	MaxBodyBytes int64 `json:"maxBodyBytes"`
+}
+
+// ModelConfig selects models by reference "provider/model".
+type ModelConfig struct {
+	ID         string   `json:"id"`        // MODEL_ID
+	VisionID   string   `json:"visionId"`  // VISION_MODEL_ID; defaults to ID
+	Fallbacks  []string `json:"fallbacks"` // tried in order when the primary fails
+	Timeout    Duration `json:"timeout"`   // per attempt
+	MaxRetries int      `json:"maxRetries"`
+	MaxTokens  int      `json:"maxTokens"`
+	// ContextWindow in tokens, used for the compaction threshold.
+	ContextWindow int `json:"contextWindow"`
+}
+
+// ProvidersConfig holds provider credentials and endpoints.
+type ProvidersConfig struct {
+	AnthropicAPIKey  string `json:"anthropicApiKey,omitempty"`
+	AnthropicBaseURL string `json:"anthropicBaseUrl,omitempty"`
+	OpenAIAPIKey     string `json:"openaiApiKey,omitempty"`
+	OpenAIBaseURL    string `json:"openaiBaseUrl,omitempty"`
+	OllamaBaseURL    string `json:"ollamaBaseUrl,omitempty"` // default http://127.0.0.1:11434/v1
+	AWSRegion        string `json:"awsRegion,omitempty"`
+	BedrockEndpoint  string `json:"bedrockEndpoint,omitempty"` // AWS_ENDPOINT_URL_BEDROCK_RUNTIME
+}
+
+// AgentConfig configures the turn.
+type AgentConfig struct {
+	PersonaFile       string   `json:"personaFile"` // relative to Home; default persona.md
+	IdentityAnchors   []string `json:"identityAnchors"`
+	SkillsDir         string   `json:"skillsDir"`      // default <Home>/skills
+	SkillsManifest    string   `json:"skillsManifest"` // default <Home>/skills.json
+	MaxToolIterations int      `json:"maxToolIterations"`
+	ToolTimeout       Duration `json:"toolTimeout"`
+}
+
+// ChannelLimit bounds context by messages and estimated tokens.
+type ChannelLimit struct {
+	MaxHistoryMessages int `json:"maxHistoryMessages"`
+	MaxHistoryTokens   int `json:"maxHistoryTokens"`
+}
+
+// SessionConfig is SPEC §3.
+type SessionConfig struct {
+	MaxHistoryMessages int                     `json:"maxHistoryMessages"`
+	MaxHistoryTokens   int                     `json:"maxHistoryTokens"`
+	ChannelOverrides   map[string]ChannelLimit `json:"channelOverrides"`
+	Fsync              string                  `json:"fsync"` // "always" (default), "batch", "never"
+	Compaction         CompactionConfig        `json:"compaction"`
+	Retention          RetentionConfig         `json:"retention"`
+}
+
+// CompactionConfig picks the strategy and trigger.
+type CompactionConfig struct {
+	Strategy  string  `json:"strategy"`  // "summary" (default) or "truncate"
+	Threshold float64 `json:"threshold"` // fraction of the context window, default 0.8
+	KeepLast  int     `json:"keepLast"`  // nodes kept verbatim, default 10
+}
+
+// RetentionConfig archives old session files at start-up.
+type RetentionConfig struct {
+	MaxAge  string `json:"maxAge"`  // "30d"
+	MaxSize string `json:"maxSize"` // "100mb"
+	Delete  bool   `json:"delete"`
+}
+
+// IndexedKey declares a filterable metadata key.
+type IndexedKey struct {
+	Name string `json:"name"`
+	Type string `json:"type"` // STRING, STRINGLIST, NUMBER
+}
+
+// MemoryConfig is SPEC §4.
+type MemoryConfig struct {
+	EventExpiryDays   int          `json:"eventExpiryDays"`
+	ExtractEveryTurns int          `json:"extractEveryTurns"`
+	IdleAfter         Duration     `json:"idleAfter"`
+	TopK              int          `json:"topK"`
+	RetrieveTimeout   Duration     `json:"retrieveTimeout"`
+	IndexedKeys       []IndexedKey `json:"indexedKeys"`
+	StageThreshold    float64      `json:"stageThreshold"` // 0.4
+	StoreThreshold    float64      `json:"storeThreshold"` // 0.7
+	LLMExtraction     bool         `json:"llmExtraction"`
+}
+
+// StateConfig is SPEC §6.1–6.2.
+type StateConfig struct {
+	Baseline map[string]float64 `json:"baseline,omitempty"`
+	HalfLife Duration           `json:"halfLife"`
+	Breaker  BreakerConfig      `json:"breaker"`
+}
+
+// BreakerConfig holds the stability thresholds.
+type BreakerConfig struct {
+	WarnEnter     float64 `json:"warnEnter"`     // 0.5
+	WarnLeave     float64 `json:"warnLeave"`     // 0.6
+	CriticalEnter float64 `json:"criticalEnter"` // 0.3
+	CriticalLeave float64 `json:"criticalLeave"` // 0.45
+	CooldownTurns int     `json:"cooldownTurns"` // 3
+}
+
+// ApprovalConfig is SPEC §6.3.
+type ApprovalConfig struct {
+	Rules  map[string]string `json:"rules,omitempty"` // tool → always|ask|never
+	Expiry Duration          `json:"expiry"`          // 120s
+}
+
+// TelegramConfig is SPEC §7.1.
+type TelegramConfig struct {
+	BotToken       string   `json:"botToken,omitempty"`
+	WebhookSecret  string   `json:"webhookSecret,omitempty"`
+	APIURL         string   `json:"apiUrl,omitempty"`
+	AllowedChatIDs []int64  `json:"allowedChatIds,omitempty"`
+	BotUsername    string   `json:"botUsername,omitempty"`
+	GroupReplyAll  bool     `json:"groupReplyAll"`
+	AlbumDebounce  Duration `json:"albumDebounce"`
+}
+
+// Job is a scheduled job from the config file.
+type Job struct {
+	Name    string `json:"name"`
+	Kind    string `json:"kind"` // at | every | cron
+	At      string `json:"at,omitempty"`
+	Every   string `json:"every,omitempty"`
+	Cron    string `json:"cron,omitempty"`
+	TZ      string `json:"tz,omitempty"`
+	Task    string `json:"task"`
+	ActorID string `json:"actorId"`
+	Channel string `json:"channel"`
+	ChatID  string `json:"chatId,omitempty"`
+}
+
+// ScheduleConfig is SPEC §7.2.
+type ScheduleConfig struct {
+	Jobs []Job `json:"jobs,omitempty"`
+}
+
+// ToolsConfig configures built-in tools.
+type ToolsConfig struct {
+	WeatherBaseURL   string `json:"weatherBaseUrl"`   // https://api.open-meteo.com
+	GeocodingBaseURL string `json:"geocodingBaseUrl"` // https://geocoding-api.open-meteo.com
+	EnableExec       bool   `json:"enableExec"`
+}
+
+// MCPServer is one MCP server: stdio (Command) or streamable HTTP (URL).
+type MCPServer struct {
+	Command string            `json:"command,omitempty"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	URL     string            `json:"url,omitempty"`
+}
+
+// Default returns the configuration with every default filled in.
+func Default() Config {
+	return Config{
+		Addr:    "127.0.0.1:8080",
+		AgentID: "main",
+		Model: ModelConfig{
+			Timeout: Duration(60 * time.Second), MaxRetries: 3, MaxTokens: 4096, ContextWindow: 200000,
+		},
+		Providers: ProvidersConfig{OllamaBaseURL: "http://127.0.0.1:11434/v1"},
+		Agent: AgentConfig{
+			PersonaFile: "persona.md", MaxToolIterations: 20, ToolTimeout: Duration(30 * time.Second),
+		},
+		Session: SessionConfig{
+			MaxHistoryMessages: 50, MaxHistoryTokens: 8000,
+			ChannelOverrides: map[string]ChannelLimit{
+				"dm":    {MaxHistoryMessages: 100, MaxHistoryTokens: 16000},
+				"group": {MaxHistoryMessages: 20, MaxHistoryTokens: 4000},
+			},
+			Fsync:      "always",
+			Compaction: CompactionConfig{Strategy: "summary", Threshold: 0.8, KeepLast: 10},
+			Retention:  RetentionConfig{MaxAge: "30d", MaxSize: "100mb"},
+		},
+		Memory: MemoryConfig{
+			EventExpiryDays: 30, ExtractEveryTurns: 2, IdleAfter: Duration(10 * time.Minute), TopK: 50,
+			RetrieveTimeout: Duration(3 * time.Second),
+			IndexedKeys:     []IndexedKey{{"type", "STRING"}, {"section", "STRING"}, {"plants", "STRINGLIST"}},
+			StageThreshold:  0.4, StoreThreshold: 0.7, LLMExtraction: true,
+		},
+		State: StateConfig{
+			HalfLife: Duration(30 * time.Minute),
+			Breaker:  BreakerConfig{WarnEnter: 0.5, WarnLeave: 0.6, CriticalEnter: 0.3, CriticalLeave: 0.45, CooldownTurns: 3},
+		},
+		Approval: ApprovalConfig{Expiry: Duration(120 * time.Second)},
+		Telegram: TelegramConfig{APIURL: "https://api.telegram.org", AlbumDebounce: Duration(2 * time.Second)},
+		Tools: ToolsConfig{
+			WeatherBaseURL: "https://api.open-meteo.com", GeocodingBaseURL: "https://geocoding-api.open-meteo.com",
+		},
+		ShutdownGrace: Duration(30 * time.Second),
+		MaxBodyBytes:  8 << 20,
+	}
+}
+
+// DefaultHome returns $TENDRIL_HOME or ~/.tendril.
+func DefaultHome() string {
+	if h := os.Getenv("TENDRIL_HOME"); h != "" {
+		return h
+	}
+	if u, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(u, ".tendril")
+	}
+	return ".tendril"
+}
+
+// Load reads the config file (path, or <home>/tendril.json when path is
+// ""), which may be absent, then applies environment overrides. A file that
+// exists but does not parse is an error naming the file and position.
+func Load(path string) (*Config, error) {
+	c := Default()
+	c.Home = DefaultHome()
+	if path == "" {
+		path = filepath.Join(c.Home, "tendril.json")
+	}
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		std, err := hujson.Standardize(b)
+		if err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+		dec := json.NewDecoder(strings.NewReader(string(std)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+		c.Path = path
+	case errors.Is(err, os.ErrNotExist):
+	default:
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	c.applyEnv(os.Getenv)
+	if c.Model.VisionID == "" {
+		c.Model.VisionID = c.Model.ID
+	}
+	return &c, nil
+}
+
+func (c *Config) applyEnv(get func(string) string) {
+	set := func(dst *string, name string) {
+		if v := get(name); v != "" {
+			*dst = v
+		}
+	}
+	set(&c.Addr, "TENDRIL_ADDR")
+	set(&c.AuthToken, "TENDRIL_AUTH_TOKEN")
+	set(&c.DatabaseURL, "TENDRIL_DATABASE_URL")
+	set(&c.RedisURL, "TENDRIL_REDIS_URL")
+	set(&c.Model.ID, "MODEL_ID")
+	set(&c.Model.VisionID, "VISION_MODEL_ID")
+	set(&c.Providers.AnthropicAPIKey, "ANTHROPIC_API_KEY")
+	set(&c.Providers.AnthropicBaseURL, "ANTHROPIC_BASE_URL")
+	set(&c.Providers.OpenAIAPIKey, "OPENAI_API_KEY")
+	set(&c.Providers.OpenAIBaseURL, "OPENAI_BASE_URL")
+	set(&c.Providers.OllamaBaseURL, "OLLAMA_BASE_URL")
+	set(&c.Providers.BedrockEndpoint, "AWS_ENDPOINT_URL_BEDROCK_RUNTIME")
+	set(&c.Providers.AWSRegion, "AWS_REGION")
+	set(&c.Telegram.BotToken, "TELEGRAM_BOT_TOKEN")
+	set(&c.Telegram.WebhookSecret, "TELEGRAM_WEBHOOK_SECRET")
+	set(&c.Telegram.APIURL, "TELEGRAM_API_URL")
+	if v := get("TELEGRAM_ALLOWED_CHAT_IDS"); v != "" {
+		for _, f := range strings.Split(v, ",") {
+			var id int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(f), "%d", &id); err == nil {
+				c.Telegram.AllowedChatIDs = append(c.Telegram.AllowedChatIDs, id)
+			}
+		}
+	}
+	if v := get("TENDRIL_ENABLE_EXEC_TOOLS"); v == "1" || v == "true" {
+		c.Tools.EnableExec = true
+	}
+}
+
+// Masked returns a copy with secrets replaced by "****abcd" (last 4 kept).
+func (c Config) Masked() Config {
+	m := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		if len(s) <= 8 {
+			return "****"
+		}
+		return "****" + s[len(s)-4:]
+	}
+	c.AuthToken = m(c.AuthToken)
+	c.Providers.AnthropicAPIKey = m(c.Providers.AnthropicAPIKey)
+	c.Providers.OpenAIAPIKey = m(c.Providers.OpenAIAPIKey)
+	c.Telegram.BotToken = m(c.Telegram.BotToken)
+	c.Telegram.WebhookSecret = m(c.Telegram.WebhookSecret)
+	c.DatabaseURL = maskURL(c.DatabaseURL)
+	c.RedisURL = maskURL(c.RedisURL)
+	return c
+}
+
+func maskURL(s string) string {
+	at := strings.LastIndex(s, "@")
+	sch := strings.Index(s, "://")
+	if at < 0 || sch < 0 || at < sch {
+		return s
+	}
+	return s[:sch+3] + "****" + s[at:]
+}
