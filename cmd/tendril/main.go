@@ -1,0 +1,107 @@
+// Command tendril is the Tendril personal assistant runtime: one binary that
+// serves the HTTP API, channels and scheduler, and manages its stores.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tendrilai/tendril/internal/config"
+)
+
+// Set by -ldflags "-X main.version=...".
+var version = "dev"
+
+// globals are the persistent flags every subcommand sees.
+type globals struct {
+	configPath string
+	home       string
+	json       bool
+}
+
+// loadConfig reads tendril.json and the environment, honouring --home and
+// --config.
+func (g *globals) loadConfig() (*config.Config, error) {
+	if g.home != "" {
+		os.Setenv("TENDRIL_HOME", g.home)
+	}
+	return config.Load(g.configPath)
+}
+
+// usageError marks bad usage: exit status 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// registry of subcommand constructors; each command file adds itself in init.
+var registry []func(*globals) *cobra.Command
+
+func register(f func(*globals) *cobra.Command) { registry = append(registry, f) }
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "tendril",
+		Short: "Tendril: a self-hosted personal AI assistant runtime",
+		Long: `Tendril is a self-hosted personal AI assistant. It answers over Telegram, a web
+dashboard, a terminal and an HTTP API; remembers each user across conversations;
+keeps every conversation as a branchable tree; asks before risky tool calls; and
+runs reminders on schedule.
+
+Configuration lives in $TENDRIL_HOME/tendril.json (default ~/.tendril); environment
+variables such as MODEL_ID override it. Run "tendril doctor" to see the effective
+configuration.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
+	}
+	root.PersistentFlags().StringVar(&g.configPath, "config", "", "path to tendril.json (default $TENDRIL_HOME/tendril.json)")
+	root.PersistentFlags().StringVar(&g.home, "home", "", "Tendril home directory (default $TENDRIL_HOME or ~/.tendril)")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	for _, f := range registry {
+		root.AddCommand(f(g))
+	}
+	return root
+}
+
+func main() {
+	root := newRoot()
+	err := root.Execute()
+	if err == nil {
+		return
+	}
+	fmt.Fprintln(os.Stderr, "tendril:", err)
+	var ue usageError
+	if errors.As(err, &ue) || isCobraUsage(err) {
+		os.Exit(2)
+	}
+	os.Exit(1)
+}
+
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "accepts ", "requires at least", "requires at most", "invalid argument"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func init() {
+	register(func(g *globals) *cobra.Command {
+		return &cobra.Command{
+			Use:   "version",
+			Short: "Print the Tendril version",
+			Args:  cobra.NoArgs,
+			Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "tendril", version) },
+		}
+	})
+}
