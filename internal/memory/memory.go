@@ -78,3 +78,59 @@ type Retriever interface {
 type Recorder interface {
 	RecordTurn(ctx context.Context, agentID, actorID, sessionID string, events []Event) error
 }
+
+// Filter operators (SPEC §4.6).
+const (
+	OpEquals    = "EQUALS_TO"
+	OpContains  = "CONTAINS"
+	OpExists    = "EXISTS"
+	OpNotExists = "NOT_EXISTS"
+	OpBefore    = "BEFORE"
+	OpAfter     = "AFTER"
+	OpGreater   = "GREATER_THAN"
+	OpGreaterEq = "GREATER_THAN_OR_EQUALS"
+	OpLess      = "LESS_THAN"
+	OpLessEq    = "LESS_THAN_OR_EQUALS"
+)
+
+// Filter is one metadata condition. Key must be a declared indexed key,
+// "createdAt" or "updatedAt"; Value is string, []string, float64 or
+// time.Time depending on Op and the key's type.
+type Filter struct {
+	Key   string `json:"key"`
+	Op    string `json:"op"`
+	Value any    `json:"value,omitempty"`
+}
+
+// Query selects records. Exactly one of Namespace (exact) and NamespacePath
+// (prefix, matched on whole "/" segments) is set. Text "" lists without
+// ranking. Statuses defaults to active only. Up to 5 Filters, AND-ed,
+// applied before ranking.
+type Query struct {
+	Namespace     string     `json:"namespace,omitempty"`
+	NamespacePath string     `json:"namespacePath,omitempty"`
+	Text          string     `json:"text,omitempty"`
+	Filters       []Filter   `json:"filters,omitempty"`
+	Strategies    []Strategy `json:"strategies,omitempty"`
+	Statuses      []Status   `json:"statuses,omitempty"`
+	TopK          int        `json:"topK,omitempty"`
+}
+
+// Store is a long-term memory backend (embedded: Markdown + SQLite index;
+// later PostgreSQL). All backends pass memorytest.Exercise.
+type Store interface {
+	// Put inserts a record, or updates it when the ID exists. Missing ID,
+	// timestamps and status are filled in; the stored record is returned.
+	Put(ctx context.Context, rec Record) (Record, error)
+	Get(ctx context.Context, id string) (Record, error)
+	// Search ranks records for q.Text; every Hit explains its score.
+	Search(ctx context.Context, q Query) ([]Hit, error)
+	// AppendEvents records short-term events (also the episodic log).
+	AppendEvents(ctx context.Context, events []Event) error
+	// Events lists an actor's events, oldest first; sessionID "" = all.
+	Events(ctx context.Context, actorID, sessionID string) ([]Event, error)
+	// Forget removes every event, record, Markdown file, index entry and
+	// staged item of the actor.
+	Forget(ctx context.Context, agentID, actorID string) error
+	Close() error
+}
