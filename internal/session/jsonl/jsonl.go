@@ -1,0 +1,922 @@
+// Package jsonl is the embedded session store (SPEC §3): one append-only
+// JSON Lines file per session at
+//
+//	<dir>/<agentId>/sessions/<channel>_<userId>.jsonl
+//
+// where dir is $TENDRIL_HOME/agents and each ID is encoded with
+// session.EncodeID (path-safe and injective).
+//
+// # File format
+//
+// Each line is one record, written by a single write(2):
+//
+//	{"type":"session","version":1,"agentId":..,"channel":..,"id":..}   first line: the key, so List can recover long (hashed) names
+//	{"id":"msg_..","parentId":..,"role":..,"content":..,...}          a node (session.Node's JSON)
+//	{"type":"leaf","leafId":"msg_..","timestamp":N}                   SetLeaf: the active leaf moved
+//
+// The active leaf is the node of the last node line or leaf record,
+// whichever comes later, so Append moves it without an extra record and the
+// file is never rewritten; it is only ever appended to, and truncated only
+// to cut off a torn last line. One Append writes all its nodes (a turn) with
+// one write and, under FsyncAlways, one fsync before it returns.
+//
+// # Crash safety
+//
+// On load, bytes after the last newline (a torn write) and a last line that
+// is not valid JSON are copied to "<file>.torn-<unix>" beside the file
+// (fsynced), then the file is truncated to the last good line and loading
+// continues. A bad line in the middle of the file is skipped and logged,
+// never deleted. A failed or short write is truncated away before Append
+// returns its error.
+//
+// # Concurrency
+//
+// One writer per session (a per-session mutex, plus flock(2) on the file so
+// a second process, e.g. the CLI, appends safely); readers run concurrently
+// against an in-memory index (id → record offset and parent), so Path(n)
+// costs O(n) reads whatever the session size. Loading a session reads its
+// file once, extracting only id and parentId from each line.
+package jsonl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/session"
+)
+
+// Fsync policies (sessions.fsync in tendril.json).
+const (
+	// FsyncAlways fsyncs every Append and SetLeaf before returning (and the
+	// directory when a file is created): acknowledged turns survive power
+	// loss. The default.
+	FsyncAlways = "always"
+	// FsyncBatch fsyncs dirty files every Options.BatchInterval: a crash of
+	// the process loses nothing, a power loss at most that interval.
+	FsyncBatch = "batch"
+	// FsyncNever leaves flushing to the OS.
+	FsyncNever = "never"
+)
+
+// Options configure a Store. The zero value is FsyncAlways.
+type Options struct {
+	Fsync         string        // FsyncAlways (""), FsyncBatch or FsyncNever
+	BatchInterval time.Duration // FsyncBatch period; default 100ms
+	Logger        *slog.Logger  // torn lines and skipped records; default slog.Default()
+	Now           func() time.Time
+}
+
+// Store is the JSONL session store. It implements session.Store and is safe
+// for concurrent use. It keeps one open file per session it has touched
+// until Close.
+type Store struct {
+	dir  string
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*sess
+	closed   bool
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+var _ session.Store = (*Store)(nil)
+
+// Open returns a Store rooted at dir ($TENDRIL_HOME/agents), creating it if
+// needed. Sessions are loaded lazily on first use.
+func Open(dir string, opts Options) (*Store, error) {
+	switch opts.Fsync {
+	case "":
+		opts.Fsync = FsyncAlways
+	case FsyncAlways, FsyncBatch, FsyncNever:
+	default:
+		return nil, fmt.Errorf("open session store: unknown fsync policy %q (want always, batch or never)", opts.Fsync)
+	}
+	if opts.BatchInterval <= 0 {
+		opts.BatchInterval = 100 * time.Millisecond
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	lg := opts.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open session store: %w", err)
+	}
+	s := &Store{dir: dir, opts: opts, log: lg, sessions: map[string]*sess{}}
+	if opts.Fsync == FsyncBatch {
+		s.stop, s.done = make(chan struct{}), make(chan struct{})
+		go s.syncLoop()
+	}
+	return s, nil
+}
+
+// Dir returns the directory the store was opened on.
+func (s *Store) Dir() string { return s.dir }
+
+// PathFor returns the file of a session:
+// <dir>/<EncodeID(agent)>/sessions/<EncodeID(channel)>_<EncodeID(id)>.jsonl.
+func PathFor(dir string, k session.Key) string {
+	return filepath.Join(dir, session.EncodeID(k.AgentID), "sessions",
+		session.EncodeID(k.Channel)+"_"+session.EncodeID(k.ID)+".jsonl")
+}
+
+// ErrClosed is returned after Close.
+var ErrClosed = errors.New("jsonl: store closed")
+
+func (s *Store) get(k session.Key) (*sess, error) {
+	if err := k.Validate(); err != nil {
+		return nil, err
+	}
+	p := PathFor(s.dir, k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	ss := s.sessions[p]
+	if ss == nil {
+		ss = &sess{st: s, key: k, path: p, leaf: -1}
+		s.sessions[p] = ss
+	}
+	return ss, nil
+}
+
+// rec locates one node line in the file.
+type rec struct {
+	off    int64
+	n      int32
+	parent int32 // index of the parent node, -1 for a root
+}
+
+type sess struct {
+	st   *Store
+	key  session.Key
+	path string
+
+	wmu    sync.Mutex // the one writer; also guards loading and f's lifetime
+	loaded atomic.Bool
+	dirty  atomic.Bool // FsyncBatch: written since the last fsync
+
+	mu     sync.RWMutex // guards the index below
+	f      *os.File     // nil when the file does not exist
+	size   int64
+	recs   []rec
+	ids    map[string]int32
+	leaf   int32 // index of the active leaf, -1 when empty
+	leafID string
+}
+
+// ensure loads the session index once.
+func (ss *sess) ensure() error {
+	if ss.loaded.Load() && !ss.stale() {
+		return nil
+	}
+	ss.wmu.Lock()
+	defer ss.wmu.Unlock()
+	return ss.refreshLocked()
+}
+
+// refreshLocked loads the index, or reloads it when another process
+// changed the file; wmu held.
+func (ss *sess) refreshLocked() error {
+	if ss.loaded.Load() && ss.stale() {
+		ss.loaded.Store(false)
+	}
+	return ss.loadLocked()
+}
+
+// stale reports whether the file changed behind the index: another process
+// appended, truncated, removed or created it. One fstat(2).
+func (ss *sess) stale() bool {
+	ss.mu.RLock()
+	f, size := ss.f, ss.size
+	ss.mu.RUnlock()
+	if f == nil {
+		_, err := os.Stat(ss.path)
+		return err == nil
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		return true
+	}
+	return st.Size != size || st.Nlink == 0
+}
+
+// loadLocked (re)builds the index from the file; wmu held.
+func (ss *sess) loadLocked() error {
+	if ss.loaded.Load() {
+		return nil
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.f != nil {
+		ss.f.Close()
+		ss.f = nil
+	}
+	ss.recs, ss.ids, ss.leaf, ss.leafID, ss.size = nil, map[string]int32{}, -1, "", 0
+	f, err := os.OpenFile(ss.path, os.O_RDWR|os.O_APPEND, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		ss.loaded.Store(true)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("load session %s: %w", ss.key, err)
+	}
+	if err := lockFile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("load session %s: %w", ss.key, err)
+	}
+	defer unlockFile(f)
+	data, err := readAll(f)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("load session %s: %w", ss.key, err)
+	}
+	good := ss.index(data)
+	if good < int64(len(data)) {
+		if err := ss.quarantine(f, data[good:], good); err != nil {
+			f.Close()
+			return fmt.Errorf("load session %s: %w", ss.key, err)
+		}
+	}
+	ss.f, ss.size = f, good
+	ss.loaded.Store(true)
+	return nil
+}
+
+func readAll(f *os.File) ([]byte, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, fi.Size())
+	n, err := f.ReadAt(data, 0)
+	if err != nil && n != len(data) {
+		return nil, err
+	}
+	return data[:n], nil
+}
+
+// index scans data (the whole file) into the index and returns the length
+// of its good prefix: everything up to the last complete, valid line.
+func (ss *sess) index(data []byte) int64 {
+	var off int64
+	for len(data) > 0 {
+		nl := bytes.IndexByte(data, '\n')
+		if nl < 0 {
+			return off // torn: no newline
+		}
+		line := data[:nl]
+		last := nl == len(data)-1
+		if last && !json.Valid(line) {
+			return off // a complete-looking but invalid last line
+		}
+		ss.indexLine(line, off)
+		off += int64(nl + 1)
+		data = data[nl+1:]
+	}
+	return off
+}
+
+var (
+	pfxNode   = []byte(`{"id":"`)
+	pfxParent = []byte(`,"parentId":`)
+	pfxLeaf   = []byte(`{"type":"leaf","leafId":"`)
+)
+
+// indexLine adds one line at off: a node, a leaf record or a header.
+func (ss *sess) indexLine(line []byte, off int64) {
+	if len(bytes.TrimSpace(line)) == 0 {
+		return
+	}
+	if id, parent, ok := fastNode(line); ok {
+		ss.addNode(id, parent, off, len(line))
+		return
+	}
+	if bytes.HasPrefix(line, pfxLeaf) {
+		rest := line[len(pfxLeaf):]
+		if q := bytes.IndexByte(rest, '"'); q >= 0 && bytes.IndexByte(rest[:q], '\\') < 0 {
+			ss.setLeafID(string(rest[:q]))
+			return
+		}
+	}
+	var r struct {
+		Type     string  `json:"type"`
+		ID       string  `json:"id"`
+		ParentID *string `json:"parentId"`
+		Role     string  `json:"role"`
+		LeafID   string  `json:"leafId"`
+	}
+	if err := json.Unmarshal(line, &r); err != nil {
+		ss.st.log.Warn("session: skipping bad line", "file", ss.path, "offset", off, "err", err)
+		return
+	}
+	switch {
+	case r.Type == "leaf":
+		ss.setLeafID(r.LeafID)
+	case r.Type == "session":
+	case r.ID != "" && r.Role != "":
+		p := ""
+		if r.ParentID != nil {
+			p = *r.ParentID
+		}
+		ss.addNode(r.ID, p, off, len(line))
+	default:
+		ss.st.log.Warn("session: skipping unknown record", "file", ss.path, "offset", off)
+	}
+}
+
+// fastNode extracts id and parentId from a line our encoder wrote:
+// {"id":"…","parentId":null|"…",… with no escapes in either ID.
+func fastNode(line []byte) (id, parent string, ok bool) {
+	if !bytes.HasPrefix(line, pfxNode) {
+		return "", "", false
+	}
+	rest := line[len(pfxNode):]
+	q := bytes.IndexByte(rest, '"')
+	if q < 0 || bytes.IndexByte(rest[:q], '\\') >= 0 {
+		return "", "", false
+	}
+	id = string(rest[:q])
+	rest = rest[q+1:]
+	if !bytes.HasPrefix(rest, pfxParent) {
+		return "", "", false
+	}
+	rest = rest[len(pfxParent):]
+	switch {
+	case bytes.HasPrefix(rest, []byte("null")):
+		return id, "", true
+	case len(rest) > 0 && rest[0] == '"':
+		rest = rest[1:]
+		q = bytes.IndexByte(rest, '"')
+		if q < 0 || bytes.IndexByte(rest[:q], '\\') >= 0 {
+			return "", "", false
+		}
+		return id, string(rest[:q]), true
+	}
+	return "", "", false
+}
+
+func (ss *sess) addNode(id, parent string, off int64, n int) {
+	if _, dup := ss.ids[id]; dup {
+		ss.st.log.Warn("session: skipping duplicate node", "file", ss.path, "id", id)
+		return
+	}
+	p := int32(-1)
+	if parent != "" {
+		if i, ok := ss.ids[parent]; ok {
+			p = i
+		} else {
+			ss.st.log.Warn("session: node with unknown parent treated as a root", "file", ss.path, "id", id, "parentId", parent)
+		}
+	}
+	i := int32(len(ss.recs))
+	ss.recs = append(ss.recs, rec{off: off, n: int32(n), parent: p})
+	ss.ids[id] = i
+	ss.leaf, ss.leafID = i, id
+}
+
+func (ss *sess) setLeafID(id string) {
+	if i, ok := ss.ids[id]; ok {
+		ss.leaf, ss.leafID = i, id
+	}
+}
+
+// quarantine copies bad (the bytes after the good prefix) to
+// <file>.torn-<unix>, fsyncs it, and truncates the file to good.
+func (ss *sess) quarantine(f *os.File, bad []byte, good int64) error {
+	base := fmt.Sprintf("%s.torn-%d", ss.path, ss.st.opts.Now().Unix())
+	name := base
+	var q *os.File
+	var err error
+	for i := 1; ; i++ {
+		q, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if !errors.Is(err, os.ErrExist) {
+			break
+		}
+		name = fmt.Sprintf("%s-%d", base, i)
+	}
+	if err != nil {
+		return fmt.Errorf("quarantine torn line: %w", err)
+	}
+	if _, err := q.Write(bad); err != nil {
+		q.Close()
+		return fmt.Errorf("quarantine torn line: %w", err)
+	}
+	if err := q.Sync(); err != nil {
+		q.Close()
+		return fmt.Errorf("quarantine torn line: %w", err)
+	}
+	if err := q.Close(); err != nil {
+		return fmt.Errorf("quarantine torn line: %w", err)
+	}
+	if err := syncDir(filepath.Dir(ss.path)); err != nil {
+		return fmt.Errorf("quarantine torn line: %w", err)
+	}
+	if err := f.Truncate(good); err != nil {
+		return fmt.Errorf("truncate torn line: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("truncate torn line: %w", err)
+	}
+	ss.st.log.Warn("session: quarantined torn last line", "file", ss.path, "bytes", len(bad), "copy", name)
+	return nil
+}
+
+// Append implements session.Store. The nodes are validated
+// (session.PrepareAppend; each ParentID must be "" or a node already in
+// the session or earlier in nodes; IDs must be new), written as one
+// write(2), and fsynced per policy before it returns. On any error nothing
+// is appended.
+func (s *Store) Append(ctx context.Context, k session.Key, nodes ...session.Node) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(nodes) == 0 {
+		return nil
+	}
+	nodes, err := session.PrepareAppend(k, nodes, s.opts.Now())
+	if err != nil {
+		return err
+	}
+	ss, err := s.get(k)
+	if err != nil {
+		return err
+	}
+	ss.wmu.Lock()
+	defer ss.wmu.Unlock()
+	if err := ss.refreshLocked(); err != nil {
+		return err
+	}
+	ss.mu.RLock()
+	batch := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		_, dup := ss.ids[n.ID]
+		if dup || batch[n.ID] {
+			ss.mu.RUnlock()
+			return fmt.Errorf("append %s: %w: %s", k, session.ErrDuplicateNode, n.ID)
+		}
+		if _, ok := ss.ids[n.ParentID]; n.ParentID != "" && !ok && !batch[n.ParentID] {
+			ss.mu.RUnlock()
+			return fmt.Errorf("append %s: parent %s of %s: %w", k, n.ParentID, n.ID, session.ErrNotFound)
+		}
+		batch[n.ID] = true
+	}
+	ss.mu.RUnlock()
+
+	var buf bytes.Buffer
+	lens := make([]int, len(nodes))
+	if ss.f == nil || ss.size == 0 {
+		hdr, _ := json.Marshal(struct {
+			Type    string `json:"type"`
+			Version int    `json:"version"`
+			AgentID string `json:"agentId"`
+			Channel string `json:"channel"`
+			ID      string `json:"id"`
+		}{"session", 1, k.AgentID, k.Channel, k.ID})
+		buf.Write(hdr)
+		buf.WriteByte('\n')
+	}
+	hdrLen := buf.Len()
+	for i, n := range nodes {
+		b, err := json.Marshal(n)
+		if err != nil {
+			return fmt.Errorf("append %s: encode node %s: %w", k, n.ID, err)
+		}
+		lens[i] = len(b)
+		buf.Write(b)
+		buf.WriteByte('\n')
+	}
+	base, err := ss.write(buf.Bytes())
+	if err != nil {
+		return fmt.Errorf("append %s: %w", k, err)
+	}
+	ss.mu.Lock()
+	off := base + int64(hdrLen)
+	for i, n := range nodes {
+		p := int32(-1)
+		if j, ok := ss.ids[n.ParentID]; ok && n.ParentID != "" {
+			p = j
+		}
+		idx := int32(len(ss.recs))
+		ss.recs = append(ss.recs, rec{off: off, n: int32(lens[i]), parent: p})
+		ss.ids[n.ID] = idx
+		ss.leaf, ss.leafID = idx, n.ID
+		off += int64(lens[i] + 1)
+	}
+	ss.mu.Unlock()
+	return nil
+}
+
+// write appends b with one write(2) under flock, fsyncs per policy, and
+// returns the offset it was written at. wmu held. If another process
+// appended or removed the file since our load, the index is reloaded first.
+func (ss *sess) write(b []byte) (int64, error) {
+	created := false
+	var f *os.File
+	for attempt := 0; ; attempt++ {
+		if ss.f == nil {
+			if err := os.MkdirAll(filepath.Dir(ss.path), 0o700); err != nil {
+				return 0, err
+			}
+			nf, err := os.OpenFile(ss.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+			if err != nil {
+				return 0, err
+			}
+			ss.mu.Lock()
+			ss.f, ss.size = nf, 0
+			ss.mu.Unlock()
+			created = true
+		}
+		f = ss.f
+		if err := lockFile(f); err != nil {
+			return 0, err
+		}
+		var st syscall.Stat_t
+		if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+			unlockFile(f)
+			return 0, err
+		}
+		if (st.Size == ss.size && st.Nlink > 0) || attempt >= 3 {
+			break
+		}
+		// Another process appended, truncated or removed the file.
+		unlockFile(f)
+		ss.loaded.Store(false)
+		if err := ss.loadLocked(); err != nil {
+			return 0, err
+		}
+	}
+	defer unlockFile(f)
+	base := ss.size
+	n, err := f.Write(b)
+	if err != nil || n != len(b) {
+		if n > 0 {
+			if terr := f.Truncate(base); terr != nil {
+				ss.loaded.Store(false) // re-scan (and quarantine) on next use
+			}
+		}
+		if err == nil {
+			err = fmt.Errorf("short write: %d of %d bytes", n, len(b))
+		}
+		return 0, err
+	}
+	switch ss.st.opts.Fsync {
+	case FsyncAlways:
+		if err := f.Sync(); err != nil {
+			ss.loaded.Store(false)
+			return 0, fmt.Errorf("fsync: %w", err)
+		}
+		if created {
+			if err := syncDir(filepath.Dir(ss.path)); err != nil {
+				return 0, err
+			}
+		}
+	case FsyncBatch:
+		ss.dirty.Store(true)
+	}
+	ss.mu.Lock()
+	ss.size = base + int64(n)
+	ss.mu.Unlock()
+	return base, nil
+}
+
+// Leaf implements session.Store: "" for an empty or unknown session.
+func (s *Store) Leaf(ctx context.Context, k session.Key) (string, error) {
+	ss, err := s.get(k)
+	if err != nil {
+		return "", err
+	}
+	if err := ss.ensure(); err != nil {
+		return "", err
+	}
+	ss.mu.RLock()
+	defer ss.mu.RUnlock()
+	return ss.leafID, nil
+}
+
+// SetLeaf implements session.Store by appending a leaf record. ErrNotFound
+// if nodeID is not in the session.
+func (s *Store) SetLeaf(ctx context.Context, k session.Key, nodeID string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ss, err := s.get(k)
+	if err != nil {
+		return err
+	}
+	ss.wmu.Lock()
+	defer ss.wmu.Unlock()
+	if err := ss.refreshLocked(); err != nil {
+		return err
+	}
+	ss.mu.RLock()
+	i, ok := ss.ids[nodeID]
+	ss.mu.RUnlock()
+	if !ok {
+		return fmt.Errorf("set leaf %s: node %q: %w", k, nodeID, session.ErrNotFound)
+	}
+	b, _ := json.Marshal(struct {
+		Type      string `json:"type"`
+		LeafID    string `json:"leafId"`
+		Timestamp int64  `json:"timestamp"`
+	}{"leaf", nodeID, s.opts.Now().Unix()})
+	if _, err := ss.write(append(b, '\n')); err != nil {
+		return fmt.Errorf("set leaf %s: %w", k, err)
+	}
+	ss.mu.Lock()
+	if j, ok := ss.ids[nodeID]; ok { // the index may have been reloaded
+		i = j
+	}
+	ss.leaf, ss.leafID = i, nodeID
+	ss.mu.Unlock()
+	return nil
+}
+
+// readNode reads and decodes node i; mu held (read).
+func (ss *sess) readNode(i int32) (session.Node, error) {
+	r := ss.recs[i]
+	buf := make([]byte, r.n)
+	if _, err := ss.f.ReadAt(buf, r.off); err != nil {
+		return session.Node{}, fmt.Errorf("read session %s at %d: %w", ss.key, r.off, err)
+	}
+	var n session.Node
+	if err := json.Unmarshal(buf, &n); err != nil {
+		return session.Node{}, fmt.Errorf("read session %s at %d: %w", ss.key, r.off, err)
+	}
+	return n, nil
+}
+
+// Path implements session.Store: up to max nodes ending at leafID, oldest
+// first; O(max) whatever the session size. ErrNotFound for an unknown node.
+func (s *Store) Path(ctx context.Context, k session.Key, leafID string, max int) ([]session.Node, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ss, err := s.get(k)
+	if err != nil {
+		return nil, err
+	}
+	if err := ss.ensure(); err != nil {
+		return nil, err
+	}
+	ss.mu.RLock()
+	defer ss.mu.RUnlock()
+	i, ok := ss.ids[leafID]
+	if !ok {
+		return nil, fmt.Errorf("path %s: node %q: %w", k, leafID, session.ErrNotFound)
+	}
+	var chain []int32
+	for ; i >= 0 && (max <= 0 || len(chain) < max); i = ss.recs[i].parent {
+		chain = append(chain, i)
+		if len(chain) > len(ss.recs) {
+			return nil, fmt.Errorf("path %s: parent cycle at %q", k, leafID)
+		}
+	}
+	out := make([]session.Node, len(chain))
+	for j, idx := range chain {
+		n, err := ss.readNode(idx)
+		if err != nil {
+			return nil, err
+		}
+		out[len(chain)-1-j] = n
+	}
+	return out, nil
+}
+
+// Nodes implements session.Store: every node in append order; nil for an
+// unknown session.
+func (s *Store) Nodes(ctx context.Context, k session.Key) ([]session.Node, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ss, err := s.get(k)
+	if err != nil {
+		return nil, err
+	}
+	if err := ss.ensure(); err != nil {
+		return nil, err
+	}
+	ss.mu.RLock()
+	defer ss.mu.RUnlock()
+	if len(ss.recs) == 0 {
+		return nil, nil
+	}
+	data := make([]byte, ss.size)
+	if _, err := ss.f.ReadAt(data, 0); err != nil {
+		return nil, fmt.Errorf("read session %s: %w", k, err)
+	}
+	out := make([]session.Node, len(ss.recs))
+	for i, r := range ss.recs {
+		if err := json.Unmarshal(data[r.off:r.off+int64(r.n)], &out[i]); err != nil {
+			return nil, fmt.Errorf("read session %s at %d: %w", k, r.off, err)
+		}
+	}
+	return out, nil
+}
+
+// List implements session.Store by scanning <dir>/*/sessions/*.jsonl. Keys
+// whose file name is hashed (long IDs) are read from the file's first line.
+func (s *Store) List(ctx context.Context, agentID string) ([]session.Key, error) {
+	var agentDirs []string
+	if agentID != "" {
+		agentDirs = []string{filepath.Join(s.dir, session.EncodeID(agentID))}
+	} else {
+		ents, err := os.ReadDir(s.dir)
+		if err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		for _, e := range ents {
+			if e.IsDir() {
+				agentDirs = append(agentDirs, filepath.Join(s.dir, e.Name()))
+			}
+		}
+	}
+	var keys []session.Key
+	for _, ad := range agentDirs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		ents, err := os.ReadDir(filepath.Join(ad, "sessions"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		for _, e := range ents {
+			if e.IsDir() || !strings.HasSuffix(e.Name(), ".jsonl") {
+				continue
+			}
+			p := filepath.Join(ad, "sessions", e.Name())
+			k, ok := keyFromName(filepath.Base(ad), e.Name())
+			if !ok {
+				if k, ok = keyFromHeader(p); !ok {
+					s.log.Warn("session: cannot tell the key of a file", "file", p)
+					continue
+				}
+			}
+			if fi, err := e.Info(); err == nil && fi.Size() == 0 {
+				continue
+			}
+			keys = append(keys, k)
+		}
+	}
+	session.SortKeys(keys)
+	return keys, nil
+}
+
+// keyFromName decodes "<agent>" and "<channel>_<id>.jsonl".
+func keyFromName(agentDir, name string) (session.Key, bool) {
+	agent, ok1 := session.DecodeID(agentDir)
+	ch, id, ok2 := strings.Cut(strings.TrimSuffix(name, ".jsonl"), "_")
+	if !ok1 || !ok2 {
+		return session.Key{}, false
+	}
+	c, ok3 := session.DecodeID(ch)
+	i, ok4 := session.DecodeID(id)
+	return session.Key{AgentID: agent, Channel: c, ID: i}, ok3 && ok4
+}
+
+func keyFromHeader(p string) (session.Key, bool) {
+	f, err := os.Open(p)
+	if err != nil {
+		return session.Key{}, false
+	}
+	defer f.Close()
+	buf := make([]byte, 4*session.MaxIDLen+256)
+	n, _ := f.Read(buf)
+	line, _, _ := bytes.Cut(buf[:n], []byte("\n"))
+	var h struct {
+		Type    string `json:"type"`
+		AgentID string `json:"agentId"`
+		Channel string `json:"channel"`
+		ID      string `json:"id"`
+	}
+	if json.Unmarshal(line, &h) != nil || h.Type != "session" {
+		return session.Key{}, false
+	}
+	k := session.Key{AgentID: h.AgentID, Channel: h.Channel, ID: h.ID}
+	return k, k.Validate() == nil
+}
+
+// Clear implements session.Store: it removes the session file. ErrNotFound
+// if the session has no file.
+func (s *Store) Clear(ctx context.Context, k session.Key) error {
+	ss, err := s.get(k)
+	if err != nil {
+		return err
+	}
+	ss.wmu.Lock()
+	defer ss.wmu.Unlock()
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.f != nil {
+		ss.f.Close()
+		ss.f = nil
+	}
+	ss.recs, ss.ids, ss.leaf, ss.leafID, ss.size = nil, map[string]int32{}, -1, "", 0
+	ss.loaded.Store(true)
+	err = os.Remove(ss.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("clear %s: %w", k, session.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("clear %s: %w", k, err)
+	}
+	if s.opts.Fsync == FsyncAlways {
+		_ = syncDir(filepath.Dir(ss.path))
+	}
+	return nil
+}
+
+// Close stops the batch fsync loop, fsyncs dirty files and closes every
+// file. Later calls return ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	ss := s.sessions
+	s.sessions = nil
+	s.mu.Unlock()
+	if s.stop != nil {
+		close(s.stop)
+		<-s.done
+	}
+	var errs []error
+	for _, x := range ss {
+		x.wmu.Lock()
+		x.mu.Lock()
+		if x.f != nil {
+			if x.dirty.Swap(false) {
+				errs = append(errs, x.f.Sync())
+			}
+			errs = append(errs, x.f.Close())
+			x.f = nil
+		}
+		x.mu.Unlock()
+		x.wmu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Store) syncLoop() {
+	defer close(s.done)
+	t := time.NewTicker(s.opts.BatchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		var dirty []*sess
+		for _, x := range s.sessions {
+			if x.dirty.Load() {
+				dirty = append(dirty, x)
+			}
+		}
+		s.mu.Unlock()
+		for _, x := range dirty {
+			x.mu.RLock()
+			if x.f != nil && x.dirty.Swap(false) {
+				if err := x.f.Sync(); err != nil {
+					s.log.Error("session: batch fsync failed", "file", x.path, "err", err)
+				}
+			}
+			x.mu.RUnlock()
+		}
+	}
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync dir %s: %w", dir, err)
+	}
+	return nil
+}
