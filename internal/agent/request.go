@@ -25,11 +25,11 @@ type Request struct {
 
 // Result is a completed (or paused) turn.
 type Result struct {
-	Text         string         `json:"text"`
-	SessionID    string         `json:"session_id"`
-	TurnID       string         `json:"turn_id"`
-	MemoriesUsed int            `json:"memories_used"`
-	Model        string         `json:"model,omitempty"`
+	Text         string `json:"text"`
+	SessionID    string `json:"session_id"`
+	TurnID       string `json:"turn_id"`
+	MemoriesUsed int    `json:"memories_used"`
+	Model        string `json:"model,omitempty"`
 	// PendingApproval is set when the turn paused at the approval gate.
 	PendingApproval *PendingApproval `json:"pending_approval,omitempty"`
 	Metadata        map[string]any   `json:"metadata,omitempty"`

@@ -1,0 +1,259 @@
+// Package agent runs the turn of SPEC §5 in three stages: preTurn (actor,
+// session, memory, state, tool set, system prompt), runLoop (model and tool
+// calls, every call through the approval gate) and postTurn (persist nodes,
+// update state, queue memory extraction, deliver).
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/metrics"
+	"github.com/tendrilai/tendril/internal/model"
+	"github.com/tendrilai/tendril/internal/session"
+	"github.com/tendrilai/tendril/internal/tool"
+)
+
+// Options tune the turn.
+type Options struct {
+	AgentID           string
+	MaxToolIterations int           // default 20
+	ToolTimeout       time.Duration // per tool call, default 30s
+	RetrieveTimeout   time.Duration // memory retrieval, default 3s
+	MaxTokens         int
+	Clock             func() time.Time
+	Logger            *slog.Logger
+	Metrics           *metrics.Metrics
+	// Tracker counts in-flight work for /ping HealthyBusy.
+	Tracker interface{ Begin() func() }
+}
+
+// Agent runs turns. It is safe for concurrent use: turns on one session run
+// one after another in arrival order, different sessions run in parallel.
+type Agent struct {
+	opt   Options
+	deps  Deps
+	locks *keyedFIFO
+	seq   atomic.Uint64
+}
+
+// New returns an Agent. deps.Sessions must be set.
+func New(opt Options, deps Deps) (*Agent, error) {
+	if deps.Sessions == nil {
+		return nil, errors.New("agent: a session store is required")
+	}
+	if opt.AgentID == "" {
+		opt.AgentID = "main"
+	}
+	if opt.MaxToolIterations <= 0 {
+		opt.MaxToolIterations = 20
+	}
+	if opt.ToolTimeout <= 0 {
+		opt.ToolTimeout = 30 * time.Second
+	}
+	if opt.RetrieveTimeout <= 0 {
+		opt.RetrieveTimeout = 3 * time.Second
+	}
+	if opt.MaxTokens <= 0 {
+		opt.MaxTokens = 4096
+	}
+	if opt.Clock == nil {
+		opt.Clock = time.Now
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if deps.History == nil {
+		store := deps.Sessions
+		deps.History = func(ctx context.Context, key session.Key, _ string) ([]session.Node, error) {
+			leaf, err := store.Leaf(ctx, key)
+			if err != nil || leaf == "" {
+				return nil, err
+			}
+			return store.Path(ctx, key, leaf, 50)
+		}
+	}
+	if deps.RenderMemory == nil {
+		deps.RenderMemory = renderMemory
+	}
+	return &Agent{opt: opt, deps: deps, locks: newKeyedFIFO()}, nil
+}
+
+// turn is the working state of one turn, shared by the three stages and
+// serialised into the approval request when the turn pauses.
+type turn struct {
+	ID        string          `json:"id"`
+	Req       Request         `json:"req"`
+	Key       session.Key     `json:"key"`
+	Level     Level           `json:"level"`
+	System    string          `json:"system"`
+	ToolNames []string        `json:"tools"`
+	Vision    bool            `json:"vision"`
+	Messages  []model.Message `json:"messages"`
+	// Pending tool uses of the last assistant message, and the results
+	// gathered so far; used when the turn pauses mid-batch.
+	PendingUses []model.Block `json:"pendingUses,omitempty"`
+	Results     []model.Block `json:"results,omitempty"`
+	Iteration   int           `json:"iteration"`
+	// Nodes to persist in postTurn (the user node is persisted up front
+	// when a turn pauses).
+	Nodes        []session.Node `json:"nodes"`
+	UserNodeSent bool           `json:"userNodeSent"`
+	MemoriesUsed int            `json:"memoriesUsed"`
+	Model        string         `json:"model"`
+	Compacted    bool           `json:"compacted"`
+	started      time.Time
+	memories     []memory.Hit
+	tools        map[string]tool.Tool
+}
+
+// Invoke runs one turn to completion, or until it pauses at the approval
+// gate (Result.PendingApproval set). Errors: ErrInvalidRequest,
+// ErrInvalidActorID, model.ErrNotConfigured, a *model.APIError or a wrapped
+// storage error.
+func (a *Agent) Invoke(ctx context.Context, req Request) (*Result, error) {
+	if err := validate(&req); err != nil {
+		return nil, err
+	}
+	if a.opt.Tracker != nil {
+		defer a.opt.Tracker.Begin()()
+	}
+	key := a.sessionKey(req)
+	unlock, err := a.locks.Lock(ctx, keyString(key))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	start := a.opt.Clock()
+	t, err := a.preTurn(ctx, req, key)
+	if err != nil {
+		a.observeTurn(req.Channel, start, err)
+		return nil, err
+	}
+	t.started = start
+	res, err := a.runLoop(ctx, t)
+	if err == nil && res.PendingApproval == nil {
+		err = a.postTurn(ctx, t, res)
+	}
+	a.observeTurn(req.Channel, start, err)
+	return res, err
+}
+
+func (a *Agent) observeTurn(channel string, start time.Time, err error) {
+	if a.opt.Metrics == nil {
+		return
+	}
+	outcome := "ok"
+	if err != nil {
+		outcome = ErrorCode(err)
+		a.opt.Metrics.Errors.WithLabelValues(outcome).Inc()
+	}
+	a.opt.Metrics.TurnDuration.WithLabelValues(channel, outcome).Observe(time.Since(start).Seconds())
+}
+
+// ErrorCode maps an Invoke error to the SPEC §1 error code.
+func ErrorCode(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrInvalidRequest):
+		return "INVALID_REQUEST"
+	case errors.Is(err, ErrInvalidActorID):
+		return "INVALID_ACTOR_ID"
+	case errors.Is(err, model.ErrNotConfigured):
+		return "MODEL_NOT_CONFIGURED"
+	case errors.Is(err, ErrApprovalPending):
+		return "APPROVAL_PENDING"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "MODEL_ERROR"
+	}
+	var apiErr *model.APIError
+	if errors.As(err, &apiErr) || errors.Is(err, model.ErrContextOverflow) || errors.Is(err, errModel) {
+		return "MODEL_ERROR"
+	}
+	return "INTERNAL_ERROR"
+}
+
+var errModel = errors.New("model call failed")
+
+// validate checks and normalises a request.
+func validate(req *Request) error {
+	if req.Message == "" && len(req.Images) == 0 {
+		return fmt.Errorf("%w: message is required", ErrInvalidRequest)
+	}
+	if len(req.Message) > 256<<10 {
+		return fmt.Errorf("%w: message longer than 256 KiB", ErrInvalidRequest)
+	}
+	if err := ValidateID(req.ActorID); err != nil {
+		return fmt.Errorf("%w: actor_id %v", ErrInvalidActorID, err)
+	}
+	if req.SessionID != "" {
+		if err := ValidateID(req.SessionID); err != nil {
+			return fmt.Errorf("%w: session_id %v", ErrInvalidRequest, err)
+		}
+	}
+	if req.Channel == "" {
+		req.Channel = "api"
+	}
+	if err := ValidateID(req.Channel); err != nil {
+		return fmt.Errorf("%w: channel %v", ErrInvalidRequest, err)
+	}
+	if req.InvocationType == "" {
+		req.InvocationType = "api"
+	}
+	for i, img := range req.Images {
+		if len(img.Data) == 0 {
+			return fmt.Errorf("%w: images[%d] has no data", ErrInvalidRequest, i)
+		}
+		switch img.MediaType {
+		case "image/jpeg", "image/png", "image/gif", "image/webp":
+		default:
+			return fmt.Errorf("%w: images[%d] media_type %q is not image/jpeg, image/png, image/gif or image/webp", ErrInvalidRequest, i, img.MediaType)
+		}
+	}
+	return nil
+}
+
+// ValidateID accepts 1–256 characters with no control characters. Storage
+// backends encode IDs further; this only rejects what no channel produces.
+func ValidateID(id string) error {
+	if id == "" {
+		return errors.New("is required")
+	}
+	if len(id) > 256 {
+		return errors.New("is longer than 256 bytes")
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) || r == unicode.ReplacementChar {
+			return errors.New("contains a control or invalid character")
+		}
+	}
+	return nil
+}
+
+func (a *Agent) sessionKey(req Request) session.Key {
+	id := req.SessionID
+	if id == "" {
+		id = req.ActorID
+		if i := strings.IndexByte(id, ':'); i >= 0 && i < len(id)-1 {
+			id = id[i+1:]
+		}
+	}
+	return session.Key{AgentID: a.opt.AgentID, Channel: req.Channel, ID: id}
+}
+
+func keyString(k session.Key) string { return k.AgentID + "\x00" + k.Channel + "\x00" + k.ID }
+
+func (a *Agent) newID(prefix string) string {
+	return prefix + ulid.MustNew(ulid.Timestamp(a.opt.Clock()), ulid.DefaultEntropy()).String()
+}

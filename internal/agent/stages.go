@@ -1,0 +1,636 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/model"
+	"github.com/tendrilai/tendril/internal/session"
+	"github.com/tendrilai/tendril/internal/tool"
+)
+
+// preTurn resolves the session, retrieves memory, reads the breaker level,
+// chooses the tool set and assembles the system prompt and history.
+func (a *Agent) preTurn(ctx context.Context, req Request, key session.Key) (*turn, error) {
+	t := &turn{ID: a.newID("turn_"), Req: req, Key: key, Vision: len(req.Images) > 0}
+
+	history, err := a.deps.History(ctx, key, req.ChatType)
+	if err != nil {
+		return nil, fmt.Errorf("load session %s/%s: %w", key.Channel, key.ID, err)
+	}
+
+	t.memories = a.retrieve(ctx, req)
+	t.MemoriesUsed = len(t.memories)
+
+	t.Level = LevelNormal
+	if a.deps.State != nil {
+		if lvl, err := a.deps.State.Level(ctx, req.ActorID); err != nil {
+			a.opt.Logger.Warn("state level unavailable; assuming NORMAL", "actor", req.ActorID, "err", err)
+		} else {
+			t.Level = lvl
+		}
+	}
+	if a.opt.Metrics != nil {
+		a.opt.Metrics.BreakerLevel.WithLabelValues(string(t.Level)).Inc()
+	}
+
+	t.tools = a.chooseTools(t.Level)
+	for name := range t.tools {
+		t.ToolNames = append(t.ToolNames, name)
+	}
+	sort.Strings(t.ToolNames)
+	t.System = a.systemPrompt(t)
+
+	t.Messages = nodesToMessages(history)
+	user, node, err := a.userMessage(ctx, req, t)
+	if err != nil {
+		return nil, err
+	}
+	t.Messages = appendMessage(t.Messages, user)
+	t.Nodes = append(t.Nodes, node)
+	return t, nil
+}
+
+// retrieve runs memory retrieval under the retrieve timeout. Any failure
+// yields no memory: the turn never fails because of memory (SPEC §4.6).
+func (a *Agent) retrieve(ctx context.Context, req Request) []memory.Hit {
+	if a.deps.Retriever == nil {
+		return nil
+	}
+	query := strings.TrimSpace(req.Message)
+	switch {
+	case req.InvocationType == "cron":
+		query = "tasks due: " + query
+	case query == "":
+		query = "what do I know about this user: preferences, facts, plants, instructions"
+	}
+	rctx, cancel := context.WithTimeout(ctx, a.opt.RetrieveTimeout)
+	defer cancel()
+	start := time.Now()
+	hits, err := a.deps.Retriever.Recall(rctx, a.opt.AgentID, req.ActorID, query)
+	if a.opt.Metrics != nil {
+		a.opt.Metrics.RetrievalDuration.Observe(time.Since(start).Seconds())
+	}
+	if err == nil && rctx.Err() != nil {
+		err = rctx.Err()
+	}
+	if err != nil {
+		a.opt.Logger.Warn("memory retrieval failed; continuing without memory", "actor", req.ActorID, "err", err)
+		if a.opt.Metrics != nil {
+			a.opt.Metrics.RetrievalTimeouts.Inc()
+		}
+		return nil
+	}
+	return hits
+}
+
+// chooseTools applies rules, breaker and floor: a tool is offered only if
+// the gate says it is visible at this level. Without a gate only read-class
+// tools are offered.
+func (a *Agent) chooseTools(level Level) map[string]tool.Tool {
+	out := map[string]tool.Tool{}
+	for _, tl := range a.deps.Tools {
+		visible := tl.Class() == tool.ClassRead && level != "" // no gate: read only
+		if a.deps.Gate != nil {
+			visible = a.deps.Gate.Visible(tl.Name(), tl.Class(), level)
+		}
+		if visible {
+			out[tl.Name()] = tl
+		}
+	}
+	return out
+}
+
+// systemPrompt assembles, in this documented order:
+//  1. the persona (persona.md);
+//  2. the identity anchors;
+//  3. the memory block ("What you remember about this user");
+//  4. the active skills;
+//  5. the tool descriptions;
+//  6. when the breaker is WARNING or CRITICAL, the identity anchors again
+//     with a safe-mode note, so they are the last thing the model reads.
+func (a *Agent) systemPrompt(t *turn) string {
+	var b strings.Builder
+	b.WriteString(strings.TrimSpace(a.deps.Persona.Text))
+	b.WriteString("\n")
+	if len(a.deps.Persona.Anchors) > 0 {
+		b.WriteString("\n## Identity anchors\n")
+		for _, an := range a.deps.Persona.Anchors {
+			b.WriteString("- " + an + "\n")
+		}
+	}
+	if len(t.memories) > 0 {
+		b.WriteString("\n" + strings.TrimSpace(a.deps.RenderMemory(t.memories)) + "\n")
+	}
+	if s := strings.TrimSpace(a.deps.Skills); s != "" {
+		b.WriteString("\n" + s + "\n")
+	}
+	if len(t.ToolNames) > 0 {
+		b.WriteString("\n## Tools\n")
+		for _, name := range t.ToolNames {
+			b.WriteString("- " + name + ": " + t.tools[name].Description() + "\n")
+		}
+	}
+	if t.Level != LevelNormal && t.Level != "" {
+		b.WriteString("\n## Identity anchors (re-asserted: safe mode " + string(t.Level) + ")\n")
+		for _, an := range a.deps.Persona.Anchors {
+			b.WriteString("- " + an + "\n")
+		}
+		if t.Level == LevelCritical {
+			b.WriteString("Only read-only tools are available. Keep replies calm and brief.\n")
+		} else {
+			b.WriteString("Tools that change anything are unavailable right now.\n")
+		}
+	}
+	b.WriteString(fmt.Sprintf("\nCurrent time: %s. Channel: %s.\n", a.opt.Clock().UTC().Format(time.RFC3339), t.Req.Channel))
+	return b.String()
+}
+
+// renderMemory is the default memory block, one line per hit tagged
+// [Explicit] or [Inferred], explicit first.
+func renderMemory(hits []memory.Hit) string {
+	var b strings.Builder
+	b.WriteString("## What you remember about this user\n")
+	for _, h := range hits {
+		tag := "[Inferred]"
+		if h.Record.Explicit() {
+			tag = "[Explicit]"
+		}
+		b.WriteString("- " + tag + " " + strings.TrimSpace(h.Record.Content) + "\n")
+	}
+	return b.String()
+}
+
+func (a *Agent) userMessage(ctx context.Context, req Request, t *turn) (model.Message, session.Node, error) {
+	msg := model.Message{Role: model.RoleUser}
+	node := session.Node{ID: session.NewNodeID(), Role: session.RoleUser, Timestamp: a.opt.Clock().Unix(),
+		Channel: req.Channel, Metadata: map[string]any{"turnId": t.ID, "actorId": req.ActorID}}
+	if req.InvocationType != "" && req.InvocationType != "api" {
+		node.Metadata["invocationType"] = req.InvocationType
+	}
+	for _, img := range req.Images {
+		msg.Content = append(msg.Content, model.Block{Type: model.BlockImage, MediaType: img.MediaType, Data: img.Data})
+		ref := fmt.Sprintf("inline:%d bytes", len(img.Data))
+		if a.deps.Media != nil {
+			r, err := a.deps.Media.Put(ctx, img.MediaType, img.Data)
+			if err != nil {
+				return msg, node, fmt.Errorf("store image: %w", err)
+			}
+			ref = r
+		}
+		node.Blocks = append(node.Blocks, session.Block{Type: "image", ImageRef: ref, MediaType: img.MediaType})
+	}
+	text := req.Message
+	if text == "" {
+		text = "(image)"
+	}
+	msg.Content = append(msg.Content, model.Text(text))
+	if len(node.Blocks) > 0 {
+		node.Blocks = append(node.Blocks, session.Block{Type: "text", Text: text})
+	} else {
+		node.Text = text
+	}
+	return msg, node, nil
+}
+
+// runLoop alternates model calls and tool calls, at most MaxToolIterations
+// model calls. It returns a Result with PendingApproval when a tool call
+// waits for approval.
+func (a *Agent) runLoop(ctx context.Context, t *turn) (*Result, error) {
+	if len(t.PendingUses) > 0 {
+		if res, err := a.runTools(ctx, t); res != nil || err != nil {
+			return res, err
+		}
+	}
+	for t.Iteration < a.opt.MaxToolIterations {
+		t.Iteration++
+		resp, err := a.generate(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		t.Model = resp.Model
+		t.Messages = append(t.Messages, model.Message{Role: model.RoleAssistant, Content: resp.Content})
+		uses := resp.ToolUses()
+		if len(uses) == 0 {
+			text := strings.TrimSpace(resp.TextContent())
+			t.Nodes = append(t.Nodes, a.node(t, session.RoleAssistant, text, nil))
+			return a.result(t, text), nil
+		}
+		t.Nodes = append(t.Nodes, a.node(t, session.RoleAssistant, "", assistantBlocks(resp.Content)))
+		t.PendingUses, t.Results = uses, nil
+		if res, err := a.runTools(ctx, t); res != nil || err != nil {
+			return res, err
+		}
+	}
+	text := fmt.Sprintf("I stopped after %d tool steps without reaching an answer. Please narrow the request or try again.", a.opt.MaxToolIterations)
+	t.Nodes = append(t.Nodes, a.nodeMeta(t, session.RoleAssistant, text, nil, map[string]any{"stopReason": "max_tool_iterations"}))
+	return a.result(t, text), nil
+}
+
+func assistantBlocks(content []model.Block) []session.Block {
+	var out []session.Block
+	for _, b := range content {
+		switch b.Type {
+		case model.BlockText:
+			if strings.TrimSpace(b.Text) != "" {
+				out = append(out, session.Block{Type: "text", Text: b.Text})
+			}
+		case model.BlockToolUse:
+			out = append(out, session.Block{Type: "tool_use", ID: b.ID, Name: b.Name, Input: b.Input})
+		}
+	}
+	return out
+}
+
+// generate calls the model, compacting once on context overflow.
+func (a *Agent) generate(ctx context.Context, t *turn) (*model.Response, error) {
+	if a.deps.Models == nil {
+		return nil, model.ErrNotConfigured
+	}
+	req := &model.Request{System: t.System, Messages: t.Messages, MaxTokens: a.opt.MaxTokens}
+	for _, name := range t.ToolNames {
+		tl := t.tools[name]
+		if tl == nil {
+			continue
+		}
+		req.Tools = append(req.Tools, model.ToolDef{Name: name, Description: tl.Description(), InputSchema: tl.Schema()})
+	}
+	resp, err := a.deps.Models.Generate(ctx, req, t.Vision)
+	if errors.Is(err, model.ErrContextOverflow) && !t.Compacted && a.deps.Compact != nil {
+		t.Compacted = true
+		a.opt.Logger.Info("context overflow; compacting session and retrying once", "session", t.Key.ID)
+		if cerr := a.deps.Compact(ctx, t.Key); cerr != nil {
+			return nil, fmt.Errorf("%w: %v (compaction failed: %v)", errModel, err, cerr)
+		}
+		history, herr := a.deps.History(ctx, t.Key, t.Req.ChatType)
+		if herr != nil {
+			return nil, herr
+		}
+		// History after compaction plus this turn's messages so far.
+		turnMsgs := t.Messages[len(t.Messages)-1-countTurnMessages(t):]
+		req.Messages = append(nodesToMessages(history), turnMsgs...)
+		t.Messages = req.Messages
+		resp, err = a.deps.Models.Generate(ctx, req, t.Vision)
+	}
+	if err != nil {
+		if errors.Is(err, model.ErrNotConfigured) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", errModel, err)
+	}
+	return resp, nil
+}
+
+// countTurnMessages is how many messages after the user message belong to
+// this turn (assistant tool calls and tool results).
+func countTurnMessages(t *turn) int {
+	n := 0
+	for _, nd := range t.Nodes[1:] {
+		if nd.Role == session.RoleAssistant || nd.Role == session.RoleTool {
+			n++
+		}
+	}
+	return n
+}
+
+// runTools executes t.PendingUses in order through the gate. It returns a
+// non-nil Result when the turn pauses for approval, and (nil, nil) when
+// every use has its result and the loop should call the model again.
+func (a *Agent) runTools(ctx context.Context, t *turn) (*Result, error) {
+	for len(t.Results) < len(t.PendingUses) {
+		use := t.PendingUses[len(t.Results)]
+		out, isErr, pending, err := a.callTool(ctx, t, use, "")
+		if err != nil {
+			return nil, err
+		}
+		if pending != nil {
+			return a.pause(ctx, t, pending)
+		}
+		t.Results = append(t.Results, model.Block{Type: model.BlockToolResult, ToolUseID: use.ID, Text: out, IsError: isErr})
+	}
+	a.finishToolBatch(t)
+	return nil, nil
+}
+
+func (a *Agent) finishToolBatch(t *turn) {
+	t.Messages = append(t.Messages, model.Message{Role: model.RoleUser, Content: t.Results})
+	var blocks []session.Block
+	for _, r := range t.Results {
+		blocks = append(blocks, session.Block{Type: "tool_result", ToolUseID: r.ToolUseID, Text: r.Text, IsError: r.IsError})
+	}
+	t.Nodes = append(t.Nodes, a.node(t, session.RoleTool, "", blocks))
+	t.PendingUses, t.Results = nil, nil
+}
+
+// callTool runs one tool call through the gate. approvedID names an
+// approval request that the caller has already authorized for this call. It returns the tool result text and
+// whether it is an error, or a pending approval.
+func (a *Agent) callTool(ctx context.Context, t *turn, use model.Block, approvedID string) (string, bool, *PendingApproval, error) {
+	tl := t.tools[use.Name]
+	if tl == nil {
+		a.countTool(use.Name, "refused")
+		return fmt.Sprintf("tool %q is not available in this turn; use only the tools listed", use.Name), true, nil, nil
+	}
+	args := use.Input
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	call := GateCall{AgentID: a.opt.AgentID, ActorID: t.Req.ActorID, SessionID: t.Key.ID, Tool: use.Name, Class: tl.Class(), Args: args}
+	if a.deps.Gate != nil {
+		if approvedID == "" {
+			// The resume payload must say the user node is persisted:
+			// pause persists it before the request is visible to anyone.
+			wasSent := t.UserNodeSent
+			t.UserNodeSent = true
+			resume, err := json.Marshal(t)
+			t.UserNodeSent = wasSent
+			if err != nil {
+				return "", false, nil, fmt.Errorf("encode turn for approval: %w", err)
+			}
+			dec, err := a.deps.Gate.Check(ctx, call, t.Level, resume)
+			if err != nil {
+				a.countTool(use.Name, "gate_error")
+				return "approval gate unavailable: " + err.Error(), true, nil, nil
+			}
+			switch dec.Verdict {
+			case Deny:
+				a.countTool(use.Name, "denied")
+				return "refused by the approval gate: " + dec.Reason, true, nil, nil
+			case Ask:
+				a.countTool(use.Name, "pending")
+				if a.opt.Metrics != nil {
+					a.opt.Metrics.Approvals.WithLabelValues("requested").Inc()
+				}
+				return "", false, &PendingApproval{RequestID: dec.RequestID, ToolName: use.Name, Args: string(args), ExpiresAt: dec.ExpiresAt.Unix()}, nil
+			}
+		}
+	} else if tl.Class() != tool.ClassRead {
+		a.countTool(use.Name, "refused")
+		return "tool refused: no approval gate is configured for write tools", true, nil, nil
+	}
+	out, err := tool.Run(ctx, tl, tool.Call{AgentID: a.opt.AgentID, ActorID: t.Req.ActorID, SessionID: t.Key.ID, Channel: t.Req.Channel, Args: args}, a.opt.ToolTimeout)
+	if a.deps.Gate != nil {
+		if lerr := a.deps.Gate.RecordExecution(ctx, call, approvedID, err); lerr != nil {
+			a.opt.Logger.Error("audit ledger append failed", "tool", use.Name, "err", lerr)
+		}
+	}
+	if err != nil {
+		a.countTool(use.Name, "error")
+		return err.Error(), true, nil, nil
+	}
+	a.countTool(use.Name, "ok")
+	return out, false, nil, nil
+}
+
+func (a *Agent) countTool(name, outcome string) {
+	if a.opt.Metrics != nil {
+		a.opt.Metrics.ToolCalls.WithLabelValues(name, outcome).Inc()
+	}
+}
+
+// pause persists the user node (so the session never holds an orphaned
+// tool_use) and returns the pending approval.
+func (a *Agent) pause(ctx context.Context, t *turn, p *PendingApproval) (*Result, error) {
+	if !t.UserNodeSent {
+		if err := a.appendNodes(ctx, t.Key, t.Nodes[:1]); err != nil {
+			return nil, err
+		}
+		t.UserNodeSent = true
+	}
+	text := fmt.Sprintf("I need your approval to run %s. Approve request %s (it expires at %s).",
+		p.ToolName, p.RequestID, time.Unix(p.ExpiresAt, 0).UTC().Format(time.RFC3339))
+	res := a.result(t, text)
+	res.PendingApproval = p
+	return res, nil
+}
+
+// appendNodes links nodes to the session's active leaf and appends them
+// durably.
+func (a *Agent) appendNodes(ctx context.Context, key session.Key, nodes []session.Node) error {
+	if len(nodes) == 0 {
+		return nil
+	}
+	leaf, err := a.deps.Sessions.Leaf(ctx, key)
+	if err != nil && !errors.Is(err, session.ErrNotFound) {
+		return fmt.Errorf("read leaf: %w", err)
+	}
+	linked := make([]session.Node, len(nodes))
+	copy(linked, nodes)
+	for i := range linked {
+		if i == 0 {
+			linked[i].ParentID = leaf
+		} else {
+			linked[i].ParentID = linked[i-1].ID
+		}
+	}
+	if err := a.deps.Sessions.Append(ctx, key, linked...); err != nil {
+		return fmt.Errorf("persist turn: %w", err)
+	}
+	return nil
+}
+
+func (a *Agent) node(t *turn, role, text string, blocks []session.Block) session.Node {
+	return a.nodeMeta(t, role, text, blocks, nil)
+}
+
+func (a *Agent) nodeMeta(t *turn, role, text string, blocks []session.Block, meta map[string]any) session.Node {
+	m := map[string]any{"turnId": t.ID}
+	for k, v := range meta {
+		m[k] = v
+	}
+	return session.Node{ID: session.NewNodeID(), Role: role, Text: text, Blocks: blocks, Timestamp: a.opt.Clock().Unix(), Channel: t.Req.Channel, Metadata: m}
+}
+
+func (a *Agent) result(t *turn, text string) *Result {
+	return &Result{Text: text, SessionID: t.Key.ID, TurnID: t.ID, MemoriesUsed: t.MemoriesUsed, Model: t.Model,
+		Metadata: map[string]any{"breaker_level": string(t.Level), "iterations": t.Iteration}}
+}
+
+// postTurn persists the turn's nodes (durable before the reply is
+// acknowledged), updates state and queues memory extraction.
+func (a *Agent) postTurn(ctx context.Context, t *turn, res *Result) error {
+	nodes := t.Nodes
+	if t.UserNodeSent {
+		nodes = nodes[1:]
+	}
+	if err := a.appendNodes(ctx, t.Key, nodes); err != nil {
+		return err
+	}
+	if a.deps.State != nil && t.Req.InvocationType != "cron" && t.Req.Message != "" {
+		if err := a.deps.State.Observe(ctx, t.Req.ActorID, t.ID, t.Req.Message); err != nil {
+			a.opt.Logger.Warn("state update failed", "actor", t.Req.ActorID, "err", err)
+		}
+	}
+	if a.deps.Recorder != nil && t.Req.InvocationType != "cron" {
+		now := a.opt.Clock()
+		events := []memory.Event{
+			{ID: t.Nodes[0].ID, ActorID: t.Req.ActorID, SessionID: t.Key.ID, Role: "user", Text: t.Req.Message, Timestamp: now},
+			{ID: t.Nodes[len(t.Nodes)-1].ID, ActorID: t.Req.ActorID, SessionID: t.Key.ID, Role: "assistant", Text: res.Text, Timestamp: now},
+		}
+		if err := a.deps.Recorder.RecordTurn(ctx, a.opt.AgentID, t.Req.ActorID, t.Key.ID, events); err != nil {
+			a.opt.Logger.Warn("memory recording failed", "actor", t.Req.ActorID, "err", err)
+		}
+	}
+	return nil
+}
+
+// Resume continues a turn that paused at the approval gate. approved says
+// whether the operator approved requestID; resume is the payload stored
+// with the request. The completed turn is persisted and, when a Deliverer
+// is set, delivered on its channel.
+func (a *Agent) Resume(ctx context.Context, requestID string, approved bool, reason string, resume json.RawMessage) (*Result, error) {
+	var t turn
+	if err := json.Unmarshal(resume, &t); err != nil {
+		return nil, fmt.Errorf("decode paused turn: %w", err)
+	}
+	if len(t.PendingUses) == 0 || len(t.Results) >= len(t.PendingUses) {
+		return nil, errors.New("paused turn has no pending tool call")
+	}
+	if a.opt.Tracker != nil {
+		defer a.opt.Tracker.Begin()()
+	}
+	unlock, err := a.locks.Lock(ctx, keyString(t.Key))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	t.tools = a.chooseTools(t.Level)
+	// Tools removed since the pause (rule change, breaker) stay removed.
+	for name := range t.tools {
+		if !contains(t.ToolNames, name) {
+			delete(t.tools, name)
+		}
+	}
+	use := t.PendingUses[len(t.Results)]
+	var out string
+	var isErr bool
+	if approved {
+		if a.deps.Gate == nil {
+			return nil, errors.New("no approval gate configured")
+		}
+		args := use.Input
+		if len(args) == 0 {
+			args = json.RawMessage("{}")
+		}
+		tl := t.tools[use.Name]
+		if tl == nil {
+			return nil, fmt.Errorf("tool %q is no longer available", use.Name)
+		}
+		call := GateCall{AgentID: a.opt.AgentID, ActorID: t.Req.ActorID, SessionID: t.Key.ID, Tool: use.Name, Class: tl.Class(), Args: args}
+		// A request that cannot be redeemed (replayed, expired, changed
+		// arguments) resumes nothing and persists nothing.
+		if err := a.deps.Gate.Authorize(ctx, requestID, call); err != nil {
+			return nil, fmt.Errorf("approval %s: %w", requestID, err)
+		}
+		out, isErr, _, err = a.callTool(ctx, &t, use, requestID)
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		if reason == "" {
+			reason = "denied by the operator"
+		}
+		out, isErr = "not approved: "+reason, true
+		if a.opt.Metrics != nil {
+			a.opt.Metrics.Approvals.WithLabelValues("denied").Inc()
+		}
+	}
+	t.Results = append(t.Results, model.Block{Type: model.BlockToolResult, ToolUseID: use.ID, Text: out, IsError: isErr})
+	res, err := a.runLoop(ctx, &t)
+	if err != nil {
+		return nil, err
+	}
+	if res.PendingApproval == nil {
+		if err := a.postTurn(ctx, &t, res); err != nil {
+			return nil, err
+		}
+	}
+	if a.deps.Deliverer != nil {
+		if err := a.deps.Deliverer.Deliver(ctx, t.Req.Channel, t.Req.ActorID, t.Req.Metadata, res.Text); err != nil {
+			a.opt.Logger.Warn("deliver resumed turn failed", "channel", t.Req.Channel, "err", err)
+		}
+	}
+	return res, nil
+}
+
+// appendMessage appends m, merging it into the last message when both have
+// the same role (providers require alternating roles).
+func appendMessage(msgs []model.Message, m model.Message) []model.Message {
+	if n := len(msgs); n > 0 && msgs[n-1].Role == m.Role {
+		merged := append(append([]model.Block{}, msgs[n-1].Content...), m.Content...)
+		out := append(msgs[:n-1:n-1], model.Message{Role: m.Role, Content: merged})
+		return out
+	}
+	return append(msgs, m)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// nodesToMessages converts session history to model messages. Image
+// references in history become a short text marker; only the current turn
+// carries image bytes. Tool nodes become user messages of tool_result
+// blocks, as all three providers expect.
+func nodesToMessages(nodes []session.Node) []model.Message {
+	var out []model.Message
+	for _, n := range nodes {
+		var role model.Role
+		switch n.Role {
+		case session.RoleUser, session.RoleTool:
+			role = model.RoleUser
+		case session.RoleAssistant:
+			role = model.RoleAssistant
+		case session.RoleSystem:
+			// Compaction summaries travel as a user-side context note.
+			role = model.RoleUser
+		default:
+			continue
+		}
+		var blocks []model.Block
+		if len(n.Blocks) == 0 {
+			if strings.TrimSpace(n.Text) == "" {
+				continue
+			}
+			blocks = []model.Block{model.Text(n.Text)}
+		}
+		for _, b := range n.Blocks {
+			switch b.Type {
+			case "text":
+				blocks = append(blocks, model.Text(b.Text))
+			case "image":
+				blocks = append(blocks, model.Text("[image shared earlier]"))
+			case "tool_use":
+				blocks = append(blocks, model.Block{Type: model.BlockToolUse, ID: b.ID, Name: b.Name, Input: b.Input})
+			case "tool_result":
+				blocks = append(blocks, model.Block{Type: model.BlockToolResult, ToolUseID: b.ToolUseID, Text: b.Text, IsError: b.IsError})
+			}
+		}
+		if len(blocks) == 0 {
+			continue
+		}
+		// Providers require alternating roles: merge consecutive same-role
+		// messages.
+		if len(out) > 0 && out[len(out)-1].Role == role {
+			out[len(out)-1].Content = append(out[len(out)-1].Content, blocks...)
+			continue
+		}
+		out = append(out, model.Message{Role: role, Content: blocks})
+	}
+	// A conversation must start with a user message.
+	for len(out) > 0 && out[0].Role != model.RoleUser {
+		out = out[1:]
+	}
+	return out
+}

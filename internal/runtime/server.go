@@ -1,0 +1,345 @@
+// Package runtime is Tendril's HTTP server: the AgentCore Runtime contract
+// (GET /ping, POST /invocations), /metrics, and mounting of channel and
+// management routes, with token auth and graceful shutdown.
+package runtime
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/agent"
+	"github.com/tendrilai/tendril/internal/metrics"
+)
+
+// SessionHeader supplies session_id when the body has none (AgentCore).
+const SessionHeader = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
+
+// Options configure the server.
+type Options struct {
+	Addr         string // default 127.0.0.1:8080
+	AuthToken    string // required for non-loopback addresses
+	MaxBodyBytes int64  // /invocations body limit, default 8 MiB
+	// ShutdownGrace bounds how long in-flight requests may finish after
+	// Shutdown begins.
+	ShutdownGrace time.Duration
+	Invoker       agent.Invoker
+	// Ready is called lazily on every invocation to re-check and
+	// re-establish dependencies (after SIGSTOP/SIGCONT, say). An error fails
+	// the invocation with INTERNAL_ERROR.
+	Ready   func(ctx context.Context) error
+	Tracker *Tracker
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+}
+
+// Server is the HTTP runtime.
+type Server struct {
+	opt  Options
+	mux  *http.ServeMux
+	http *http.Server
+}
+
+// ErrUnsafeAddr is returned by New for a non-loopback address without an
+// auth token.
+var ErrUnsafeAddr = errors.New("refusing to listen on a non-loopback address without TENDRIL_AUTH_TOKEN: set TENDRIL_AUTH_TOKEN, or bind 127.0.0.1")
+
+// New validates the options and builds the routes.
+func New(opt Options) (*Server, error) {
+	if opt.Addr == "" {
+		opt.Addr = "127.0.0.1:8080"
+	}
+	if opt.MaxBodyBytes <= 0 {
+		opt.MaxBodyBytes = 8 << 20
+	}
+	if opt.ShutdownGrace <= 0 {
+		opt.ShutdownGrace = 30 * time.Second
+	}
+	if opt.Tracker == nil {
+		opt.Tracker = NewTracker(nil)
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.Invoker == nil {
+		return nil, errors.New("runtime: an Invoker is required")
+	}
+	loop, err := IsLoopback(opt.Addr)
+	if err != nil {
+		return nil, err
+	}
+	if !loop && opt.AuthToken == "" {
+		return nil, ErrUnsafeAddr
+	}
+	s := &Server{opt: opt, mux: http.NewServeMux()}
+	s.mux.HandleFunc("GET /ping", s.handlePing)
+	s.mux.Handle("POST /invocations", s.auth(http.HandlerFunc(s.handleInvocations)))
+	if opt.Metrics != nil {
+		s.mux.Handle("GET /metrics", opt.Metrics.Handler())
+	}
+	s.http = &http.Server{Addr: opt.Addr, Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
+	return s, nil
+}
+
+// IsLoopback reports whether addr ("host:port") binds only loopback.
+// An empty host or 0.0.0.0/:: binds every interface and is not loopback.
+func IsLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return false, nil // a hostname may resolve anywhere
+	}
+	return ip.IsLoopback(), nil
+}
+
+// Mount adds a route. With auth, requests need "Authorization: Bearer
+// <token>" when a token is configured.
+func (s *Server) Mount(pattern string, h http.Handler, auth bool) {
+	if auth {
+		h = s.auth(h)
+	}
+	s.mux.Handle(pattern, h)
+}
+
+// Handler returns the root handler (for tests).
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Serve accepts connections on l until Shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	err := s.http.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Listen opens the configured address.
+func (s *Server) Listen() (net.Listener, error) { return net.Listen("tcp", s.opt.Addr) }
+
+// Shutdown stops accepting connections and waits up to ShutdownGrace for
+// in-flight requests (turns) to finish.
+func (s *Server) Shutdown(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opt.ShutdownGrace)
+	defer cancel()
+	return s.http.Shutdown(ctx)
+}
+
+func (s *Server) auth(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.opt.AuthToken != "" {
+			got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if subtle.ConstantTimeCompare([]byte(got), []byte(s.opt.AuthToken)) != 1 {
+				writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "missing or wrong bearer token")
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) handlePing(w http.ResponseWriter, _ *http.Request) {
+	status, changed := s.opt.Tracker.Status()
+	writeJSON(w, http.StatusOK, map[string]any{"status": status, "time_of_last_update": changed})
+}
+
+// invocation is the wire form of POST /invocations.
+type invocation struct {
+	Message        *string        `json:"message"`
+	ActorID        string         `json:"actor_id"`
+	UserID         string         `json:"user_id"`
+	SessionID      string         `json:"session_id"`
+	Channel        string         `json:"channel"`
+	ChatType       string         `json:"chat_type"`
+	InvocationType string         `json:"invocation_type"`
+	Images         []wireImage    `json:"images"`
+	Metadata       map[string]any `json:"metadata"`
+}
+
+type wireImage struct {
+	Data      string `json:"data"`
+	MediaType string `json:"media_type"`
+}
+
+func (s *Server) handleInvocations(w http.ResponseWriter, r *http.Request) {
+	req, status, code, msg := s.decodeInvocation(w, r)
+	if code != "" {
+		s.countError(code)
+		writeError(w, status, code, msg)
+		return
+	}
+	if s.opt.Ready != nil {
+		if err := s.opt.Ready(r.Context()); err != nil {
+			s.countError("INTERNAL_ERROR")
+			writeError(w, http.StatusServiceUnavailable, "INTERNAL_ERROR", "dependency not ready: "+err.Error())
+			return
+		}
+	}
+	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		s.stream(w, r, req)
+		return
+	}
+	res, err := s.opt.Invoker.Invoke(r.Context(), req)
+	if err != nil {
+		status, code, msg := errorStatus(err)
+		writeError(w, status, code, msg)
+		return
+	}
+	writeJSON(w, http.StatusOK, successBody(res))
+}
+
+func (s *Server) countError(code string) {
+	if s.opt.Metrics != nil {
+		s.opt.Metrics.Errors.WithLabelValues(code).Inc()
+	}
+}
+
+func successBody(res *agent.Result) map[string]any {
+	meta := map[string]any{"session_id": res.SessionID, "turn_id": res.TurnID, "memories_used": res.MemoriesUsed}
+	if res.Model != "" {
+		meta["model"] = res.Model
+	}
+	for k, v := range res.Metadata {
+		meta[k] = v
+	}
+	if res.PendingApproval != nil {
+		return map[string]any{"ok": false, "error": "APPROVAL_PENDING", "message": res.Text,
+			"approval": res.PendingApproval, "metadata": meta}
+	}
+	return map[string]any{"ok": true, "text": res.Text, "metadata": meta}
+}
+
+// decodeInvocation parses and validates the body. On failure it returns the
+// HTTP status, error code and message.
+func (s *Server) decodeInvocation(w http.ResponseWriter, r *http.Request) (agent.Request, int, string, string) {
+	var req agent.Request
+	body := http.MaxBytesReader(w, r.Body, s.opt.MaxBodyBytes)
+	b, err := io.ReadAll(body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return req, http.StatusRequestEntityTooLarge, "INVALID_REQUEST", fmt.Sprintf("request body exceeds %d bytes", s.opt.MaxBodyBytes)
+		}
+		return req, http.StatusBadRequest, "INVALID_REQUEST", "reading body: " + err.Error()
+	}
+	var in invocation
+	if err := json.Unmarshal(b, &in); err != nil {
+		return req, http.StatusBadRequest, "INVALID_REQUEST", "body is not valid JSON: " + err.Error()
+	}
+	if in.Message == nil {
+		return req, http.StatusBadRequest, "INVALID_REQUEST", `"message" is required`
+	}
+	req = agent.Request{Message: *in.Message, ActorID: in.ActorID, SessionID: in.SessionID, Channel: in.Channel,
+		ChatType: in.ChatType, InvocationType: in.InvocationType, Metadata: in.Metadata}
+	if req.ActorID == "" {
+		req.ActorID = in.UserID
+	}
+	if req.SessionID == "" {
+		req.SessionID = r.Header.Get(SessionHeader)
+	}
+	if req.ActorID == "" {
+		return req, http.StatusBadRequest, "INVALID_ACTOR_ID", `"actor_id" (or "user_id") is required`
+	}
+	if err := agent.ValidateID(req.ActorID); err != nil {
+		return req, http.StatusBadRequest, "INVALID_ACTOR_ID", "actor_id " + err.Error()
+	}
+	for i, img := range in.Images {
+		data, err := base64.StdEncoding.DecodeString(img.Data)
+		if err != nil {
+			return req, http.StatusBadRequest, "INVALID_REQUEST", fmt.Sprintf("images[%d].data is not base64: %v", i, err)
+		}
+		req.Images = append(req.Images, agent.Image{Data: data, MediaType: img.MediaType})
+	}
+	if *in.Message == "" && len(req.Images) == 0 {
+		return req, http.StatusBadRequest, "INVALID_REQUEST", `"message" is empty`
+	}
+	return req, 0, "", ""
+}
+
+// errorStatus maps an Invoke error to the HTTP status, code and message.
+func errorStatus(err error) (int, string, string) {
+	code := agent.ErrorCode(err)
+	switch code {
+	case "INVALID_REQUEST", "INVALID_ACTOR_ID":
+		return http.StatusBadRequest, code, err.Error()
+	case "MODEL_NOT_CONFIGURED":
+		return http.StatusServiceUnavailable, code, err.Error()
+	case "MODEL_ERROR":
+		return http.StatusBadGateway, code, err.Error()
+	}
+	return http.StatusInternalServerError, "INTERNAL_ERROR", err.Error()
+}
+
+// stream answers with Server-Sent Events: a "start" frame, the reply text
+// in chunks, then a final frame holding the same JSON body as the
+// non-streaming response (or the error envelope).
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, req agent.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR", "streaming unsupported")
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	frame := func(v any) {
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		fl.Flush()
+	}
+	frame(map[string]any{"type": "start"})
+	res, err := s.opt.Invoker.Invoke(r.Context(), req)
+	if err != nil {
+		_, code, msg := errorStatus(err)
+		frame(map[string]any{"type": "final", "ok": false, "error": code, "message": msg})
+		return
+	}
+	for _, chunk := range chunkText(res.Text, 256) {
+		frame(map[string]any{"type": "delta", "text": chunk})
+	}
+	body := successBody(res)
+	body["type"] = "final"
+	frame(body)
+}
+
+// chunkText splits s into pieces of at most n bytes on rune boundaries.
+func chunkText(s string, n int) []string {
+	var out []string
+	for len(s) > n {
+		cut := n
+		for cut > 0 && (s[cut]&0xC0) == 0x80 {
+			cut--
+		}
+		out = append(out, s[:cut])
+		s = s[cut:]
+	}
+	if s != "" {
+		out = append(out, s)
+	}
+	return out
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]any{"ok": false, "error": code, "message": msg})
+}
