@@ -1,0 +1,180 @@
+// Package extract turns short-term events into candidate long-term records
+// (SPEC §4.3) for the four strategies: USER_PREFERENCE, SEMANTIC,
+// SUMMARIZATION and PROCEDURAL.
+//
+// Rules is the default, model-free extractor; it covers English and Korean
+// with regular expressions over each user clause. LLM asks a model for
+// structured JSON, validates it strictly and falls back to Rules on garbage.
+//
+// Content: a candidate keeps the user's own wording — the clause that
+// matched, with white space collapsed and trailing punctuation removed
+// ("I only use organic fertiliser", "저는 유기농 비료만 써요"). The user's
+// words are what a later search is most likely to match, and they read
+// naturally under the "[Explicit]" tag in the system prompt. Summaries are
+// the one exception: they are composed ("Session summary (…): …").
+//
+// Topic: every preference, fact and instruction carries a topic key
+// (metadata "topic") such as "fertiliser", "name", "language",
+// "answer_length", "location", "has:fig" or "likes:roses". Two active
+// records on the same topic with different content contradict each other;
+// the pipeline lets the newer supersede the older.
+package extract
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/gate"
+)
+
+// Metadata keys written on candidates. "type", "section" and "plants" are
+// the default indexed keys (SPEC §4.6).
+const (
+	KeyType    = "type"    // preference | fact | instruction | summary | note
+	KeySection = "section" // profile | garden | style | session | general
+	KeyPlants  = "plants"  // []string of canonical English plant names
+	KeyTopic   = "topic"   // contradiction key, see the package comment
+)
+
+// Candidate is a proposed long-term record before the gate and
+// consolidation.
+type Candidate struct {
+	Strategy memory.Strategy `json:"strategy"`
+	Content  string          `json:"content"`
+	Topic    string          `json:"topic,omitempty"`
+	// Metadata holds type, section, plants (when detected) and topic.
+	Metadata map[string]any `json:"metadata,omitempty"`
+	// Sources are the event IDs the candidate came from (provenance).
+	Sources []string `json:"sources,omitempty"`
+	// Evidence is the text the gate scores: the user's words.
+	Evidence string `json:"evidence,omitempty"`
+	Role     string `json:"role,omitempty"`
+	// Direct is true when a first-person statement pattern matched.
+	Direct bool `json:"direct,omitempty"`
+	// Entities are plants, places, names and domain terms found.
+	Entities []string `json:"entities,omitempty"`
+	// Time is the timestamp of the latest source event.
+	Time time.Time `json:"time"`
+}
+
+// GateInput describes c to the importance gate, with existing record
+// contents for novelty.
+func (c Candidate) GateInput(existing []string) gate.Input {
+	text := c.Evidence
+	if text == "" {
+		text = c.Content
+	}
+	return gate.Input{Text: text, Strategy: c.Strategy, Role: c.Role, Direct: c.Direct, Entities: c.Entities, Existing: existing}
+}
+
+// Extractor proposes candidates from a batch of events (oldest first).
+// Candidates come back in event order, so a later one is newer.
+type Extractor interface {
+	Extract(ctx context.Context, events []memory.Event) ([]Candidate, error)
+}
+
+// Rules is the rule-based extractor for English and Korean. Its zero value
+// is ready to use. It reads user events only, plus "user …" statements in
+// third person (as an agent writes them with memory_write), and never
+// fails.
+type Rules struct{}
+
+// Extract implements Extractor.
+func (Rules) Extract(ctx context.Context, events []memory.Event) ([]Candidate, error) {
+	var out []Candidate
+	for _, ev := range events {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		out = append(out, ExtractText(ev.ID, ev.Role, ev.Text, ev.Timestamp)...)
+	}
+	return out, nil
+}
+
+// ExtractText runs the rules over one utterance. Only role "user" and
+// role "" (raw notes) are read; third-person "the user …" clauses are read
+// for any role.
+func ExtractText(sourceID, role, text string, ts time.Time) []Candidate {
+	if len(text) > maxUtterance {
+		text = text[:maxUtterance]
+	}
+	var out []Candidate
+	for _, clause := range Clauses(text) {
+		c, ok := matchClause(clause, role)
+		if !ok {
+			continue
+		}
+		if sourceID != "" {
+			c.Sources = []string{sourceID}
+		}
+		c.Role = role
+		c.Time = ts
+		out = append(out, c)
+	}
+	return out
+}
+
+// maxUtterance bounds the bytes of one utterance the rules read.
+const maxUtterance = 8 << 10
+
+var (
+	reSentence = regexp.MustCompile(`[.!?;\n。？！]+\s*|\s+(?:그리고|그런데|근데)\s+`)
+	reConjEN   = regexp.MustCompile(`(?i),?\s+(?:and|but|so|also)\s+(?:i|my)\b`)
+)
+
+// Clauses splits an utterance into sentences, and English sentences further
+// at ", and I"/" but my"-style joins so each clause states one thing.
+func Clauses(text string) []string {
+	var out []string
+	for _, s := range reSentence.Split(text, -1) {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		idx := reConjEN.FindAllStringIndex(s, -1)
+		prev := 0
+		for _, ix := range idx {
+			// cut before the pronoun: the last word of the match
+			cut := ix[1]
+			for cut > ix[0] && s[cut-1] != ' ' {
+				cut--
+			}
+			if p := strings.TrimSpace(s[prev:ix[0]]); p != "" {
+				out = append(out, p)
+			}
+			prev = cut
+		}
+		if p := strings.TrimSpace(s[prev:]); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// cleanContent collapses white space and trims punctuation at both ends.
+func cleanContent(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	s = strings.TrimFunc(s, func(r rune) bool {
+		return unicode.IsPunct(r) && r != '\'' && r != '"' && r != ')' || unicode.IsSpace(r)
+	})
+	if s == "" {
+		return s
+	}
+	r := []rune(s)
+	r[0] = unicode.ToUpper(r[0])
+	return string(r)
+}
+
+// Annotate returns the metadata (type "note", section, plants) and the
+// named entities the lexicons find in free text, for records that do not
+// come from a rule, such as memory_write notes.
+func Annotate(text string) (md map[string]any, entities []string) {
+	lower := strings.ToLower(text)
+	c := newCandidate(memory.StrategyEpisodic, "note", text, lower, "", nil)
+	delete(c.Metadata, KeyTopic)
+	return c.Metadata, c.Entities
+}

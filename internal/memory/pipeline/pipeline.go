@@ -1,0 +1,518 @@
+// Package pipeline is the memory Recorder (SPEC §4.3–4.5): it appends each
+// turn's events to the store, queues durable extraction jobs every
+// ExtractEveryTurns turns and when a session goes idle, and runs them —
+// extraction, the importance gate, staging and consolidation. It also owns
+// staging review, memory_write (episodic writes through the gate) and
+// harvest (episodic → semantic).
+//
+// Jobs live in a small SQLite table (<home>/memory/jobs.db). A job is
+// claimed with a lease and deleted only after its records are written and
+// the session's extraction cursor has moved, in one transaction; a crash at
+// any point leaves the job to be claimed again when the lease expires.
+// Consolidation makes a rerun idempotent: the same candidate merges into
+// the record it already produced.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/extract"
+	"github.com/tendrilai/tendril/internal/memory/gate"
+)
+
+// Options configure a Pipeline. Zero values take the defaults in brackets.
+type Options struct {
+	// JobsPath is the SQLite job database [<Home>/memory/jobs.db]; one of
+	// JobsPath and Home is required.
+	JobsPath string
+	Home     string
+	// AgentID is the agent used when a staging call names none ["main"].
+	AgentID string
+	// ExtractEveryTurns queues extraction every N turns of a session [2].
+	ExtractEveryTurns int
+	// IdleAfter queues extraction and the session summary once a session
+	// has had no turn for this long [10m].
+	IdleAfter time.Duration
+	// Thresholds of the importance gate [0.4 stage, 0.7 store].
+	Thresholds gate.Thresholds
+	// Extractor for turn extraction [extract.Rules]; set an *extract.LLM
+	// when a model is configured.
+	Extractor extract.Extractor
+	// HarvestExtractor for Harvest [Extractor].
+	HarvestExtractor extract.Extractor
+	// Namespace templates [memory.DefaultLongTermTemplate,
+	// memory.DefaultEpisodicTemplate].
+	LongTermTemplate string
+	EpisodicTemplate string
+	// Workers running jobs after Start [1].
+	Workers int
+	// Lease is the visibility timeout of a claimed job [2m].
+	Lease time.Duration
+	// PollInterval between idle sweeps and queue polls [1s].
+	PollInterval time.Duration
+	// MaxAttempts before a job is marked dead and kept for inspection [8].
+	MaxAttempts int
+	// DuplicateOverlap is the token Jaccard at or above which a candidate
+	// merges into an existing record of the same strategy [0.8].
+	DuplicateOverlap float64
+	// ListLimit bounds the records read per namespace for consolidation
+	// [10000].
+	ListLimit int
+	// Now is the clock [time.Now].
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.JobsPath == "" && o.Home != "" {
+		o.JobsPath = filepath.Join(o.Home, "memory", "jobs.db")
+	}
+	if o.AgentID == "" {
+		o.AgentID = "main"
+	}
+	if o.ExtractEveryTurns <= 0 {
+		o.ExtractEveryTurns = 2
+	}
+	if o.IdleAfter <= 0 {
+		o.IdleAfter = 10 * time.Minute
+	}
+	if o.Thresholds == (gate.Thresholds{}) {
+		o.Thresholds = gate.DefaultThresholds
+	}
+	if o.Extractor == nil {
+		o.Extractor = extract.Rules{}
+	}
+	if o.HarvestExtractor == nil {
+		o.HarvestExtractor = o.Extractor
+	}
+	if o.LongTermTemplate == "" {
+		o.LongTermTemplate = memory.DefaultLongTermTemplate
+	}
+	if o.EpisodicTemplate == "" {
+		o.EpisodicTemplate = memory.DefaultEpisodicTemplate
+	}
+	if o.Workers <= 0 {
+		o.Workers = 1
+	}
+	if o.Lease <= 0 {
+		o.Lease = 2 * time.Minute
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = time.Second
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 8
+	}
+	if o.DuplicateOverlap <= 0 {
+		o.DuplicateOverlap = 0.8
+	}
+	if o.ListLimit <= 0 {
+		o.ListLimit = 10000
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Pipeline implements memory.Recorder with a durable extraction queue.
+type Pipeline struct {
+	store memory.Store
+	opts  Options
+	q     *queue
+
+	locks sync.Map // session key → *sync.Mutex: one extraction per session at a time
+
+	notify chan struct{}
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ memory.Recorder = (*Pipeline)(nil)
+
+// ErrInvalid marks bad arguments: empty or oversize IDs and text.
+var ErrInvalid = errors.New("memory pipeline: invalid argument")
+
+// MaxWriteBytes bounds the text of one WriteEpisodic call.
+const MaxWriteBytes = 4 << 10
+
+// New opens (creating when needed) the job database and returns a Pipeline
+// over store. Workers do not run until Start; RecordTurn, Flush and the
+// staging calls work without them.
+func New(store memory.Store, opts Options) (*Pipeline, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrInvalid)
+	}
+	opts = opts.withDefaults()
+	if opts.JobsPath == "" {
+		return nil, fmt.Errorf("%w: Options.JobsPath or Options.Home is required", ErrInvalid)
+	}
+	if err := opts.Thresholds.Validate(); err != nil {
+		return nil, err
+	}
+	q, err := openQueue(opts.JobsPath)
+	if err != nil {
+		return nil, err
+	}
+	return &Pipeline{store: store, opts: opts, q: q, notify: make(chan struct{}, 1)}, nil
+}
+
+// Close stops the workers and closes the job database (not the store).
+func (p *Pipeline) Close() error {
+	p.Stop()
+	return p.q.close()
+}
+
+// Start runs Options.Workers workers until ctx ends or Stop is called.
+// Calling Start twice is a no-op.
+func (p *Pipeline) Start(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cancel != nil {
+		return
+	}
+	ctx, p.cancel = context.WithCancel(ctx)
+	for i := 0; i < p.opts.Workers; i++ {
+		p.wg.Add(1)
+		go p.work(ctx, i == 0)
+	}
+}
+
+// Stop asks the workers to finish their current job and waits for them.
+// A job interrupted mid-way is retried after its lease.
+func (p *Pipeline) Stop() {
+	p.mu.Lock()
+	cancel := p.cancel
+	p.cancel = nil
+	p.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	p.wg.Wait()
+}
+
+func (p *Pipeline) work(ctx context.Context, sweeper bool) {
+	defer p.wg.Done()
+	t := time.NewTicker(p.opts.PollInterval)
+	defer t.Stop()
+	for {
+		if sweeper {
+			if _, err := p.q.enqueueIdle(ctx, p.opts.IdleAfter, p.opts.Now()); err != nil && ctx.Err() == nil {
+				p.opts.Logger.Warn("memory: idle sweep", "err", err)
+			}
+		}
+		for ctx.Err() == nil {
+			ran, err := p.RunOnce(ctx)
+			if err != nil && ctx.Err() == nil {
+				p.opts.Logger.Warn("memory: extraction job", "err", err)
+			}
+			if !ran {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-p.notify:
+		}
+	}
+}
+
+// RunOnce claims and runs one ready job. ran is false when none was ready.
+// A failed job is released for a retry with backoff and its error
+// returned.
+func (p *Pipeline) RunOnce(ctx context.Context) (ran bool, err error) {
+	j, ok, err := p.q.claim(ctx, p.opts.Lease, p.opts.Now())
+	if err != nil || !ok {
+		return false, err
+	}
+	err = p.extractSession(ctx, j.AgentID, j.ActorID, j.SessionID, j.Reason == reasonIdle, func(cur sessionState, moved bool) error {
+		if err := p.q.complete(context.WithoutCancel(ctx), j, cur, moved); err != nil {
+			return fmt.Errorf("complete extraction job %d: %w", j.ID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		if ferr := p.q.fail(context.WithoutCancel(ctx), j, err, p.opts.MaxAttempts, p.opts.Now()); ferr != nil {
+			return true, errors.Join(err, ferr)
+		}
+		return true, fmt.Errorf("extraction job %d (%s/%s/%s, attempt %d): %w", j.ID, j.AgentID, j.ActorID, j.SessionID, j.Attempts, err)
+	}
+	return true, nil
+}
+
+// SweepIdle enqueues idle jobs for sessions quiet for IdleAfter; the
+// workers call it every PollInterval. It returns how many it enqueued.
+func (p *Pipeline) SweepIdle(ctx context.Context) (int, error) {
+	n, err := p.q.enqueueIdle(ctx, p.opts.IdleAfter, p.opts.Now())
+	if n > 0 {
+		p.wake()
+	}
+	return n, err
+}
+
+func (p *Pipeline) wake() {
+	select {
+	case p.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Lag reports the extraction backlog for metrics: live (not dead) jobs
+// waiting or running, and the age of the oldest.
+func (p *Pipeline) Lag() (jobs int, oldest time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n, age, err := p.q.lag(ctx, p.opts.Now())
+	if err != nil {
+		p.opts.Logger.Warn("memory: extraction lag", "err", err)
+	}
+	return n, age
+}
+
+func validID(kind, id string) error {
+	if id == "" || len(id) > 256 || strings.ContainsAny(id, "\x00\n\r") {
+		return fmt.Errorf("%w: %s %q", ErrInvalid, kind, id)
+	}
+	return nil
+}
+
+// RecordTurn implements memory.Recorder. It fills in missing event IDs
+// (ULIDs), actor, session and timestamps, counts the turn (queuing a job
+// every ExtractEveryTurns turns) and appends the events to the store. The
+// turn is counted before the append, so events that reach the store are
+// always extracted, at the latest when the session goes idle. It never
+// runs extraction itself.
+func (p *Pipeline) RecordTurn(ctx context.Context, agentID, actorID, sessionID string, events []memory.Event) error {
+	for _, c := range [][2]string{{"agent", agentID}, {"actor", actorID}, {"session", sessionID}} {
+		if err := validID(c[0], c[1]); err != nil {
+			return err
+		}
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	now := p.opts.Now().UTC()
+	evs := make([]memory.Event, len(events))
+	for i, ev := range events {
+		if ev.ID == "" {
+			ev.ID = ulid.Make().String()
+		}
+		if ev.ActorID == "" {
+			ev.ActorID = actorID
+		}
+		if ev.SessionID == "" {
+			ev.SessionID = sessionID
+		}
+		if ev.ActorID != actorID || ev.SessionID != sessionID {
+			return fmt.Errorf("%w: event %s belongs to %s/%s, not %s/%s", ErrInvalid, ev.ID, ev.ActorID, ev.SessionID, actorID, sessionID)
+		}
+		if ev.Timestamp.IsZero() {
+			ev.Timestamp = now
+		}
+		evs[i] = ev
+	}
+	enq, err := p.q.noteTurn(ctx, agentID, actorID, sessionID, p.opts.ExtractEveryTurns, now)
+	if err != nil {
+		return fmt.Errorf("record turn %s/%s: queue: %w", actorID, sessionID, err)
+	}
+	if err := p.store.AppendEvents(ctx, evs); err != nil {
+		return fmt.Errorf("record turn %s/%s: append events: %w", actorID, sessionID, err)
+	}
+	if enq {
+		p.wake()
+	}
+	return nil
+}
+
+// Flush runs extraction synchronously for the session's events not yet
+// extracted, and writes or updates its session summary. The session
+// compaction hook calls it before nodes are compacted.
+func (p *Pipeline) Flush(ctx context.Context, agentID, actorID, sessionID string) error {
+	for _, c := range [][2]string{{"agent", agentID}, {"actor", actorID}, {"session", sessionID}} {
+		if err := validID(c[0], c[1]); err != nil {
+			return err
+		}
+	}
+	err := p.extractSession(ctx, agentID, actorID, sessionID, true, func(cur sessionState, moved bool) error {
+		if !moved {
+			return nil
+		}
+		return p.q.setCursor(ctx, agentID, actorID, sessionID, cur)
+	})
+	if err != nil {
+		return fmt.Errorf("flush %s/%s: %w", actorID, sessionID, err)
+	}
+	return nil
+}
+
+func (p *Pipeline) sessionLock(agentID, actorID, sessionID string) *sync.Mutex {
+	k := agentID + "\x00" + actorID + "\x00" + sessionID
+	m, _ := p.locks.LoadOrStore(k, &sync.Mutex{})
+	return m.(*sync.Mutex)
+}
+
+// extractSession extracts the events after the session's cursor and, when
+// summarize is set, refreshes the session summary. It then calls commit
+// with the new cursor (moved is false when there was nothing new), still
+// holding the session lock so cursors never move backwards.
+func (p *Pipeline) extractSession(ctx context.Context, agentID, actorID, sessionID string, summarize bool, commit func(cur sessionState, moved bool) error) error {
+	mu := p.sessionLock(agentID, actorID, sessionID)
+	mu.Lock()
+	defer mu.Unlock()
+
+	cur, err := p.q.cursor(ctx, agentID, actorID, sessionID)
+	if err != nil {
+		return fmt.Errorf("cursor: %w", err)
+	}
+	events, err := p.store.Events(ctx, actorID, sessionID)
+	if err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	fresh := eventsAfter(events, cur)
+	if len(fresh) > 0 {
+		cands, err := p.opts.Extractor.Extract(ctx, fresh)
+		if err != nil {
+			return fmt.Errorf("extract: %w", err)
+		}
+		ns, err := p.longTerm(agentID, actorID)
+		if err != nil {
+			return err
+		}
+		if _, err := p.consolidateAll(ctx, actorID, ns, cands); err != nil {
+			return err
+		}
+	}
+	if summarize && len(events) > 0 {
+		if err := p.summarize(ctx, agentID, actorID, sessionID, events); err != nil {
+			return err
+		}
+	}
+	if len(fresh) == 0 {
+		return commit(cur, false)
+	}
+	last := fresh[len(fresh)-1]
+	return commit(sessionState{CursorID: last.ID, CursorTS: last.Timestamp}, true)
+}
+
+// eventsAfter returns the events after the cursor: after the cursor event
+// when it is still listed, else those newer than the cursor's timestamp.
+func eventsAfter(events []memory.Event, cur sessionState) []memory.Event {
+	if cur.CursorID == "" && cur.CursorTS.IsZero() {
+		return events
+	}
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].ID == cur.CursorID {
+			return events[i+1:]
+		}
+	}
+	var out []memory.Event
+	for _, ev := range events {
+		if ev.Timestamp.After(cur.CursorTS) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func (p *Pipeline) longTerm(agentID, actorID string) (string, error) {
+	return memory.Namespace(p.opts.LongTermTemplate, memory.NamespaceVars{AgentID: agentID, ActorID: actorID})
+}
+
+func (p *Pipeline) episodic(agentID, actorID, sessionID string) (string, error) {
+	return memory.Namespace(p.opts.EpisodicTemplate, memory.NamespaceVars{AgentID: agentID, ActorID: actorID, SessionID: sessionID})
+}
+
+// summarize writes or updates the session's SUMMARIZATION record.
+func (p *Pipeline) summarize(ctx context.Context, agentID, actorID, sessionID string, events []memory.Event) error {
+	c, ok := extract.Summarize(sessionID, events)
+	if !ok {
+		return nil
+	}
+	ns, err := p.episodic(agentID, actorID, sessionID)
+	if err != nil {
+		return err
+	}
+	hits, err := p.store.Search(ctx, memory.Query{Namespace: ns, Strategies: []memory.Strategy{memory.StrategySummary},
+		Statuses: []memory.Status{memory.StatusActive, memory.StatusStaged, memory.StatusRejected, memory.StatusSuperseded}, TopK: p.opts.ListLimit})
+	if err != nil {
+		return fmt.Errorf("list summaries %s: %w", ns, err)
+	}
+	now := p.opts.Now().UTC()
+	if rej, err := p.rejected(ctx, actorID, c.Content); err != nil || rej {
+		return err
+	}
+	_, score, outcome := p.opts.Thresholds.Evaluate(c.GateInput(nil))
+	for _, h := range hits {
+		r := h.Record
+		if r.Status == memory.StatusRejected || r.Status == memory.StatusSuperseded {
+			continue
+		}
+		if r.Content == c.Content {
+			return nil
+		}
+		r.Content = c.Content
+		r.Metadata = mergeMeta(r.Metadata, c.Metadata)
+		r.Metadata[keyStatedAt] = c.Time.UTC()
+		r.Sources = unionStrings(nil, c.Sources)
+		r.Importance = score
+		r.UpdatedAt = now
+		if outcome == gate.Stored {
+			r.Status = memory.StatusActive
+		}
+		if _, err := p.store.Put(ctx, r); err != nil {
+			return fmt.Errorf("update summary %s: %w", r.ID, err)
+		}
+		return nil
+	}
+	if outcome == gate.Dropped {
+		return nil
+	}
+	_, err = p.put(ctx, ns, c, score, outcome, now)
+	return err
+}
+
+func mergeMeta(dst, src map[string]any) map[string]any {
+	out := make(map[string]any, len(dst)+len(src))
+	for k, v := range dst {
+		out[k] = v
+	}
+	for k, v := range src {
+		out[k] = v
+	}
+	return out
+}
+
+func unionStrings(a, b []string) []string {
+	seen := make(map[string]bool, len(a)+len(b))
+	out := make([]string, 0, len(a)+len(b))
+	for _, xs := range [][]string{a, b} {
+		for _, x := range xs {
+			if x != "" && !seen[x] {
+				seen[x] = true
+				out = append(out, x)
+			}
+		}
+	}
+	return out
+}
+
+func sortByTime(cs []extract.Candidate) {
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].Time.Before(cs[j].Time) })
+}

@@ -1,0 +1,279 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/extract"
+	"github.com/tendrilai/tendril/internal/memory/gate"
+)
+
+// ErrNotStaged is returned by Approve and Reject for a record that is not
+// waiting in staging.
+var ErrNotStaged = errors.New("memory: record is not staged")
+
+// scopePath is the namespace path of an agent's actor (or of all its actors
+// when actorID is ""), assuming templates that start /{agentId}/{actorId}/
+// as the defaults do.
+func scopePath(agentID, actorID string) string {
+	if actorID == "" {
+		return "/" + memory.EscapeSegment(agentID) + "/"
+	}
+	return "/" + memory.EscapeSegment(agentID) + "/" + memory.EscapeSegment(actorID) + "/"
+}
+
+// Staged lists the records waiting in staging for an actor ("" = every
+// actor), oldest first, across Options.AgentID and every agent the actor
+// has recorded turns with.
+func (p *Pipeline) Staged(ctx context.Context, actorID string) ([]memory.Record, error) {
+	agents, err := p.q.agentsOf(ctx, actorID)
+	if err != nil {
+		return nil, fmt.Errorf("staged: %w", err)
+	}
+	agents = unionStrings([]string{p.opts.AgentID}, agents)
+	var out []memory.Record
+	seen := map[string]bool{}
+	for _, ag := range agents {
+		hits, err := p.store.Search(ctx, memory.Query{NamespacePath: scopePath(ag, actorID),
+			Statuses: []memory.Status{memory.StatusStaged}, TopK: p.opts.ListLimit})
+		if err != nil {
+			return nil, fmt.Errorf("staged %s/%s: %w", ag, actorID, err)
+		}
+		for _, h := range hits {
+			if h.Record.Status == memory.StatusStaged && !seen[h.Record.ID] {
+				seen[h.Record.ID] = true
+				out = append(out, h.Record)
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+func (p *Pipeline) getStaged(ctx context.Context, id string) (memory.Record, error) {
+	if err := validID("record", id); err != nil {
+		return memory.Record{}, err
+	}
+	r, err := p.store.Get(ctx, id)
+	if err != nil {
+		return memory.Record{}, fmt.Errorf("get %s: %w", id, err)
+	}
+	if r.Status != memory.StatusStaged {
+		return memory.Record{}, fmt.Errorf("%w: %s is %s", ErrNotStaged, id, r.Status)
+	}
+	return r, nil
+}
+
+// Approve makes a staged record active; like a stored candidate it then
+// supersedes the active records on its topic. It returns the record.
+func (p *Pipeline) Approve(ctx context.Context, id string) (memory.Record, error) {
+	r, err := p.getStaged(ctx, id)
+	if err != nil {
+		return memory.Record{}, err
+	}
+	now := p.opts.Now().UTC()
+	r.Status = memory.StatusActive
+	r.UpdatedAt = now
+	existing, err := p.list(ctx, r.Namespace)
+	if err != nil {
+		return memory.Record{}, err
+	}
+	old := contradicted(r, existing)
+	if len(old) > 0 {
+		r.Metadata = mergeMeta(r.Metadata, nil)
+		var ids []string
+		for _, o := range old {
+			ids = append(ids, o.ID)
+		}
+		r.Metadata[keySupersedes] = unionStrings(stringsMeta(r.Metadata[keySupersedes]), ids)
+	}
+	put, err := p.store.Put(ctx, r)
+	if err != nil {
+		return memory.Record{}, fmt.Errorf("approve %s: %w", id, err)
+	}
+	if err := p.supersede(ctx, put, old, now); err != nil {
+		return put, err
+	}
+	return put, nil
+}
+
+func stringsMeta(v any) []string {
+	switch x := v.(type) {
+	case []string:
+		return x
+	case string:
+		return []string{x}
+	}
+	return nil
+}
+
+// Reject marks a staged record rejected and remembers its content hash for
+// the actor (memory.ContentHash), so that it is never proposed again.
+func (p *Pipeline) Reject(ctx context.Context, id string) error {
+	r, err := p.getStaged(ctx, id)
+	if err != nil {
+		return err
+	}
+	_, actorID, ok := memory.NamespaceActor(r.Namespace)
+	if !ok {
+		return fmt.Errorf("reject %s: namespace %q names no actor", id, r.Namespace)
+	}
+	// Remember first: a crash after this leaves a staged record that can be
+	// rejected again, never a rejected one whose hash is forgotten.
+	if err := p.markRejected(ctx, actorID, r.Content); err != nil {
+		return fmt.Errorf("reject %s: remember hash: %w", id, err)
+	}
+	r.Status = memory.StatusRejected
+	r.UpdatedAt = p.opts.Now().UTC()
+	if _, err := p.store.Put(ctx, r); err != nil {
+		return fmt.Errorf("reject %s: %w", id, err)
+	}
+	return nil
+}
+
+// WriteResult is the outcome of WriteEpisodic.
+type WriteResult struct {
+	Outcome Outcome       `json:"outcome"` // dropped, rejected, merged, staged or stored
+	Score   float64       `json:"score"`   // gate score in [0,1]
+	Record  memory.Record `json:"record"`  // zero when dropped or rejected
+}
+
+// WriteEpisodic is the memory_write tool: it writes text to the episodic
+// layer only (strategy episodic, the session's episodic namespace), through
+// the importance gate like every other candidate. Text must be 1 to
+// MaxWriteBytes bytes of UTF-8.
+func (p *Pipeline) WriteEpisodic(ctx context.Context, agentID, actorID, sessionID, text string) (WriteResult, error) {
+	for _, c := range [][2]string{{"agent", agentID}, {"actor", actorID}, {"session", sessionID}} {
+		if err := validID(c[0], c[1]); err != nil {
+			return WriteResult{}, err
+		}
+	}
+	text = strings.TrimSpace(text)
+	if text == "" || len(text) > MaxWriteBytes || !utf8.ValidString(text) {
+		return WriteResult{}, fmt.Errorf("%w: memory_write text must be 1..%d bytes of UTF-8", ErrInvalid, MaxWriteBytes)
+	}
+	ns, err := p.episodic(agentID, actorID, sessionID)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	md, ents := extract.Annotate(text)
+	c := extract.Candidate{Strategy: memory.StrategyEpisodic, Content: text, Metadata: md, Evidence: text,
+		Role: "assistant", Entities: ents, Time: p.opts.Now().UTC()}
+	existing, err := p.list(ctx, ns)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	r, err := p.consolidate(ctx, actorID, ns, c, existing)
+	if err != nil {
+		return WriteResult{}, fmt.Errorf("memory_write: %w", err)
+	}
+	return WriteResult{Outcome: r.Outcome, Score: r.Score, Record: r.Record}, nil
+}
+
+// Harvest distils the actor's episodic layer — events and memory_write
+// notes newer than the last harvest — into long-term records with
+// Options.HarvestExtractor (rules by default, an LLM when configured),
+// through the gate and consolidation. n counts new records, stored or
+// staged; duplicates of what turn extraction already wrote merge and are
+// not counted. It is safe to run repeatedly.
+func (p *Pipeline) Harvest(ctx context.Context, agentID, actorID string) (n int, err error) {
+	if err := validID("agent", agentID); err != nil {
+		return 0, err
+	}
+	if err := validID("actor", actorID); err != nil {
+		return 0, err
+	}
+	since, err := p.q.harvestCursor(ctx, agentID, actorID)
+	if err != nil {
+		return 0, fmt.Errorf("harvest cursor: %w", err)
+	}
+	events, err := p.store.Events(ctx, actorID, "")
+	if err != nil {
+		return 0, fmt.Errorf("harvest events: %w", err)
+	}
+	var batch []memory.Event
+	latest := since
+	for _, ev := range events {
+		if ev.Timestamp.After(since) {
+			batch = append(batch, ev)
+			if ev.Timestamp.After(latest) {
+				latest = ev.Timestamp
+			}
+		}
+	}
+	root, err := memory.Namespace(memory.EpisodicRootTemplate, memory.NamespaceVars{AgentID: agentID, ActorID: actorID})
+	if err != nil {
+		return 0, err
+	}
+	hits, err := p.store.Search(ctx, memory.Query{NamespacePath: root, Strategies: []memory.Strategy{memory.StrategyEpisodic},
+		Statuses: []memory.Status{memory.StatusActive}, TopK: p.opts.ListLimit})
+	if err != nil {
+		return 0, fmt.Errorf("harvest notes: %w", err)
+	}
+	for _, h := range hits {
+		r := h.Record
+		at := r.CreatedAt
+		if t, ok := timeMeta(r.Metadata[keyStatedAt]); ok {
+			at = t
+		}
+		if !at.After(since) {
+			continue
+		}
+		batch = append(batch, memory.Event{ID: r.ID, ActorID: actorID, Role: "", Text: r.Content, Timestamp: at})
+		if at.After(latest) {
+			latest = at
+		}
+	}
+	if len(batch) == 0 {
+		return 0, nil
+	}
+	sort.SliceStable(batch, func(i, j int) bool { return batch[i].Timestamp.Before(batch[j].Timestamp) })
+	cands, err := p.opts.HarvestExtractor.Extract(ctx, batch)
+	if err != nil {
+		return 0, fmt.Errorf("harvest extract: %w", err)
+	}
+	ns, err := p.longTerm(agentID, actorID)
+	if err != nil {
+		return 0, err
+	}
+	res, err := p.consolidateAll(ctx, actorID, ns, cands)
+	for _, r := range res {
+		if r.Outcome == OutcomeStored || r.Outcome == OutcomeStaged {
+			n++
+		}
+	}
+	if err != nil {
+		return n, fmt.Errorf("harvest: %w", err)
+	}
+	if err := p.q.setHarvestCursor(ctx, agentID, actorID, latest); err != nil {
+		return n, fmt.Errorf("harvest cursor: %w", err)
+	}
+	return n, nil
+}
+
+// Forget drops the pipeline's own rows for the actor — queued jobs,
+// cursors, harvest position and (when the store keeps none) rejection
+// hashes. Call it with memory.Store.Forget.
+func (p *Pipeline) Forget(ctx context.Context, actorID string) error {
+	if err := validID("actor", actorID); err != nil {
+		return err
+	}
+	return p.q.forget(ctx, actorID)
+}
+
+// Gate exposes the thresholds in use, for the CLI and the dashboard.
+func (p *Pipeline) Gate() gate.Thresholds { return p.opts.Thresholds }
+
+// now is for tests that need the pipeline's clock.
+func (p *Pipeline) now() time.Time { return p.opts.Now() }
