@@ -1,0 +1,523 @@
+// Package markdown reads and writes Tendril's memory layers as Markdown, the
+// source of truth of the embedded store (SPEC §4.5):
+//
+//	memory/<actor>/episodic/YYYY-MM-DD.md  daily log: past exchanges (events),
+//	                                       session summaries, episodic notes
+//	memory/<actor>/semantic.md             preferences and facts
+//	memory/<actor>/procedural.md           standing instructions
+//	memory/<actor>/rejected.md             normalised hashes of rejected items
+//
+// Each entry is a "## " heading, one HTML comment holding its metadata as
+// JSON (invisible when rendered) and the text:
+//
+//	## Prefers organic fertiliser
+//	<!-- tendril:record {"id":"mem_…","namespace":"/main/u1/long_term/",…} -->
+//	I only use organic fertiliser.
+//
+// A person may edit the text, delete entries or add a "## " section with no
+// comment; such a section becomes an active record of the file's layer
+// with an ID derived from its content.
+package markdown
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tendrilai/tendril/internal/memory"
+)
+
+// Layer names.
+const (
+	LayerEpisodic   = "episodic"
+	LayerSemantic   = "semantic"
+	LayerProcedural = "procedural"
+)
+
+// LayerOf returns the layer a record of strategy s lives in.
+func LayerOf(s memory.Strategy) string {
+	switch s {
+	case memory.StrategyProcedural:
+		return LayerProcedural
+	case memory.StrategySummary, memory.StrategyEpisodic:
+		return LayerEpisodic
+	}
+	return LayerSemantic
+}
+
+// maxEncoded bounds an encoded actor directory name in bytes.
+const maxEncoded = 120
+
+// ErrBadActor is returned for an empty actor ID.
+var ErrBadActor = errors.New("markdown: empty actor id")
+
+// EncodeActor maps an actor ID to one safe directory name: ASCII letters,
+// digits, "-", "_" and non-leading "." are kept; every other byte is
+// %XX-encoded, so "/", "..", NUL and Unicode look-alikes can never escape
+// or collide. Names longer than 120 bytes are cut and suffixed with a hash.
+func EncodeActor(actor string) (string, error) {
+	if actor == "" {
+		return "", ErrBadActor
+	}
+	var b strings.Builder
+	for i := 0; i < len(actor); i++ {
+		c := actor[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+			b.WriteByte(c)
+		case c == '.' && i > 0:
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	s := b.String()
+	if len(s) > maxEncoded {
+		sum := sha256.Sum256([]byte(actor))
+		s = s[:maxEncoded-17] + "~" + hex.EncodeToString(sum[:8])
+	}
+	return s, nil
+}
+
+// ActorDir is <memoryDir>/<encoded actor>.
+func ActorDir(memoryDir, actor string) (string, error) {
+	enc, err := EncodeActor(actor)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(memoryDir, enc), nil
+}
+
+// RecordFile returns the file, relative to the actor directory, that holds
+// rec.
+func RecordFile(rec memory.Record) string {
+	switch LayerOf(rec.Strategy) {
+	case LayerProcedural:
+		return "procedural.md"
+	case LayerEpisodic:
+		return filepath.Join("episodic", rec.CreatedAt.UTC().Format("2006-01-02")+".md")
+	}
+	return "semantic.md"
+}
+
+// EventFile returns the daily log, relative to the actor directory, that
+// holds ev.
+func EventFile(ev memory.Event) string {
+	return filepath.Join("episodic", ev.Timestamp.UTC().Format("2006-01-02")+".md")
+}
+
+// RejectedFile is the file of rejected-content hashes.
+const RejectedFile = "rejected.md"
+
+type actorMeta struct {
+	ActorID string `json:"actorId"`
+}
+
+type eventMeta struct {
+	ID        string         `json:"id"`
+	SessionID string         `json:"sessionId,omitempty"`
+	Role      string         `json:"role,omitempty"`
+	Timestamp time.Time      `json:"timestamp"`
+	Metadata  map[string]any `json:"metadata,omitempty"`
+}
+
+type recordMeta struct {
+	ID         string          `json:"id"`
+	Namespace  string          `json:"namespace"`
+	Strategy   memory.Strategy `json:"strategy"`
+	Status     memory.Status   `json:"status"`
+	Importance float64         `json:"importance"`
+	CreatedAt  time.Time       `json:"createdAt"`
+	UpdatedAt  time.Time       `json:"updatedAt"`
+	Sources    []string        `json:"sources,omitempty"`
+	Metadata   map[string]any  `json:"metadata,omitempty"`
+}
+
+const (
+	commentActor  = "<!-- tendril:actor "
+	commentEvent  = "<!-- tendril:event "
+	commentRecord = "<!-- tendril:record "
+	commentEnd    = " -->"
+)
+
+// EncodeMetadata writes time values as {"$time": RFC 3339} so they survive
+// the round trip typed.
+func EncodeMetadata(md map[string]any) map[string]any {
+	if len(md) == 0 {
+		return nil
+	}
+	out := make(map[string]any, len(md))
+	for k, v := range md {
+		if t, ok := v.(time.Time); ok {
+			out[k] = map[string]string{"$time": t.UTC().Format(time.RFC3339Nano)}
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// DecodeMetadata reverses EncodeMetadata after a JSON round trip.
+func DecodeMetadata(md map[string]any) map[string]any {
+	if len(md) == 0 {
+		return nil
+	}
+	out := make(map[string]any, len(md))
+	for k, v := range md {
+		switch x := v.(type) {
+		case map[string]any:
+			if s, ok := x["$time"].(string); ok {
+				if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+					out[k] = t
+					continue
+				}
+			}
+			b, _ := json.Marshal(x)
+			out[k] = string(b)
+		case []any:
+			ss := make([]string, 0, len(x))
+			for _, e := range x {
+				if s, ok := e.(string); ok {
+					ss = append(ss, s)
+				} else {
+					ss = append(ss, fmt.Sprint(e))
+				}
+			}
+			out[k] = ss
+		case bool:
+			out[k] = fmt.Sprint(x)
+		default:
+			out[k] = x
+		}
+	}
+	return out
+}
+
+// comment renders one metadata comment line; "-->" inside JSON strings is
+// escaped by encoding/json's HTML escaping of ">".
+func comment(prefix string, v any) string {
+	b, _ := json.Marshal(v) // HTML-escapes <, > and & so "-->" cannot appear
+	return prefix + string(b) + commentEnd
+}
+
+// escapeBody protects lines that would read as structure.
+func escapeBody(text string) string {
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "#") || strings.HasPrefix(l, "\\") || strings.HasPrefix(l, "<!-- tendril:") {
+			lines[i] = "\\" + l
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+func unescapeLine(l string) string {
+	if strings.HasPrefix(l, "\\") {
+		return l[1:]
+	}
+	return l
+}
+
+// heading makes a one-line title from text.
+func heading(text string) string {
+	line := strings.TrimSpace(strings.SplitN(text, "\n", 2)[0])
+	if utf8.RuneCountInString(line) > 72 {
+		r := []rune(line)
+		line = string(r[:72]) + "…"
+	}
+	if line == "" {
+		line = "(empty)"
+	}
+	return line
+}
+
+// FileHeader is the first lines of a layer file for actor.
+func FileHeader(actor, title string) []byte {
+	return []byte(comment(commentActor, actorMeta{ActorID: actor}) + "\n# " + title + "\n\n")
+}
+
+// FormatEvent renders one event entry.
+func FormatEvent(ev memory.Event) []byte {
+	var b bytes.Buffer
+	speaker := ev.Role
+	if s, ok := ev.Metadata["speaker"].(string); ok && s != "" {
+		speaker = s
+	}
+	fmt.Fprintf(&b, "## %s · %s · session %s\n", ev.Timestamp.UTC().Format("2006-01-02 15:04:05"), oneLine(speaker), oneLine(ev.SessionID))
+	b.WriteString(comment(commentEvent, eventMeta{ID: ev.ID, SessionID: ev.SessionID, Role: ev.Role, Timestamp: ev.Timestamp.UTC(), Metadata: EncodeMetadata(ev.Metadata)}))
+	b.WriteString("\n")
+	b.WriteString(escapeBody(ev.Text))
+	b.WriteString("\n\n")
+	return b.Bytes()
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// FormatRecord renders one record entry.
+func FormatRecord(rec memory.Record) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "## %s\n", heading(rec.Content))
+	b.WriteString(comment(commentRecord, recordMeta{
+		ID: rec.ID, Namespace: rec.Namespace, Strategy: rec.Strategy, Status: rec.Status, Importance: rec.Importance,
+		CreatedAt: rec.CreatedAt.UTC(), UpdatedAt: rec.UpdatedAt.UTC(), Sources: rec.Sources, Metadata: EncodeMetadata(rec.Metadata),
+	}))
+	b.WriteString("\n")
+	b.WriteString(escapeBody(rec.Content))
+	b.WriteString("\n\n")
+	return b.Bytes()
+}
+
+// Parsed is the content of one layer file.
+type Parsed struct {
+	ActorID  string
+	Events   []memory.Event
+	Records  []memory.Record
+	Hashes   []string // rejected.md only
+	Warnings []string // entries skipped as unreadable (e.g. a torn last write)
+}
+
+// Defaults completes hand-written entries, which carry no metadata.
+type Defaults struct {
+	ActorID   string
+	Namespace string          // for hand-written records
+	Strategy  memory.Strategy // the file's layer
+	Time      time.Time       // createdAt of hand-written records (the file's mtime)
+	File      string          // relative path, mixed into hand-written IDs
+}
+
+// Parse reads one layer file. It never fails on content: unreadable
+// entries are skipped and reported in Warnings.
+func Parse(data []byte, d Defaults) Parsed {
+	p := Parsed{ActorID: d.ActorID}
+	type entry struct {
+		title   string
+		kind    string // "event", "record", "hand"
+		meta    string
+		body    []string
+		lineNum int
+	}
+	var entries []*entry
+	var cur *entry
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64*1024), 64*1024*1024)
+	line := 0
+	for sc.Scan() {
+		line++
+		l := strings.TrimRight(sc.Text(), "\r")
+		switch {
+		case strings.HasPrefix(l, commentActor) && strings.HasSuffix(l, commentEnd):
+			var m actorMeta
+			if json.Unmarshal([]byte(strings.TrimSuffix(strings.TrimPrefix(l, commentActor), commentEnd)), &m) == nil && m.ActorID != "" {
+				p.ActorID = m.ActorID
+			}
+			continue
+		case strings.HasPrefix(l, "## "):
+			cur = &entry{title: strings.TrimSpace(l[3:]), kind: "hand", lineNum: line}
+			entries = append(entries, cur)
+			continue
+		case cur != nil && cur.kind == "hand" && len(cur.body) == 0 && (strings.HasPrefix(l, commentEvent) || strings.HasPrefix(l, commentRecord)):
+			if strings.HasPrefix(l, commentEvent) {
+				cur.kind = "event"
+				cur.meta = strings.TrimPrefix(l, commentEvent)
+			} else {
+				cur.kind = "record"
+				cur.meta = strings.TrimPrefix(l, commentRecord)
+			}
+			if !strings.HasSuffix(cur.meta, commentEnd) {
+				cur.kind = "bad"
+			}
+			cur.meta = strings.TrimSuffix(cur.meta, commentEnd)
+			continue
+		case cur == nil:
+			if strings.HasPrefix(l, "- ") && filepath.Base(d.File) == RejectedFile {
+				h := strings.TrimSpace(l[2:])
+				if h != "" {
+					p.Hashes = append(p.Hashes, h)
+				}
+			}
+			continue
+		}
+		cur.body = append(cur.body, unescapeLine(l))
+	}
+	if err := sc.Err(); err != nil {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("%s: %v", d.File, err))
+	}
+	for _, e := range entries {
+		text := strings.TrimSpace(strings.Join(e.body, "\n"))
+		switch e.kind {
+		case "event":
+			var m eventMeta
+			if err := json.Unmarshal([]byte(e.meta), &m); err != nil || m.ID == "" {
+				p.Warnings = append(p.Warnings, fmt.Sprintf("%s:%d: unreadable event metadata, entry skipped", d.File, e.lineNum))
+				continue
+			}
+			p.Events = append(p.Events, memory.Event{ID: m.ID, ActorID: p.ActorID, SessionID: m.SessionID, Role: m.Role,
+				Text: text, Timestamp: m.Timestamp.UTC(), Metadata: DecodeMetadata(m.Metadata)})
+		case "record":
+			var m recordMeta
+			if err := json.Unmarshal([]byte(e.meta), &m); err != nil || m.ID == "" {
+				p.Warnings = append(p.Warnings, fmt.Sprintf("%s:%d: unreadable record metadata, entry skipped", d.File, e.lineNum))
+				continue
+			}
+			if text == "" {
+				continue // a person emptied it: treat as deleted
+			}
+			p.Records = append(p.Records, memory.Record{ID: m.ID, Namespace: m.Namespace, Strategy: m.Strategy, Content: text,
+				Metadata: DecodeMetadata(m.Metadata), CreatedAt: m.CreatedAt.UTC(), UpdatedAt: m.UpdatedAt.UTC(), Sources: m.Sources,
+				Importance: m.Importance, Status: m.Status})
+		case "hand":
+			if text == "" {
+				text = e.title
+			}
+			if text == "" || d.Namespace == "" || filepath.Base(d.File) == RejectedFile {
+				continue
+			}
+			sum := sha256.Sum256([]byte(d.File + "\x00" + e.title + "\x00" + text))
+			p.Records = append(p.Records, memory.Record{ID: "md_" + hex.EncodeToString(sum[:10]), Namespace: d.Namespace,
+				Strategy: d.Strategy, Content: text, CreatedAt: d.Time.UTC(), UpdatedAt: d.Time.UTC(), Importance: 1,
+				Status: memory.StatusActive, Metadata: map[string]any{"source": "markdown"}})
+		default:
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%s:%d: torn or unreadable entry skipped", d.File, e.lineNum))
+		}
+	}
+	return p
+}
+
+// SortEvents orders events by timestamp, then ID.
+func SortEvents(evs []memory.Event) {
+	sort.SliceStable(evs, func(i, j int) bool {
+		if !evs[i].Timestamp.Equal(evs[j].Timestamp) {
+			return evs[i].Timestamp.Before(evs[j].Timestamp)
+		}
+		return evs[i].ID < evs[j].ID
+	})
+}
+
+// SortRecords orders records by createdAt, then ID.
+func SortRecords(recs []memory.Record) {
+	sort.SliceStable(recs, func(i, j int) bool {
+		if !recs[i].CreatedAt.Equal(recs[j].CreatedAt) {
+			return recs[i].CreatedAt.Before(recs[j].CreatedAt)
+		}
+		return recs[i].ID < recs[j].ID
+	})
+}
+
+// Render produces the full content of every layer file of one actor, keyed
+// by path relative to the actor directory. Used to rewrite files and by
+// `tendril memory export --format md` for any backend.
+func Render(actor string, records []memory.Record, events []memory.Event, rejected []string) map[string][]byte {
+	out := map[string][]byte{}
+	add := func(file, title string, b []byte) {
+		if _, ok := out[file]; !ok {
+			out[file] = FileHeader(actor, title)
+		}
+		out[file] = append(out[file], b...)
+	}
+	recs := append([]memory.Record(nil), records...)
+	SortRecords(recs)
+	evs := append([]memory.Event(nil), events...)
+	SortEvents(evs)
+	for _, r := range recs {
+		f := RecordFile(r)
+		add(f, Title(f), FormatRecord(r))
+	}
+	for _, e := range evs {
+		f := EventFile(e)
+		add(f, Title(f), FormatEvent(e))
+	}
+	if len(rejected) > 0 {
+		hs := append([]string(nil), rejected...)
+		sort.Strings(hs)
+		out[RejectedFile] = FileHeader(actor, Title(RejectedFile))
+		for _, h := range hs {
+			out[RejectedFile] = append(out[RejectedFile], []byte("- "+h+"\n")...)
+		}
+	}
+	return out
+}
+
+// Title is the "# " title of a layer file.
+func Title(file string) string {
+	switch {
+	case file == "semantic.md":
+		return "Semantic memory"
+	case file == "procedural.md":
+		return "Procedural memory"
+	case file == RejectedFile:
+		return "Rejected memory (normalised content hashes, never proposed again)"
+	}
+	return "Episodic log " + strings.TrimSuffix(filepath.Base(file), ".md")
+}
+
+// WriteFileAtomic writes data to path through a temporary file and rename,
+// so a crash leaves either the old or the new file.
+func WriteFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// AppendFile appends data to path in one write, creating the file with
+// header when it does not exist.
+func AppendFile(path string, header, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	st, err := f.Stat()
+	if err == nil && st.Size() == 0 {
+		data = append(append([]byte(nil), header...), data...)
+	} else if err == nil {
+		// A torn earlier write may have left no final newline: start clean.
+		last := make([]byte, 1)
+		if _, rerr := f.ReadAt(last, st.Size()-1); rerr == nil && last[0] != '\n' {
+			data = append([]byte("\n\n"), data...)
+		}
+	}
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,282 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode"
+)
+
+// Retrieval defaults (SPEC §4.6).
+const (
+	DefaultTopK            = 50
+	DefaultRetrieveTimeout = 3 * time.Second
+	// DefaultFallbackQuery is searched for empty messages so that the
+	// search never gets an empty query.
+	DefaultFallbackQuery = "user preferences facts instructions"
+)
+
+// RetrieveStats describes one Recall, for metrics.
+type RetrieveStats struct {
+	Duration time.Duration
+	Hits     int
+	// Failed is true when the turn went on without memory; Err says why
+	// (context.DeadlineExceeded on timeout).
+	Failed bool
+	Err    error
+}
+
+// RetrieveOptions configures NewRetriever. Zero values take the defaults.
+type RetrieveOptions struct {
+	TopK    int           // 50
+	Timeout time.Duration // 3s
+	// Scopes are namespace-path templates searched for the actor; default
+	// the long_term path and the episodic root (summaries and past
+	// exchanges across all sessions).
+	Scopes []string
+	// FallbackQuery replaces an empty message. Cron turns pass
+	// "tasks due: <task>" themselves.
+	FallbackQuery string
+	// Metrics, when set, is called after every Recall (e.g. to feed
+	// Prometheus retrieval latency and timeout counters).
+	Metrics func(RetrieveStats)
+	Logger  *slog.Logger
+}
+
+// Retrieval is the Retriever built by NewRetriever.
+type Retrieval struct {
+	store    Store
+	opts     RetrieveOptions
+	failures atomic.Uint64
+}
+
+// NewRetriever returns the per-turn retriever of SPEC §4.6 over store.
+func NewRetriever(store Store, opts RetrieveOptions) *Retrieval {
+	if opts.TopK <= 0 {
+		opts.TopK = DefaultTopK
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultRetrieveTimeout
+	}
+	if len(opts.Scopes) == 0 {
+		opts.Scopes = []string{DefaultLongTermTemplate, EpisodicRootTemplate}
+	}
+	if strings.TrimSpace(opts.FallbackQuery) == "" {
+		opts.FallbackQuery = DefaultFallbackQuery
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Retrieval{store: store, opts: opts}
+}
+
+// Failures counts Recalls that fell back to no memory (timeouts and
+// errors) since the retriever was made.
+func (r *Retrieval) Failures() uint64 { return r.failures.Load() }
+
+// Query returns the search text for a message: the message itself, or the
+// fallback query when it is blank.
+func (r *Retrieval) Query(message string) string {
+	if q := strings.TrimSpace(message); q != "" {
+		return q
+	}
+	return r.opts.FallbackQuery
+}
+
+// Recall searches the actor's scopes for message within the timeout and
+// returns the assembled hits (explicit first, capped at TopK). On timeout
+// or store error it logs, counts, and returns no hits and a nil error: the
+// turn never fails because of memory.
+func (r *Retrieval) Recall(ctx context.Context, agentID, actorID, message string) ([]Hit, error) {
+	start := time.Now()
+	hits, err := r.search(ctx, agentID, actorID, r.Query(message))
+	st := RetrieveStats{Duration: time.Since(start), Hits: len(hits), Err: err, Failed: err != nil}
+	if err != nil {
+		r.failures.Add(1)
+		r.opts.Logger.Warn("memory retrieval failed; continuing without memory",
+			"actor", actorID, "err", err, "timeout", errors.Is(err, context.DeadlineExceeded))
+		hits = nil
+		st.Hits = 0
+	}
+	if r.opts.Metrics != nil {
+		r.opts.Metrics(st)
+	}
+	return hits, nil
+}
+
+type scopeResult struct {
+	hits []Hit
+	err  error
+}
+
+func (r *Retrieval) search(ctx context.Context, agentID, actorID, query string) ([]Hit, error) {
+	if actorID == "" {
+		return nil, fmt.Errorf("%w: empty actor", ErrInvalidQuery)
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	ch := make(chan scopeResult, len(r.opts.Scopes))
+	for _, tmpl := range r.opts.Scopes {
+		path, err := Namespace(tmpl, NamespaceVars{AgentID: agentID, ActorID: actorID})
+		if err != nil {
+			return nil, err
+		}
+		go func() {
+			hits, err := r.store.Search(ctx, Query{NamespacePath: path, Text: query, TopK: r.opts.TopK})
+			ch <- scopeResult{hits, err}
+		}()
+	}
+	var all []Hit
+	for range r.opts.Scopes {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case res := <-ch:
+			if res.err != nil {
+				return nil, res.err
+			}
+			all = append(all, res.hits...)
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Score > all[j].Score })
+	seen := map[string]bool{}
+	uniq := all[:0]
+	for _, h := range all {
+		if seen[h.Record.ID] {
+			continue
+		}
+		seen[h.Record.ID] = true
+		uniq = append(uniq, h)
+	}
+	return Assemble(uniq, r.opts.TopK), nil
+}
+
+// Assemble orders hits for the prompt (SPEC §4.6 step 4): explicit records
+// (USER_PREFERENCE, PROCEDURAL) first in their relative order, then
+// inferred ones in theirs; an inferred hit on the same topic as an explicit
+// one is dropped (see SameTopic); the result is capped at limit (≤0 = 50).
+func Assemble(hits []Hit, limit int) []Hit {
+	if limit <= 0 {
+		limit = DefaultTopK
+	}
+	var explicit, inferred []Hit
+	for _, h := range hits {
+		if h.Record.Explicit() {
+			explicit = append(explicit, h)
+		} else {
+			inferred = append(inferred, h)
+		}
+	}
+	out := append([]Hit(nil), explicit...)
+	for _, h := range inferred {
+		conflict := false
+		for _, e := range explicit {
+			if SameTopic(e.Record, h.Record) {
+				conflict = true
+				break
+			}
+		}
+		if !conflict {
+			out = append(out, h)
+		}
+	}
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+// SameTopic is the conflict rule of assembly. An inferred record is on the
+// same topic as an explicit one when
+//   - both carry the same non-empty metadata "topic" string, or
+//   - at least 60% of the inferred record's content words (lowercased,
+//     words of 3+ letters minus a few function words, "fertiliser" and
+//     "fertilizers" alike by a 5-letter prefix) occur in the explicit one.
+//
+// The explicit statement is authoritative for its topic, so a restating or
+// contradicting inference ("uses chemical fertiliser" against "I only use
+// organic fertiliser") is dropped, while a longer exchange that merely
+// mentions the topic among other things is kept.
+func SameTopic(explicit, inferred Record) bool {
+	et, _ := explicit.Metadata["topic"].(string)
+	it, _ := inferred.Metadata["topic"].(string)
+	if et != "" || it != "" {
+		return et != "" && strings.EqualFold(et, it)
+	}
+	iw := topicWords(inferred.Content)
+	if len(iw) == 0 {
+		return false
+	}
+	ew := topicWords(explicit.Content)
+	common := 0
+	for w := range iw {
+		if ew[w] {
+			common++
+		}
+	}
+	return float64(common) >= 0.6*float64(len(iw))
+}
+
+var topicStop = map[string]bool{"the": true, "and": true, "for": true, "with": true, "that": true, "this": true,
+	"you": true, "your": true, "are": true, "was": true, "were": true, "have": true, "has": true, "had": true,
+	"not": false, "but": true, "from": true, "they": true, "them": true, "its": true, "our": true, "user": true,
+	"assistant": true, "prefers": true, "likes": true, "uses": true, "use": true, "only": true, "always": true}
+
+func topicWords(s string) map[string]bool {
+	out := map[string]bool{}
+	for _, f := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		if len([]rune(f)) < 3 && !isHangulWord(f) {
+			continue
+		}
+		if topicStop[f] {
+			continue
+		}
+		if r := []rune(f); len(r) > 5 && !isHangulWord(f) {
+			f = string(r[:5])
+		}
+		out[f] = true
+	}
+	return out
+}
+
+func isHangulWord(s string) bool {
+	for _, r := range s {
+		if unicode.Is(unicode.Hangul, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// RenderBlock renders hits as the system-prompt block of SPEC §4.6 step 5:
+//
+//	What you remember about this user:
+//	- [Explicit] I only use organic fertiliser.
+//	- [Inferred] Has a fig tree.
+//
+// Each record is one line (newlines folded, at most 500 runes). No hits
+// render as "".
+func RenderBlock(hits []Hit) string {
+	if len(hits) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("What you remember about this user:\n")
+	for _, h := range hits {
+		tag := "[Inferred]"
+		if h.Record.Explicit() {
+			tag = "[Explicit]"
+		}
+		text := strings.Join(strings.Fields(h.Record.Content), " ")
+		if r := []rune(text); len(r) > 500 {
+			text = string(r[:500]) + "…"
+		}
+		fmt.Fprintf(&b, "- %s %s\n", tag, text)
+	}
+	return b.String()
+}

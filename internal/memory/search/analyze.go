@@ -1,0 +1,127 @@
+// Package search is Tendril's model-free ranking engine for memory: an
+// in-memory inverted index with BM25F over several fields (the text, the
+// neighbouring turns, the speaker and the date), Snowball stemming,
+// speaker awareness, time cues for "when" questions and optional
+// pseudo-relevance feedback. Every result explains its score.
+//
+// It knows nothing of records or namespaces; the memory stores build one
+// Index per actor and pass an allow mask so that filters apply before
+// ranking and corpus statistics never mix actors.
+package search
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/kljensen/snowball/english"
+)
+
+// Analyzer turns text into index terms.
+type Analyzer struct {
+	// Stem applies the Snowball (Porter2) English stemmer to Latin tokens.
+	Stem bool
+	// KeepStopWords keeps English stop words (they are dropped by default).
+	KeepStopWords bool
+	// NoBigrams disables Hangul character bigrams (Korean has no spaces
+	// between stem and particle, so "비료를" must still match "비료").
+	NoBigrams bool
+}
+
+// Tokenize splits text into lowercase tokens of Unicode letters and digits.
+// Apostrophes inside a word are dropped ("caroline's" → "carolines" is
+// avoided: the possessive "'s" is cut off).
+func Tokenize(text string) []string {
+	var out []string
+	var b strings.Builder
+	flush := func() {
+		if b.Len() > 0 {
+			out = append(out, b.String())
+			b.Reset()
+		}
+	}
+	for i := 0; i < len(text); {
+		r, size := utf8.DecodeRuneInString(text[i:])
+		switch {
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(unicode.ToLower(r))
+		case (r == '\'' || r == '’') && b.Len() > 0:
+			// possessive or contraction: "caroline's" → "caroline", "don't" → "don"+"t"
+			next := text[i+size:]
+			if strings.HasPrefix(next, "s") && (len(next) == 1 || !isWordByte(next[1])) {
+				flush()
+				i += size + 1
+				continue
+			}
+			flush()
+		default:
+			flush()
+		}
+		i += size
+	}
+	flush()
+	return out
+}
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
+}
+
+// IsStopWord reports whether the lowercase token is an English stop word
+// (the Snowball English stop list).
+func IsStopWord(tok string) bool { return english.IsStopWord(tok) }
+
+// Terms analyses text into index terms, in order, with repeats.
+func (a Analyzer) Terms(text string) []string {
+	toks := Tokenize(text)
+	out := make([]string, 0, len(toks))
+	for _, t := range toks {
+		if !a.KeepStopWords && IsStopWord(t) {
+			continue
+		}
+		if isHangul(t) {
+			out = append(out, t)
+			if !a.NoBigrams {
+				out = append(out, hangulBigrams(t)...)
+			}
+			continue
+		}
+		if a.Stem && isASCIIWord(t) {
+			t = english.Stem(t, true)
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func isASCIIWord(t string) bool {
+	for i := 0; i < len(t); i++ {
+		if t[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+func isHangul(t string) bool {
+	for _, r := range t {
+		if unicode.Is(unicode.Hangul, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// hangulBigrams returns the overlapping two-rune grams of a token of two
+// or more runes, prefixed so they never collide with whole tokens.
+func hangulBigrams(t string) []string {
+	rs := []rune(t)
+	if len(rs) < 2 {
+		return nil
+	}
+	out := make([]string, 0, len(rs)-1)
+	for i := 0; i+1 < len(rs); i++ {
+		out = append(out, "#"+string(rs[i:i+2]))
+	}
+	return out
+}

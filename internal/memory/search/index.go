@@ -1,0 +1,569 @@
+package search
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Field is one scored field of a document.
+type Field int
+
+// The fields of a Doc, in BM25F order.
+const (
+	FieldText    Field = iota // the turn or record text
+	FieldContext              // neighbouring turns of the same session
+	FieldSpeaker              // who said it
+	FieldDate                 // when it was said, as words ("8 May 2023")
+	NumFields
+)
+
+var fieldNames = [NumFields]string{"text", "context", "speaker", "date"}
+
+func (f Field) String() string { return fieldNames[f] }
+
+// Doc is one retrievable unit.
+type Doc struct {
+	Text    string
+	Context string
+	Speaker string
+	Date    string
+}
+
+// FieldParams weighs one field in BM25F: Weight multiplies its
+// length-normalised term frequency, B is its length normalisation.
+type FieldParams struct {
+	Weight float64
+	B      float64
+}
+
+// Params configures ranking.
+type Params struct {
+	Analyzer Analyzer
+	// K1 is the BM25 term-frequency saturation.
+	K1     float64
+	Fields [NumFields]FieldParams
+	// SpeakerBoost multiplies by (1+SpeakerBoost) the score of documents
+	// whose speaker the query names ("What did Caroline research?").
+	SpeakerBoost float64
+	// TimeBoost multiplies by (1+TimeBoost) the score of documents that
+	// mention a time, for "when" questions.
+	TimeBoost float64
+	// PRFDocs and PRFTerms configure pseudo-relevance feedback: the top
+	// PRFDocs documents contribute their PRFTerms best terms (by tf·idf) to a
+	// second pass, each weighted PRFWeight. PRFDocs 0 disables it.
+	PRFDocs   int
+	PRFTerms  int
+	PRFWeight float64
+}
+
+// DefaultParams is Tendril's ranking: BM25F over text, neighbouring turns,
+// speaker and date with Snowball stemming, speaker awareness and time cues.
+func DefaultParams() Params {
+	return Params{
+		Analyzer: Analyzer{Stem: true},
+		K1:       1.2,
+		Fields: [NumFields]FieldParams{
+			FieldText:    {Weight: 1, B: 0.75},
+			FieldContext: {Weight: 0.3, B: 0.75},
+			FieldSpeaker: {Weight: 0.5, B: 0},
+			FieldDate:    {Weight: 0.5, B: 0},
+		},
+		SpeakerBoost: 0.25,
+		TimeBoost:    0.3,
+	}
+}
+
+// PlainBM25 is the reference baseline: BM25 (k1 1.2, b 0.75) over the text
+// field alone, lowercase alphanumeric tokens, English stop words removed, no
+// stemming.
+func PlainBM25() Params {
+	return Params{
+		Analyzer: Analyzer{},
+		K1:       1.2,
+		Fields:   [NumFields]FieldParams{FieldText: {Weight: 1, B: 0.75}},
+	}
+}
+
+type posting struct {
+	doc int32
+	tf  uint16
+}
+
+// Index is an append-only inverted index. Add must not run concurrently
+// with anything; Search may run concurrently with Search.
+type Index struct {
+	p        Params
+	terms    map[string]int32
+	termStr  []string
+	post     [NumFields][][]posting
+	lens     [][NumFields]uint32
+	speaker  []int32 // speaker id per doc, -1 none
+	spkTerms map[string][]int32
+	spkIDs   map[string]int32
+	hasTime  []bool
+	fwd      [][]int32 // text-field terms per doc (for PRF)
+	pool     sync.Pool
+}
+
+// NewIndex returns an empty index ranking with p.
+func NewIndex(p Params) *Index {
+	return &Index{p: p, terms: map[string]int32{}, spkTerms: map[string][]int32{}, spkIDs: map[string]int32{}}
+}
+
+// Params returns the ranking parameters.
+func (ix *Index) Params() Params { return ix.p }
+
+// Len is the number of documents.
+func (ix *Index) Len() int { return len(ix.lens) }
+
+func (ix *Index) termID(t string) int32 {
+	id, ok := ix.terms[t]
+	if !ok {
+		id = int32(len(ix.termStr))
+		ix.terms[t] = id
+		ix.termStr = append(ix.termStr, t)
+		for f := range ix.post {
+			ix.post[f] = append(ix.post[f], nil)
+		}
+	}
+	return id
+}
+
+// Add appends d and returns its document number (0, 1, …).
+func (ix *Index) Add(d Doc) int {
+	doc := int32(len(ix.lens))
+	var lens [NumFields]uint32
+	texts := [NumFields]string{d.Text, d.Context, d.Speaker, d.Date}
+	var fwd []int32
+	for f := Field(0); f < NumFields; f++ {
+		if texts[f] == "" || (ix.p.Fields[f].Weight == 0 && f != FieldSpeaker) {
+			continue
+		}
+		terms := ix.p.Analyzer.Terms(texts[f])
+		lens[f] = uint32(len(terms))
+		counts := map[int32]int{}
+		order := []int32{}
+		for _, t := range terms {
+			id := ix.termID(t)
+			if counts[id] == 0 {
+				order = append(order, id)
+			}
+			counts[id]++
+		}
+		for _, id := range order {
+			tf := counts[id]
+			if tf > math.MaxUint16 {
+				tf = math.MaxUint16
+			}
+			ix.post[f][id] = append(ix.post[f][id], posting{doc, uint16(tf)})
+		}
+		if f == FieldText {
+			fwd = order
+		}
+	}
+	ix.lens = append(ix.lens, lens)
+	ix.fwd = append(ix.fwd, fwd)
+	ix.hasTime = append(ix.hasTime, ix.p.TimeBoost > 0 && HasTimeExpression(d.Text))
+	spk := int32(-1)
+	if name := strings.TrimSpace(strings.ToLower(d.Speaker)); name != "" && ix.p.SpeakerBoost > 0 {
+		id, ok := ix.spkIDs[name]
+		if !ok {
+			id = int32(len(ix.spkIDs))
+			ix.spkIDs[name] = id
+			for _, t := range ix.p.Analyzer.Terms(name) {
+				ix.spkTerms[t] = append(ix.spkTerms[t], id)
+			}
+		}
+		spk = id
+	}
+	ix.speaker = append(ix.speaker, spk)
+	return int(doc)
+}
+
+// Result is one ranked document.
+type Result struct {
+	Doc     int
+	Score   float64
+	Explain string
+}
+
+type scratch struct {
+	score []float64
+	tfw   []float64
+	stamp []int32
+	gen   int32
+}
+
+func (ix *Index) scratch() *scratch {
+	n := len(ix.lens)
+	s, _ := ix.pool.Get().(*scratch)
+	if s == nil || len(s.score) < n {
+		s = &scratch{score: make([]float64, n), tfw: make([]float64, n), stamp: make([]int32, n)}
+	}
+	return s
+}
+
+type qterm struct {
+	id     int32
+	text   string
+	weight float64
+	idf    float64
+}
+
+type stats struct {
+	n   int
+	avg [NumFields]float64
+}
+
+func (ix *Index) stats(allow []bool) stats {
+	var st stats
+	var sum [NumFields]float64
+	for d, l := range ix.lens {
+		if allow != nil && !allow[d] {
+			continue
+		}
+		st.n++
+		for f := range l {
+			sum[f] += float64(l[f])
+		}
+	}
+	for f := range sum {
+		if st.n > 0 && sum[f] > 0 {
+			st.avg[f] = sum[f] / float64(st.n)
+		} else {
+			st.avg[f] = 1
+		}
+	}
+	return st
+}
+
+// Search ranks the documents allowed by allow (nil = all; otherwise
+// len(allow) must be Len()) for query and returns the best k, best first,
+// ties broken by document number. Corpus statistics (N, df, average field
+// lengths) come from the allowed documents only, so a filter or an actor
+// scope applies before ranking.
+func (ix *Index) Search(query string, allow []bool, k int) []Result {
+	n := len(ix.lens)
+	if n == 0 || k <= 0 {
+		return nil
+	}
+	if allow != nil && len(allow) != n {
+		return nil
+	}
+	st := ix.stats(allow)
+	if st.n == 0 {
+		return nil
+	}
+	qs := ix.queryTerms(query, st, allow)
+	if len(qs) == 0 {
+		return nil
+	}
+	sc := ix.scratch()
+	defer ix.pool.Put(sc)
+	touched := ix.accumulate(sc, qs, st, allow, nil)
+
+	spk := ix.namedSpeakers(query)
+	when := ix.p.TimeBoost > 0 && IsWhenQuestion(query)
+	boostWhy := func(d int32) (float64, []string) {
+		m := 1.0
+		var why []string
+		if len(spk) > 0 && ix.speaker[d] >= 0 && spk[ix.speaker[d]] {
+			m *= 1 + ix.p.SpeakerBoost
+			why = append(why, fmt.Sprintf("speaker named in query ×%.3g", 1+ix.p.SpeakerBoost))
+		}
+		if when && ix.hasTime[d] {
+			m *= 1 + ix.p.TimeBoost
+			why = append(why, fmt.Sprintf("time cue for a when-question ×%.3g", 1+ix.p.TimeBoost))
+		}
+		return m, why
+	}
+	boost := func(d int32) float64 { m, _ := boostWhy(d); return m }
+	top := ix.topK(sc, touched, k, boost)
+
+	if ix.p.PRFDocs > 0 && len(top) > 0 {
+		extra := ix.feedback(top, qs, st, allow)
+		if len(extra) > 0 {
+			for _, d := range touched {
+				sc.score[d] = 0
+			}
+			all := append(append([]qterm(nil), qs...), extra...)
+			touched = ix.accumulate(sc, all, st, allow, nil)
+			qs = all
+			top = ix.topK(sc, touched, k, boost)
+		}
+	}
+	for _, d := range touched {
+		sc.score[d] = 0
+	}
+	out := make([]Result, len(top))
+	for i, r := range top {
+		out[i] = Result{Doc: int(r.doc), Score: r.score, Explain: ix.explain(r.doc, qs, st, boostWhy, r.score)}
+	}
+	return out
+}
+
+func (ix *Index) queryTerms(query string, st stats, allow []bool) []qterm {
+	var qs []qterm
+	pos := map[string]int{}
+	for _, t := range ix.p.Analyzer.Terms(query) {
+		if i, ok := pos[t]; ok {
+			qs[i].weight++
+			continue
+		}
+		id, ok := ix.terms[t]
+		if !ok {
+			continue
+		}
+		df := ix.df(id, allow)
+		if df == 0 {
+			continue
+		}
+		pos[t] = len(qs)
+		qs = append(qs, qterm{id: id, text: t, weight: 1, idf: idf(st.n, df)})
+	}
+	return qs
+}
+
+func idf(n, df int) float64 {
+	return math.Log(1 + (float64(n)-float64(df)+0.5)/(float64(df)+0.5))
+}
+
+// df counts allowed documents holding term id in any scored field.
+func (ix *Index) df(id int32, allow []bool) int {
+	var single = -1
+	fields := 0
+	for f := Field(0); f < NumFields; f++ {
+		if ix.p.Fields[f].Weight > 0 && len(ix.post[f][id]) > 0 {
+			fields++
+			single = int(f)
+		}
+	}
+	if fields == 0 {
+		return 0
+	}
+	if fields == 1 {
+		c := 0
+		for _, p := range ix.post[single][id] {
+			if allow == nil || allow[p.doc] {
+				c++
+			}
+		}
+		return c
+	}
+	seen := map[int32]struct{}{}
+	for f := Field(0); f < NumFields; f++ {
+		if ix.p.Fields[f].Weight == 0 {
+			continue
+		}
+		for _, p := range ix.post[f][id] {
+			if allow == nil || allow[p.doc] {
+				seen[p.doc] = struct{}{}
+			}
+		}
+	}
+	return len(seen)
+}
+
+// accumulate adds BM25F scores of qs into sc.score and returns the touched
+// documents.
+func (ix *Index) accumulate(sc *scratch, qs []qterm, st stats, allow []bool, touched []int32) []int32 {
+	for _, q := range qs {
+		sc.gen++
+		var local []int32
+		for f := Field(0); f < NumFields; f++ {
+			fp := ix.p.Fields[f]
+			if fp.Weight == 0 {
+				continue
+			}
+			for _, p := range ix.post[f][q.id] {
+				if allow != nil && !allow[p.doc] {
+					continue
+				}
+				norm := 1 - fp.B + fp.B*float64(ix.lens[p.doc][f])/st.avg[f]
+				if sc.stamp[p.doc] != sc.gen {
+					sc.stamp[p.doc] = sc.gen
+					sc.tfw[p.doc] = 0
+					local = append(local, p.doc)
+				}
+				sc.tfw[p.doc] += fp.Weight * float64(p.tf) / norm
+			}
+		}
+		for _, d := range local {
+			t := sc.tfw[d]
+			if sc.score[d] == 0 {
+				touched = append(touched, d)
+			}
+			sc.score[d] += q.weight * q.idf * t / (ix.p.K1 + t)
+		}
+	}
+	return touched
+}
+
+type scored struct {
+	doc   int32
+	score float64
+}
+
+// minHeap keeps the k best: the root is the worst kept.
+type minHeap []scored
+
+func (h minHeap) Len() int { return len(h) }
+func (h minHeap) Less(i, j int) bool {
+	if h[i].score != h[j].score {
+		return h[i].score < h[j].score
+	}
+	return h[i].doc > h[j].doc
+}
+func (h minHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *minHeap) Push(x any)   { *h = append(*h, x.(scored)) }
+func (h *minHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func better(a, b scored) bool {
+	if a.score != b.score {
+		return a.score > b.score
+	}
+	return a.doc < b.doc
+}
+
+func (ix *Index) topK(sc *scratch, touched []int32, k int, boost func(int32) float64) []scored {
+	h := make(minHeap, 0, k+1)
+	for _, d := range touched {
+		s := scored{d, sc.score[d] * boost(d)}
+		if len(h) < k {
+			heap.Push(&h, s)
+		} else if better(s, h[0]) {
+			h[0] = s
+			heap.Fix(&h, 0)
+		}
+	}
+	out := []scored(h)
+	sort.Slice(out, func(i, j int) bool { return better(out[i], out[j]) })
+	return out
+}
+
+// feedback picks expansion terms from the top documents (RM-style: tf·idf
+// in the text field), excluding the query's own terms.
+func (ix *Index) feedback(top []scored, qs []qterm, st stats, allow []bool) []qterm {
+	have := map[int32]bool{}
+	for _, q := range qs {
+		have[q.id] = true
+	}
+	weight := map[int32]float64{}
+	for i, r := range top {
+		if i >= ix.p.PRFDocs {
+			break
+		}
+		for _, id := range ix.fwd[r.doc] {
+			if !have[id] {
+				weight[id]++
+			}
+		}
+	}
+	type cand struct {
+		id  int32
+		w   float64
+		idf float64
+	}
+	var cs []cand
+	for id, c := range weight {
+		if c < 2 {
+			continue
+		}
+		df := ix.df(id, allow)
+		if df == 0 {
+			continue
+		}
+		v := idf(st.n, df)
+		cs = append(cs, cand{id, c * v, v})
+	}
+	sort.Slice(cs, func(i, j int) bool {
+		if cs[i].w != cs[j].w {
+			return cs[i].w > cs[j].w
+		}
+		return cs[i].id < cs[j].id
+	})
+	var out []qterm
+	for i := 0; i < len(cs) && i < ix.p.PRFTerms; i++ {
+		out = append(out, qterm{id: cs[i].id, text: ix.termStr[cs[i].id], weight: ix.p.PRFWeight, idf: cs[i].idf})
+	}
+	return out
+}
+
+// tf returns the term frequency of id in field f of doc (binary search).
+func (ix *Index) tf(f Field, id, doc int32) int {
+	ps := ix.post[f][id]
+	i := sort.Search(len(ps), func(i int) bool { return ps[i].doc >= doc })
+	if i < len(ps) && ps[i].doc == doc {
+		return int(ps[i].tf)
+	}
+	return 0
+}
+
+func (ix *Index) explain(doc int32, qs []qterm, st stats, boostWhy func(int32) (float64, []string), total float64) string {
+	mult, why := boostWhy(doc)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%.4f = bm25f(k1=%.2g)[", total, ix.p.K1)
+	first := true
+	for _, q := range qs {
+		t := 0.0
+		var parts []string
+		for f := Field(0); f < NumFields; f++ {
+			fp := ix.p.Fields[f]
+			if fp.Weight == 0 {
+				continue
+			}
+			tf := ix.tf(f, q.id, doc)
+			if tf == 0 {
+				continue
+			}
+			norm := 1 - fp.B + fp.B*float64(ix.lens[doc][f])/st.avg[f]
+			t += fp.Weight * float64(tf) / norm
+			parts = append(parts, fmt.Sprintf("%s tf=%d w=%.2g", f, tf, fp.Weight))
+		}
+		if t == 0 {
+			continue
+		}
+		if !first {
+			b.WriteString(" + ")
+		}
+		first = false
+		c := q.weight * q.idf * t / (ix.p.K1 + t)
+		fmt.Fprintf(&b, "%q %.3f (idf %.2f, %s", q.text, c, q.idf, strings.Join(parts, ", "))
+		if q.weight != 1 {
+			fmt.Fprintf(&b, ", query weight %.2g", q.weight)
+		}
+		b.WriteString(")")
+	}
+	b.WriteString("]")
+	if mult != 1 {
+		fmt.Fprintf(&b, " × %.3g (%s)", mult, strings.Join(why, ", "))
+	}
+	fmt.Fprintf(&b, "; N=%d", st.n)
+	return b.String()
+}
+
+// namedSpeakers returns the speakers the query names.
+func (ix *Index) namedSpeakers(query string) map[int32]bool {
+	if ix.p.SpeakerBoost == 0 || len(ix.spkTerms) == 0 {
+		return nil
+	}
+	var out map[int32]bool
+	for _, t := range ix.p.Analyzer.Terms(query) {
+		for _, id := range ix.spkTerms[t] {
+			if out == nil {
+				out = map[int32]bool{}
+			}
+			out[id] = true
+		}
+	}
+	return out
+}

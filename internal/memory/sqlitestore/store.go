@@ -1,0 +1,895 @@
+// Package sqlitestore is the embedded memory.Store: Markdown layer files
+// under <home>/memory/ are the source of truth (package markdown) and a
+// SQLite database (modernc.org/sqlite, pure Go) at <home>/index/memory.db is
+// a rebuildable index of their rows. Ranking runs in package search over an
+// in-memory BM25F index per actor, built from the SQLite rows on first use,
+// so corpus statistics never mix actors and Rebuild gives identical
+// results.
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/markdown"
+	"github.com/tendrilai/tendril/internal/memory/search"
+)
+
+// Options configures Open. Zero values take the defaults.
+type Options struct {
+	// AgentID names the agent in namespaces of events and hand-written
+	// records ("main").
+	AgentID string
+	// IndexedKeys are the filterable metadata keys (default type, section,
+	// plants); at most 10.
+	IndexedKeys []memory.IndexedKey
+	// EventExpiryDays drops events older than this many days (30); a
+	// negative value keeps events forever (used by evaluation).
+	EventExpiryDays int
+	// SyncInterval is the least time between automatic checks of the
+	// Markdown files for hand edits before a search (1s); negative turns
+	// automatic checks off (call Sync).
+	SyncInterval time.Duration
+	// Ranking selects the ranking parameters; nil = search.DefaultParams.
+	Ranking *search.Params
+	// PlainDocs indexes events as the single text "(<date>) <speaker>: <text>"
+	// as in the LoCoMo reference baseline, instead of separate fields.
+	PlainDocs bool
+	// Embedder, when set, adds vector similarity fused with BM25 by
+	// reciprocal rank fusion. Off by default.
+	Embedder search.Embedder
+	// Now is the clock (time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+	// NoFsync skips fsync on appends (bulk loads and evaluation).
+	NoFsync bool
+}
+
+// Store is the embedded memory store. It is safe for concurrent use.
+type Store struct {
+	home, dir string
+	db        *sql.DB
+	opts      Options
+	params    search.Params
+
+	mu       sync.Mutex
+	actors   map[string]*actorState
+	lastSync time.Time
+	closed   bool
+}
+
+var (
+	_ memory.Store          = (*Store)(nil)
+	_ memory.RejectionStore = (*Store)(nil)
+)
+
+type actorState struct {
+	id       string
+	enc      string
+	records  map[string]memory.Record
+	events   map[string]memory.Event
+	rejected map[string]bool
+
+	idx  *search.Index
+	docs []memory.Record // the hit record of each document
+	vecs [][]float32
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS records(
+  id TEXT PRIMARY KEY, actor TEXT NOT NULL, namespace TEXT NOT NULL, strategy TEXT NOT NULL,
+  status TEXT NOT NULL, content TEXT NOT NULL, metadata TEXT, created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL, sources TEXT, importance REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS records_actor ON records(actor);
+CREATE TABLE IF NOT EXISTS events(
+  id TEXT PRIMARY KEY, actor TEXT NOT NULL, session TEXT NOT NULL, role TEXT NOT NULL,
+  text TEXT NOT NULL, ts TEXT NOT NULL, metadata TEXT);
+CREATE INDEX IF NOT EXISTS events_actor ON events(actor);
+CREATE TABLE IF NOT EXISTS rejections(actor TEXT NOT NULL, hash TEXT NOT NULL, PRIMARY KEY(actor, hash));
+CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, actor TEXT NOT NULL, size INTEGER NOT NULL, mtime INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS vectors(id TEXT PRIMARY KEY, actor TEXT NOT NULL, vec BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS vectors_actor ON vectors(actor);
+`
+
+// Open opens (creating if needed) the store under home: Markdown in
+// <home>/memory/, the index in <home>/index/memory.db. Markdown changed
+// since the index was written is re-read before Open returns.
+func Open(home string, opts Options) (*Store, error) {
+	if opts.AgentID == "" {
+		opts.AgentID = "main"
+	}
+	if opts.IndexedKeys == nil {
+		opts.IndexedKeys = memory.DefaultIndexedKeys()
+	}
+	if err := memory.ValidateIndexedKeys(opts.IndexedKeys); err != nil {
+		return nil, err
+	}
+	if opts.EventExpiryDays == 0 {
+		opts.EventExpiryDays = 30
+	}
+	if opts.SyncInterval == 0 {
+		opts.SyncInterval = time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Store{home: home, dir: filepath.Join(home, "memory"), opts: opts, actors: map[string]*actorState{}}
+	s.params = search.DefaultParams()
+	if opts.Ranking != nil {
+		s.params = *opts.Ranking
+	}
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open memory: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(home, "index"), 0o700); err != nil {
+		return nil, fmt.Errorf("open memory: %w", err)
+	}
+	dsn := "file:" + filepath.Join(home, "index", "memory.db") + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open memory index: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("create memory index: %w", err)
+	}
+	s.db = db
+	if err := s.Sync(context.Background()); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the index.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.db.Close()
+}
+
+// Home returns the home directory.
+func (s *Store) Home() string { return s.home }
+
+// MemoryDir returns <home>/memory.
+func (s *Store) MemoryDir() string { return s.dir }
+
+// IndexedKeys returns the declared filterable keys.
+func (s *Store) IndexedKeys() []memory.IndexedKey { return s.opts.IndexedKeys }
+
+func newID(prefix string) string { return prefix + strings.ToLower(ulid.Make().String()) }
+
+// recordActor derives the owning actor of a namespace (its second segment).
+func recordActor(ns string) (string, error) {
+	_, actor, ok := memory.NamespaceActor(ns)
+	if !ok || actor == "" {
+		return "", fmt.Errorf("%w: %q needs /<agent>/<actor>/…", memory.ErrInvalidNamespace, ns)
+	}
+	return actor, nil
+}
+
+// Put implements memory.Store.
+func (s *Store) Put(ctx context.Context, rec memory.Record) (memory.Record, error) {
+	recs, err := s.PutBatch(ctx, []memory.Record{rec})
+	if err != nil {
+		return memory.Record{}, err
+	}
+	return recs[0], nil
+}
+
+func (s *Store) prepare(rec memory.Record) (memory.Record, error) {
+	rec.Content = strings.TrimSpace(strings.ReplaceAll(rec.Content, "\r\n", "\n"))
+	if rec.Content == "" {
+		return rec, fmt.Errorf("put record: %w: empty content", memory.ErrInvalidQuery)
+	}
+	if rec.Namespace == "" {
+		return rec, fmt.Errorf("put record: %w: empty namespace", memory.ErrInvalidNamespace)
+	}
+	rec.Namespace = memory.CleanNamespace(rec.Namespace)
+	switch rec.Strategy {
+	case memory.StrategyUserPreference, memory.StrategySemantic, memory.StrategySummary, memory.StrategyProcedural, memory.StrategyEpisodic:
+	case "":
+		rec.Strategy = memory.StrategySemantic
+	default:
+		return rec, fmt.Errorf("put record: %w: unknown strategy %q", memory.ErrInvalidQuery, rec.Strategy)
+	}
+	switch rec.Status {
+	case memory.StatusActive, memory.StatusSuperseded, memory.StatusStaged, memory.StatusRejected:
+	case "":
+		rec.Status = memory.StatusActive
+	default:
+		return rec, fmt.Errorf("put record: %w: unknown status %q", memory.ErrInvalidQuery, rec.Status)
+	}
+	md, err := memory.NormalizeMetadata(rec.Metadata)
+	if err != nil {
+		return rec, fmt.Errorf("put record: %w", err)
+	}
+	rec.Metadata = md
+	if rec.ID == "" {
+		rec.ID = newID("mem_")
+	}
+	if strings.ContainsAny(rec.ID, "\n\r") {
+		return rec, fmt.Errorf("put record: %w: id contains a newline", memory.ErrInvalidQuery)
+	}
+	now := s.opts.Now().UTC()
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = now
+	}
+	if rec.UpdatedAt.IsZero() {
+		rec.UpdatedAt = rec.CreatedAt
+	}
+	rec.CreatedAt, rec.UpdatedAt = rec.CreatedAt.UTC(), rec.UpdatedAt.UTC()
+	rec.Sources = append([]string(nil), rec.Sources...)
+	return rec, nil
+}
+
+// PutBatch stores many records in one transaction (bulk loads). It is Put
+// for each, atomically in the index.
+func (s *Store) PutBatch(ctx context.Context, recs []memory.Record) ([]memory.Record, error) {
+	out := make([]memory.Record, 0, len(recs))
+	for _, r := range recs {
+		p, err := s.prepare(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errors.New("memory store closed")
+	}
+	byActor := map[string][]memory.Record{}
+	var order []string
+	for i, r := range out {
+		actor, err := recordActor(r.Namespace)
+		if err != nil {
+			return nil, fmt.Errorf("put record: %w", err)
+		}
+		a, err := s.actor(ctx, actor)
+		if err != nil {
+			return nil, err
+		}
+		if old, ok := a.records[r.ID]; ok {
+			if r.CreatedAt.IsZero() || recs[i].CreatedAt.IsZero() {
+				r.CreatedAt = old.CreatedAt
+			}
+			if recs[i].UpdatedAt.IsZero() {
+				r.UpdatedAt = s.opts.Now().UTC()
+			}
+			out[i] = r
+		} else if owner, err := s.ownerOf(ctx, r.ID); err != nil {
+			return nil, err
+		} else if owner != "" && owner != actor {
+			return nil, fmt.Errorf("put record %s: %w: id belongs to another actor", r.ID, memory.ErrInvalidQuery)
+		}
+		if _, ok := byActor[actor]; !ok {
+			order = append(order, actor)
+		}
+		byActor[actor] = append(byActor[actor], out[i])
+	}
+	for _, actor := range order {
+		if err := s.writeRecords(ctx, s.actors[actor], byActor[actor]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) ownerOf(ctx context.Context, id string) (string, error) {
+	var actor string
+	err := s.db.QueryRowContext(ctx, `SELECT actor FROM records WHERE id=? UNION ALL SELECT actor FROM events WHERE id=? LIMIT 1`, id, id).Scan(&actor)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("memory index: %w", err)
+	}
+	return actor, nil
+}
+
+// writeRecords persists recs of one actor: Markdown first (append for new
+// records, rewrite for updates), then the index.
+func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.Record) error {
+	appends := map[string][]byte{}
+	rewrite := map[string]bool{}
+	for _, r := range recs {
+		f := markdown.RecordFile(r)
+		if old, ok := a.records[r.ID]; ok {
+			rewrite[f] = true
+			rewrite[markdown.RecordFile(old)] = true
+		} else {
+			appends[f] = append(appends[f], markdown.FormatRecord(r)...)
+		}
+		a.records[r.ID] = r
+	}
+	for f, b := range appends {
+		if rewrite[f] {
+			continue
+		}
+		if err := markdown.AppendFile(filepath.Join(s.dir, a.enc, f), markdown.FileHeader(a.id, markdown.Title(f)), b); err != nil {
+			return fmt.Errorf("write memory markdown: %w", err)
+		}
+	}
+	for f := range rewrite {
+		if err := s.rewriteFile(a, f); err != nil {
+			return err
+		}
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	defer tx.Rollback()
+	stmt, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO records(id,actor,namespace,strategy,status,content,metadata,created_at,updated_at,sources,importance) VALUES(?,?,?,?,?,?,?,?,?,?,?)`)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	for _, r := range recs {
+		if err := insertRecord(ctx, stmt, a.id, r); err != nil {
+			return err
+		}
+	}
+	files := map[string]bool{}
+	for _, r := range recs {
+		files[markdown.RecordFile(r)] = true
+	}
+	for f := range rewrite {
+		files[f] = true
+	}
+	if err := s.noteFiles(ctx, tx, a, files); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	a.invalidate()
+	if s.opts.Embedder != nil {
+		s.embedMissing(ctx, a)
+	}
+	return nil
+}
+
+func insertRecord(ctx context.Context, stmt *sql.Stmt, actor string, r memory.Record) error {
+	md, _ := json.Marshal(markdown.EncodeMetadata(r.Metadata))
+	src, _ := json.Marshal(r.Sources)
+	_, err := stmt.ExecContext(ctx, r.ID, actor, r.Namespace, string(r.Strategy), string(r.Status), r.Content, string(md),
+		r.CreatedAt.UTC().Format(time.RFC3339Nano), r.UpdatedAt.UTC().Format(time.RFC3339Nano), string(src), r.Importance)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	return nil
+}
+
+func insertEvent(ctx context.Context, stmt *sql.Stmt, actor string, e memory.Event) error {
+	md, _ := json.Marshal(markdown.EncodeMetadata(e.Metadata))
+	_, err := stmt.ExecContext(ctx, e.ID, actor, e.SessionID, e.Role, e.Text, e.Timestamp.UTC().Format(time.RFC3339Nano), string(md))
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	return nil
+}
+
+// rewriteFile renders one layer file of a from its in-memory state
+// (removing it when empty).
+func (s *Store) rewriteFile(a *actorState, rel string) error {
+	var recs []memory.Record
+	for _, r := range a.records {
+		if markdown.RecordFile(r) == rel {
+			recs = append(recs, r)
+		}
+	}
+	var evs []memory.Event
+	if strings.HasPrefix(rel, "episodic") {
+		for _, e := range a.events {
+			if markdown.EventFile(e) == rel {
+				evs = append(evs, e)
+			}
+		}
+	}
+	var rej []string
+	if rel == markdown.RejectedFile {
+		for h := range a.rejected {
+			rej = append(rej, h)
+		}
+	}
+	path := filepath.Join(s.dir, a.enc, rel)
+	data := markdown.Render(a.id, recs, evs, rej)[rel]
+	if data == nil {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("write memory markdown: %w", err)
+		}
+		return nil
+	}
+	if err := markdown.WriteFileAtomic(path, data); err != nil {
+		return fmt.Errorf("write memory markdown: %w", err)
+	}
+	return nil
+}
+
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// noteFiles records the current size and mtime of files we wrote, so Sync
+// does not mistake our own writes for hand edits.
+func (s *Store) noteFiles(ctx context.Context, tx execer, a *actorState, rels map[string]bool) error {
+	for rel := range rels {
+		key := filepath.ToSlash(filepath.Join(a.enc, rel))
+		st, err := os.Stat(filepath.Join(s.dir, a.enc, rel))
+		if errors.Is(err, os.ErrNotExist) {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM files WHERE path=?`, key); err != nil {
+				return fmt.Errorf("memory index: %w", err)
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("memory markdown: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO files(path,actor,size,mtime) VALUES(?,?,?,?)`, key, a.id, st.Size(), st.ModTime().UnixNano()); err != nil {
+			return fmt.Errorf("memory index: %w", err)
+		}
+	}
+	return nil
+}
+
+// Get implements memory.Store. Event IDs return the event as an episodic
+// record. Unknown IDs are memory.ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (memory.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	owner, err := s.ownerOf(ctx, id)
+	if err != nil {
+		return memory.Record{}, err
+	}
+	if owner == "" {
+		return memory.Record{}, fmt.Errorf("get %q: %w", id, memory.ErrNotFound)
+	}
+	a, err := s.actor(ctx, owner)
+	if err != nil {
+		return memory.Record{}, err
+	}
+	if r, ok := a.records[id]; ok {
+		return r, nil
+	}
+	if e, ok := a.events[id]; ok && !s.expired(e) {
+		return s.eventRecord(e), nil
+	}
+	return memory.Record{}, fmt.Errorf("get %q: %w", id, memory.ErrNotFound)
+}
+
+// AppendEvents implements memory.Store: events go to the actor's daily
+// episodic log and the index. Missing IDs and timestamps are filled in; an
+// event whose ID is already stored is skipped (idempotent retries).
+func (s *Store) AppendEvents(ctx context.Context, events []memory.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("memory store closed")
+	}
+	byActor := map[string][]memory.Event{}
+	var order []string
+	for _, e := range events {
+		if e.ActorID == "" {
+			return fmt.Errorf("append events: %w: empty actor", memory.ErrInvalidQuery)
+		}
+		if e.ID == "" {
+			e.ID = newID("ev_")
+		}
+		if strings.ContainsAny(e.ID, "\n\r") {
+			return fmt.Errorf("append events: %w: id contains a newline", memory.ErrInvalidQuery)
+		}
+		if e.Timestamp.IsZero() {
+			e.Timestamp = s.opts.Now()
+		}
+		e.Timestamp = e.Timestamp.UTC()
+		if e.SessionID == "" {
+			e.SessionID = "default"
+		}
+		if e.Role == "" {
+			e.Role = "user"
+		}
+		e.Text = strings.TrimSpace(strings.ReplaceAll(e.Text, "\r\n", "\n"))
+		md, err := memory.NormalizeMetadata(e.Metadata)
+		if err != nil {
+			return fmt.Errorf("append events: %w", err)
+		}
+		e.Metadata = md
+		if _, ok := byActor[e.ActorID]; !ok {
+			order = append(order, e.ActorID)
+		}
+		byActor[e.ActorID] = append(byActor[e.ActorID], e)
+	}
+	for _, actor := range order {
+		a, err := s.actor(ctx, actor)
+		if err != nil {
+			return err
+		}
+		if err := s.writeEvents(ctx, a, byActor[actor]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) writeEvents(ctx context.Context, a *actorState, evs []memory.Event) error {
+	appends := map[string][]byte{}
+	var fresh []memory.Event
+	seen := map[string]bool{}
+	for _, e := range evs {
+		if _, ok := a.events[e.ID]; ok || seen[e.ID] {
+			continue
+		}
+		if owner, err := s.ownerOf(ctx, e.ID); err != nil {
+			return err
+		} else if owner != "" {
+			return fmt.Errorf("append event %s: %w: id belongs to another actor", e.ID, memory.ErrInvalidQuery)
+		}
+		seen[e.ID] = true
+		f := markdown.EventFile(e)
+		appends[f] = append(appends[f], markdown.FormatEvent(e)...)
+		fresh = append(fresh, e)
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	files := map[string]bool{}
+	for f, b := range appends {
+		path := filepath.Join(s.dir, a.enc, f)
+		if err := markdown.AppendFile(path, markdown.FileHeader(a.id, markdown.Title(f)), b); err != nil {
+			return fmt.Errorf("write episodic log: %w", err)
+		}
+		if !s.opts.NoFsync {
+			if fh, err := os.Open(path); err == nil {
+				fh.Sync()
+				fh.Close()
+			}
+		}
+		files[f] = true
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	defer tx.Rollback()
+	stmt, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO events(id,actor,session,role,text,ts,metadata) VALUES(?,?,?,?,?,?,?)`)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	for _, e := range fresh {
+		if err := insertEvent(ctx, stmt, a.id, e); err != nil {
+			return err
+		}
+		a.events[e.ID] = e
+	}
+	if err := s.noteFiles(ctx, tx, a, files); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	a.invalidate()
+	if s.opts.Embedder != nil {
+		s.embedMissing(ctx, a)
+	}
+	return nil
+}
+
+func (s *Store) expired(e memory.Event) bool {
+	if s.opts.EventExpiryDays < 0 {
+		return false
+	}
+	return e.Timestamp.Before(s.opts.Now().Add(-time.Duration(s.opts.EventExpiryDays) * 24 * time.Hour))
+}
+
+// Events implements memory.Store: the actor's unexpired events, oldest
+// first; sessionID "" means every session.
+func (s *Store) Events(ctx context.Context, actorID, sessionID string) ([]memory.Event, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.known(ctx, actorID) {
+		return nil, nil
+	}
+	a, err := s.actor(ctx, actorID)
+	if err != nil {
+		return nil, err
+	}
+	var out []memory.Event
+	for _, e := range a.events {
+		if (sessionID == "" || e.SessionID == sessionID) && !s.expired(e) {
+			out = append(out, e)
+		}
+	}
+	markdown.SortEvents(out)
+	return out, nil
+}
+
+// known reports whether the actor has any state, without creating it.
+func (s *Store) known(ctx context.Context, actor string) bool {
+	if _, ok := s.actors[actor]; ok {
+		return true
+	}
+	var n int
+	s.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM records WHERE actor=?)+(SELECT count(*) FROM events WHERE actor=?)+(SELECT count(*) FROM rejections WHERE actor=?)`, actor, actor, actor).Scan(&n)
+	return n > 0
+}
+
+// ExpireEvents removes events older than EventExpiryDays from the
+// Markdown and the index and returns how many went.
+func (s *Store) ExpireEvents(ctx context.Context) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	actors, err := s.actorIDs(ctx)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, id := range actors {
+		a, err := s.actor(ctx, id)
+		if err != nil {
+			return total, err
+		}
+		n, err := s.expire(ctx, a)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+func (s *Store) expire(ctx context.Context, a *actorState) (int, error) {
+	files := map[string]bool{}
+	var gone []string
+	for id, e := range a.events {
+		if s.expired(e) {
+			files[markdown.EventFile(e)] = true
+			gone = append(gone, id)
+			delete(a.events, id)
+		}
+	}
+	if len(gone) == 0 {
+		return 0, nil
+	}
+	for f := range files {
+		if err := s.rewriteFile(a, f); err != nil {
+			return 0, err
+		}
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("memory index: %w", err)
+	}
+	defer tx.Rollback()
+	for _, id := range gone {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE id=?`, id); err != nil {
+			return 0, fmt.Errorf("memory index: %w", err)
+		}
+		tx.ExecContext(ctx, `DELETE FROM vectors WHERE id=?`, id)
+	}
+	if err := s.noteFiles(ctx, tx, a, files); err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("memory index: %w", err)
+	}
+	a.invalidate()
+	return len(gone), nil
+}
+
+// Forget implements memory.Store. The embedded store keeps memory per
+// actor, so everything of actorID goes, under every agent: events, records
+// (any status, including staged), rejections, vectors, index rows and the
+// actor's Markdown directory. agentID is only logged.
+func (s *Store) Forget(ctx context.Context, agentID, actorID string) error {
+	if actorID == "" {
+		return fmt.Errorf("forget: %w: empty actor", memory.ErrInvalidQuery)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	enc, err := markdown.EncodeActor(actorID)
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(filepath.Join(s.dir, enc)); err != nil {
+		return fmt.Errorf("forget %s: %w", actorID, err)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	defer tx.Rollback()
+	for _, q := range []string{`DELETE FROM records WHERE actor=?`, `DELETE FROM events WHERE actor=?`,
+		`DELETE FROM rejections WHERE actor=?`, `DELETE FROM files WHERE actor=?`, `DELETE FROM vectors WHERE actor=?`} {
+		if _, err := tx.ExecContext(ctx, q, actorID); err != nil {
+			return fmt.Errorf("forget %s: %w", actorID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("forget %s: %w", actorID, err)
+	}
+	delete(s.actors, actorID)
+	s.opts.Logger.Info("memory forgotten", "agent", agentID, "actor", actorID)
+	return nil
+}
+
+// IsRejected implements memory.RejectionStore.
+func (s *Store) IsRejected(ctx context.Context, actorID, content string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.known(ctx, actorID) {
+		return false, nil
+	}
+	a, err := s.actor(ctx, actorID)
+	if err != nil {
+		return false, err
+	}
+	return a.rejected[memory.ContentHash(content)], nil
+}
+
+// MarkRejected implements memory.RejectionStore; the hash is kept in
+// memory/<actor>/rejected.md.
+func (s *Store) MarkRejected(ctx context.Context, actorID, content string) error {
+	if actorID == "" {
+		return fmt.Errorf("mark rejected: %w: empty actor", memory.ErrInvalidQuery)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, err := s.actor(ctx, actorID)
+	if err != nil {
+		return err
+	}
+	h := memory.ContentHash(content)
+	if a.rejected[h] {
+		return nil
+	}
+	a.rejected[h] = true
+	if err := s.rewriteFile(a, markdown.RejectedFile); err != nil {
+		return err
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT OR IGNORE INTO rejections(actor,hash) VALUES(?,?)`, actorID, h); err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	return s.noteFiles(ctx, s.db, a, map[string]bool{markdown.RejectedFile: true})
+}
+
+// actorIDs lists every actor in the index.
+func (s *Store) actorIDs(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT actor FROM records UNION SELECT actor FROM events UNION SELECT actor FROM rejections`)
+	if err != nil {
+		return nil, fmt.Errorf("memory index: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var a string
+		if err := rows.Scan(&a); err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out, rows.Err()
+}
+
+// Actors lists every actor with memory, sorted.
+func (s *Store) Actors(ctx context.Context) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.actorIDs(ctx)
+}
+
+// actor returns the loaded state of an actor, loading it from the index.
+func (s *Store) actor(ctx context.Context, id string) (*actorState, error) {
+	if a, ok := s.actors[id]; ok {
+		return a, nil
+	}
+	enc, err := markdown.EncodeActor(id)
+	if err != nil {
+		return nil, err
+	}
+	a := &actorState{id: id, enc: enc, records: map[string]memory.Record{}, events: map[string]memory.Event{}, rejected: map[string]bool{}}
+	rows, err := s.db.QueryContext(ctx, `SELECT id,namespace,strategy,status,content,metadata,created_at,updated_at,sources,importance FROM records WHERE actor=?`, id)
+	if err != nil {
+		return nil, fmt.Errorf("memory index: %w", err)
+	}
+	for rows.Next() {
+		var r memory.Record
+		var md, src, ca, ua string
+		if err := rows.Scan(&r.ID, &r.Namespace, &r.Strategy, &r.Status, &r.Content, &md, &ca, &ua, &src, &r.Importance); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("memory index: %w", err)
+		}
+		r.Metadata = decodeJSONMetadata(md)
+		json.Unmarshal([]byte(src), &r.Sources)
+		r.CreatedAt, _ = time.Parse(time.RFC3339Nano, ca)
+		r.UpdatedAt, _ = time.Parse(time.RFC3339Nano, ua)
+		a.records[r.ID] = r
+	}
+	rows.Close()
+	rows, err = s.db.QueryContext(ctx, `SELECT id,session,role,text,ts,metadata FROM events WHERE actor=?`, id)
+	if err != nil {
+		return nil, fmt.Errorf("memory index: %w", err)
+	}
+	for rows.Next() {
+		e := memory.Event{ActorID: id}
+		var ts, md string
+		if err := rows.Scan(&e.ID, &e.SessionID, &e.Role, &e.Text, &ts, &md); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("memory index: %w", err)
+		}
+		e.Timestamp, _ = time.Parse(time.RFC3339Nano, ts)
+		e.Metadata = decodeJSONMetadata(md)
+		a.events[e.ID] = e
+	}
+	rows.Close()
+	rows, err = s.db.QueryContext(ctx, `SELECT hash FROM rejections WHERE actor=?`, id)
+	if err != nil {
+		return nil, fmt.Errorf("memory index: %w", err)
+	}
+	for rows.Next() {
+		var h string
+		rows.Scan(&h)
+		a.rejected[h] = true
+	}
+	rows.Close()
+	s.actors[id] = a
+	if _, err := s.expire(ctx, a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func decodeJSONMetadata(s string) map[string]any {
+	if s == "" || s == "null" {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal([]byte(s), &m) != nil {
+		return nil
+	}
+	return markdown.DecodeMetadata(m)
+}
+
+func (a *actorState) invalidate() {
+	a.idx = nil
+	a.docs = nil
+	a.vecs = nil
+}
+
+// decodeDir reverses EncodeActor for directories whose files lack an actor
+// header (a person created them by hand).
+func decodeDir(enc string) string {
+	if s, err := url.PathUnescape(enc); err == nil {
+		return s
+	}
+	return enc
+}
+
+func unixNano(n int64) time.Time { return time.Unix(0, n).UTC() }

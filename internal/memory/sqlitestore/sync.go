@@ -1,0 +1,338 @@
+package sqlitestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/markdown"
+)
+
+type fileStat struct {
+	size  int64
+	mtime int64
+}
+
+// scan lists every Markdown file under the memory directory by actor
+// directory.
+func (s *Store) scan() (map[string]map[string]fileStat, error) {
+	out := map[string]map[string]fileStat{}
+	err := filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() || !strings.HasSuffix(d.Name(), ".md") || strings.HasPrefix(d.Name(), ".") {
+			return nil
+		}
+		rel, err := filepath.Rel(s.dir, path)
+		if err != nil {
+			return nil
+		}
+		parts := strings.SplitN(filepath.ToSlash(rel), "/", 2)
+		if len(parts) != 2 {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if out[parts[0]] == nil {
+			out[parts[0]] = map[string]fileStat{}
+		}
+		out[parts[0]][parts[1]] = fileStat{info.Size(), info.ModTime().UnixNano()}
+		return nil
+	})
+	return out, err
+}
+
+// Sync picks up hand edits: every actor directory whose Markdown files
+// changed (size or mtime), appeared or disappeared since the index last
+// saw them is re-read from Markdown into the index.
+func (s *Store) Sync(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.syncLocked(ctx)
+}
+
+func (s *Store) syncLocked(ctx context.Context) error {
+	s.lastSync = s.opts.Now()
+	disk, err := s.scan()
+	if err != nil {
+		return fmt.Errorf("scan memory markdown: %w", err)
+	}
+	known := map[string]map[string]fileStat{}
+	rows, err := s.db.QueryContext(ctx, `SELECT path,size,mtime FROM files`)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	for rows.Next() {
+		var p string
+		var st fileStat
+		if err := rows.Scan(&p, &st.size, &st.mtime); err != nil {
+			rows.Close()
+			return err
+		}
+		parts := strings.SplitN(p, "/", 2)
+		if len(parts) != 2 {
+			continue
+		}
+		if known[parts[0]] == nil {
+			known[parts[0]] = map[string]fileStat{}
+		}
+		known[parts[0]][parts[1]] = st
+	}
+	rows.Close()
+	changed := map[string]bool{}
+	for enc, files := range disk {
+		for f, st := range files {
+			if known[enc][f] != st {
+				changed[enc] = true
+			}
+		}
+	}
+	for enc, files := range known {
+		for f := range files {
+			if _, ok := disk[enc][f]; !ok {
+				changed[enc] = true
+			}
+		}
+	}
+	encs := make([]string, 0, len(changed))
+	for enc := range changed {
+		encs = append(encs, enc)
+	}
+	sort.Strings(encs)
+	for _, enc := range encs {
+		if err := s.reload(ctx, enc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readActorDir parses every layer file of one actor directory.
+func (s *Store) readActorDir(enc string) (actor string, recs []memory.Record, evs []memory.Event, rejected []string, files map[string]fileStat, err error) {
+	root := filepath.Join(s.dir, enc)
+	files = map[string]fileStat{}
+	actor = decodeDir(enc)
+	type item struct {
+		rel  string
+		data []byte
+		st   fileStat
+	}
+	var items []item
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() || !strings.HasSuffix(d.Name(), ".md") || strings.HasPrefix(d.Name(), ".") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		items = append(items, item{filepath.ToSlash(rel), data, fileStat{info.Size(), info.ModTime().UnixNano()}})
+		return nil
+	})
+	if err != nil {
+		return "", nil, nil, nil, nil, fmt.Errorf("read memory markdown %s: %w", enc, err)
+	}
+	sort.Slice(items, func(i, j int) bool { return items[i].rel < items[j].rel })
+	// The actor ID is in every file header; find it first.
+	for _, it := range items {
+		if p := markdown.Parse(it.data, markdown.Defaults{File: it.rel}); p.ActorID != "" {
+			actor = p.ActorID
+			break
+		}
+	}
+	for _, it := range items {
+		files[it.rel] = it.st
+		d := markdown.Defaults{ActorID: actor, File: it.rel, Time: unixNano(it.st.mtime)}
+		switch {
+		case it.rel == "procedural.md":
+			d.Strategy = memory.StrategyProcedural
+			d.Namespace = memory.MustNamespace(memory.DefaultLongTermTemplate, memory.NamespaceVars{AgentID: s.opts.AgentID, ActorID: actor})
+		case strings.HasPrefix(it.rel, "episodic/"):
+			d.Strategy = memory.StrategyEpisodic
+			d.Namespace = memory.MustNamespace(memory.DefaultEpisodicTemplate, memory.NamespaceVars{AgentID: s.opts.AgentID, ActorID: actor, SessionID: "markdown"})
+		case it.rel != markdown.RejectedFile:
+			d.Strategy = memory.StrategySemantic
+			d.Namespace = memory.MustNamespace(memory.DefaultLongTermTemplate, memory.NamespaceVars{AgentID: s.opts.AgentID, ActorID: actor})
+		}
+		p := markdown.Parse(it.data, d)
+		for _, w := range p.Warnings {
+			s.opts.Logger.Warn("memory markdown", "actor", actor, "warning", w)
+		}
+		for _, r := range p.Records {
+			if _, a, ok := memory.NamespaceActor(r.Namespace); ok && a == actor {
+				recs = append(recs, r)
+			} else {
+				s.opts.Logger.Warn("memory markdown: record namespace names another actor; skipped", "file", it.rel, "id", r.ID)
+			}
+		}
+		for _, e := range p.Events {
+			e.ActorID = actor
+			evs = append(evs, e)
+		}
+		rejected = append(rejected, p.Hashes...)
+	}
+	return actor, recs, evs, rejected, files, nil
+}
+
+// reload replaces the index rows of one actor directory with its Markdown.
+func (s *Store) reload(ctx context.Context, enc string) error {
+	actor, recs, evs, rejected, files, err := s.readActorDir(enc)
+	if err != nil {
+		return err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	defer tx.Rollback()
+	for _, q := range []string{`DELETE FROM records WHERE actor=?`, `DELETE FROM events WHERE actor=?`, `DELETE FROM rejections WHERE actor=?`} {
+		if _, err := tx.ExecContext(ctx, q, actor); err != nil {
+			return fmt.Errorf("memory index: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM files WHERE path LIKE ? ESCAPE '\'`, likeEscape(enc)+"/%"); err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	rs, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO records(id,actor,namespace,strategy,status,content,metadata,created_at,updated_at,sources,importance) VALUES(?,?,?,?,?,?,?,?,?,?,?)`)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	for _, r := range recs {
+		if err := insertRecord(ctx, rs, actor, r); err != nil {
+			return err
+		}
+	}
+	es, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO events(id,actor,session,role,text,ts,metadata) VALUES(?,?,?,?,?,?,?)`)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	for _, e := range evs {
+		if err := insertEvent(ctx, es, actor, e); err != nil {
+			return err
+		}
+	}
+	for _, h := range rejected {
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO rejections(actor,hash) VALUES(?,?)`, actor, h); err != nil {
+			return fmt.Errorf("memory index: %w", err)
+		}
+	}
+	for rel, st := range files {
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO files(path,actor,size,mtime) VALUES(?,?,?,?)`, enc+"/"+rel, actor, st.size, st.mtime); err != nil {
+			return fmt.Errorf("memory index: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	delete(s.actors, actor)
+	return nil
+}
+
+func likeEscape(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(s)
+}
+
+// Rebuild recreates the whole index from the Markdown files, reporting
+// progress (actor directories done of total) when progress is non-nil.
+func (s *Store) Rebuild(ctx context.Context, progress func(done, total int)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	for _, t := range []string{"records", "events", "rejections", "files"} {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM "+t); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("rebuild memory index: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("rebuild memory index: %w", err)
+	}
+	s.actors = map[string]*actorState{}
+	entries, err := os.ReadDir(s.dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("rebuild memory index: %w", err)
+	}
+	var dirs []string
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			dirs = append(dirs, e.Name())
+		}
+	}
+	for i, enc := range dirs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := s.reload(ctx, enc); err != nil {
+			return err
+		}
+		if progress != nil {
+			progress(i+1, len(dirs))
+		}
+	}
+	s.lastSync = s.opts.Now()
+	return nil
+}
+
+// ExportMarkdown writes every actor's layer files, rendered from the index,
+// under dir (the same layout as <home>/memory).
+func (s *Store) ExportMarkdown(ctx context.Context, dir string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids, err := s.actorIDs(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, id := range ids {
+		a, err := s.actor(ctx, id)
+		if err != nil {
+			return n, err
+		}
+		recs := make([]memory.Record, 0, len(a.records))
+		for _, r := range a.records {
+			recs = append(recs, r)
+		}
+		evs := make([]memory.Event, 0, len(a.events))
+		for _, e := range a.events {
+			evs = append(evs, e)
+		}
+		var rej []string
+		for h := range a.rejected {
+			rej = append(rej, h)
+		}
+		for rel, data := range markdown.Render(a.id, recs, evs, rej) {
+			if err := markdown.WriteFileAtomic(filepath.Join(dir, a.enc, rel), data); err != nil {
+				return n, fmt.Errorf("export: %w", err)
+			}
+			n++
+		}
+	}
+	return n, nil
+}
