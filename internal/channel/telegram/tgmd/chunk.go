@@ -1,0 +1,282 @@
+package tgmd
+
+import (
+	"html"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxChunk is the default chunk size in UTF-16 code units of visible text;
+// Telegram's limit for a message is 4096 after entity parsing
+// (https://core.telegram.org/bots/api#sendmessage), and we keep a margin.
+const MaxChunk = 4000
+
+type atomKind int
+
+const (
+	atomText atomKind = iota // one rune
+	atomEntity
+	atomOpen
+	atomClose
+)
+
+type atom struct {
+	kind  atomKind
+	s     string // exact source text
+	name  string // tag name for open/close
+	units int    // visible UTF-16 units
+}
+
+// tokenize splits Telegram HTML into runes, entities and tags. It trusts its
+// input to be well formed (Render's output); unterminated tags or entities
+// are treated as text.
+func tokenize(s string) []atom {
+	atoms := make([]atom, 0, len(s))
+	for i := 0; i < len(s); {
+		switch s[i] {
+		case '<':
+			if j := strings.IndexByte(s[i:], '>'); j > 0 {
+				t := s[i : i+j+1]
+				if strings.HasPrefix(t, "</") {
+					atoms = append(atoms, atom{kind: atomClose, s: t, name: tagName(t[2:])})
+				} else {
+					atoms = append(atoms, atom{kind: atomOpen, s: t, name: tagName(t[1:])})
+				}
+				i += j + 1
+				continue
+			}
+		case '&':
+			if j := strings.IndexByte(s[i:], ';'); j > 0 && j <= 12 {
+				e := s[i : i+j+1]
+				u := html.UnescapeString(e)
+				atoms = append(atoms, atom{kind: atomEntity, s: e, units: UTF16Len(u)})
+				i += j + 1
+				continue
+			}
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		u := 1
+		if r > 0xFFFF {
+			u = 2
+		}
+		atoms = append(atoms, atom{kind: atomText, s: s[i : i+n], units: u})
+		i += n
+	}
+	return atoms
+}
+
+func tagName(s string) string {
+	end := strings.IndexAny(s, " >/\t\n")
+	if end < 0 {
+		end = len(s)
+	}
+	return strings.ToLower(s[:end])
+}
+
+// UTF16Len returns the length of s in UTF-16 code units, the unit Telegram
+// uses for message lengths and entity offsets.
+func UTF16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		if r > 0xFFFF {
+			n += 2
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+// PlainText strips the tags from Telegram HTML and resolves its entities:
+// the text a user sees, without any Markdown syntax.
+func PlainText(s string) string {
+	var b strings.Builder
+	for _, a := range tokenize(s) {
+		switch a.kind {
+		case atomText:
+			b.WriteString(a.s)
+		case atomEntity:
+			b.WriteString(html.UnescapeString(a.s))
+		}
+	}
+	return b.String()
+}
+
+type candidate struct {
+	idx   int   // the chunk ends before atoms[idx]
+	next  int   // the next chunk starts at atoms[next]
+	units int   // visible units in the chunk if cut here
+	stack []atom // open tags at idx
+	ok    bool
+}
+
+// Chunk splits Telegram HTML into pieces of at most limit UTF-16 code units
+// of visible text (Telegram counts UTF-16). Cuts never fall inside a tag or
+// an entity; each piece closes the tags open at its end and the next re-opens
+// them, so every piece is valid on its own. A pre block that fits in one
+// piece is never cut; a longer one is cut at line ends into several closed
+// pre blocks. Cuts prefer paragraph breaks, then line breaks, then spaces.
+// Pieces with no visible text are dropped. limit < 16 is raised to 16.
+func Chunk(s string, limit int) []string {
+	limit = max(limit, 16)
+	atoms := tokenize(s)
+	// preLen[i] is the visible length of the pre element opened at atoms[i].
+	smallPre := make([]bool, len(atoms)) // atoms inside a pre that fits in a chunk
+	for i := 0; i < len(atoms); i++ {
+		if atoms[i].kind != atomOpen || atoms[i].name != "pre" {
+			continue
+		}
+		units, depth, j := 0, 0, i
+		for ; j < len(atoms); j++ {
+			a := atoms[j]
+			if a.kind == atomOpen && a.name == "pre" {
+				depth++
+			} else if a.kind == atomClose && a.name == "pre" {
+				depth--
+				if depth == 0 {
+					break
+				}
+			}
+			units += a.units
+		}
+		if units <= limit {
+			for k := i + 1; k <= j && k < len(atoms); k++ {
+				smallPre[k] = true
+			}
+		}
+	}
+
+	var chunks []string
+	start := 0
+	var reopen []atom
+	for start < len(atoms) {
+		stack := append([]atom(nil), reopen...)
+		var cands [5]candidate
+		var fallback candidate
+		units := 0
+		end := -1
+		for j := start; j < len(atoms); j++ {
+			a := atoms[j]
+			if j > start && !smallPre[j] {
+				inPre := hasOpen(stack, "pre")
+				inCode := inPre || hasOpen(stack, "code")
+				c := candidate{idx: j, next: j, units: units, stack: append([]atom(nil), stack...), ok: true}
+				prio := -1
+				switch {
+				case a.kind == atomText && a.s == "\n" && !inPre:
+					c.next = j + 1
+					prio = 3
+					if j+1 < len(atoms) && atoms[j+1].s == "\n" {
+						prio = 4
+					}
+				case a.kind == atomOpen && (a.name == "pre" || a.name == "blockquote"):
+					prio = 3
+				case a.kind == atomText && a.s == "\n" && inPre:
+					c.next = j + 1
+					prio = 2
+				case a.kind == atomText && a.s == " " && !inCode:
+					c.next = j + 1
+					prio = 1
+				case a.kind == atomText || a.kind == atomEntity:
+					prio = 0
+				}
+				if prio >= 0 {
+					cands[prio] = c
+				}
+				fallback = c
+			}
+			if units+a.units > limit {
+				end = j
+				break
+			}
+			units += a.units
+			switch a.kind {
+			case atomOpen:
+				stack = append(stack, a)
+			case atomClose:
+				if len(stack) > 0 {
+					stack = stack[:len(stack)-1]
+				}
+			}
+		}
+		if end < 0 {
+			chunks = appendChunk(chunks, reopen, atoms[start:], nil)
+			break
+		}
+		cut := fallback
+		found := false
+		for p := 4; p >= 0 && !found; p-- {
+			if cands[p].ok && cands[p].units >= limit/2 {
+				cut, found = cands[p], true
+			}
+		}
+		for p := 4; p >= 0 && !found; p-- {
+			if cands[p].ok {
+				cut, found = cands[p], true
+			}
+		}
+		if !cut.ok { // cannot happen with limit >= 16; guard against a loop
+			cut = candidate{idx: end, next: end, stack: stack, ok: true}
+		}
+		chunks = appendChunk(chunks, reopen, atoms[start:cut.idx], cut.stack)
+		start = cut.next
+		reopen = cut.stack
+		// Leading blank lines of a piece outside pre carry nothing.
+		for start < len(atoms) && atoms[start].s == "\n" && !hasOpen(reopen, "pre") {
+			start++
+		}
+	}
+	return chunks
+}
+
+func hasOpen(stack []atom, name string) bool {
+	for _, a := range stack {
+		if a.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func appendChunk(chunks []string, reopen, body, open []atom) []string {
+	var b strings.Builder
+	for _, a := range reopen {
+		b.WriteString(a.s)
+	}
+	for _, a := range body {
+		b.WriteString(a.s)
+	}
+	for i := len(open) - 1; i >= 0; i-- {
+		b.WriteString("</" + open[i].name + ">")
+	}
+	out := removeEmptyPairs(b.String())
+	if strings.TrimSpace(PlainText(out)) == "" {
+		return chunks
+	}
+	return append(chunks, strings.TrimRightFunc(out, func(r rune) bool { return r == '\n' || r == ' ' }))
+}
+
+// removeEmptyPairs drops elements with no content, such as "<b></b>" left
+// behind by re-opening tags around a cut.
+func removeEmptyPairs(s string) string {
+	if !strings.Contains(s, "></") {
+		return s
+	}
+	atoms := tokenize(s)
+	out := make([]atom, 0, len(atoms))
+	for _, a := range atoms {
+		if a.kind == atomClose && len(out) > 0 {
+			top := out[len(out)-1]
+			if top.kind == atomOpen && top.name == a.name {
+				out = out[:len(out)-1]
+				continue
+			}
+		}
+		out = append(out, a)
+	}
+	var b strings.Builder
+	for _, a := range out {
+		b.WriteString(a.s)
+	}
+	return b.String()
+}
