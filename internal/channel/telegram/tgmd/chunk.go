@@ -103,9 +103,9 @@ func PlainText(s string) string {
 }
 
 type candidate struct {
-	idx   int   // the chunk ends before atoms[idx]
-	next  int   // the next chunk starts at atoms[next]
-	units int   // visible units in the chunk if cut here
+	idx   int    // the chunk ends before atoms[idx]
+	next  int    // the next chunk starts at atoms[next]
+	units int    // visible units in the chunk if cut here
 	stack []atom // open tags at idx
 	ok    bool
 }
