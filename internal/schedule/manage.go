@@ -1,0 +1,148 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Add validates spec (see NewJob) and stores the new job. The running loop
+// is woken so an earlier NextRun is honoured.
+func (s *Scheduler) Add(ctx context.Context, spec JobSpec) (Job, error) {
+	j, err := NewJob(spec, s.clock.Now())
+	if err != nil {
+		return Job{}, err
+	}
+	if err := s.store.Create(ctx, j); err != nil {
+		return Job{}, fmt.Errorf("add job: %w", err)
+	}
+	s.poke()
+	return j, nil
+}
+
+// Get returns the job with id, or ErrNotFound.
+func (s *Scheduler) Get(ctx context.Context, id string) (Job, error) {
+	return s.store.Get(ctx, id)
+}
+
+// List returns the jobs matching f, earliest NextRun first.
+func (s *Scheduler) List(ctx context.Context, f Filter) ([]Job, error) {
+	return s.store.List(ctx, f)
+}
+
+// Remove deletes the job with id, or fails with ErrNotFound. A run already
+// in flight completes, but its outcome is discarded.
+func (s *Scheduler) Remove(ctx context.Context, id string) error {
+	return s.store.Delete(ctx, id)
+}
+
+// RunNow makes the job due at once: NextRun = now, Attempts = 0, status
+// active. The running server (this one, or whichever instance polls the
+// store first, within Options.PollInterval) runs it; after that run the job
+// continues on its regular schedule (an `at` job is deleted on success).
+func (s *Scheduler) RunNow(ctx context.Context, id string) (Job, error) {
+	j, err := s.store.Get(ctx, id)
+	if err != nil {
+		return Job{}, err
+	}
+	j.NextRun = normTime(s.clock.Now())
+	j.Attempts = 0
+	j.Status = StatusActive
+	if err := s.store.Update(ctx, j); err != nil {
+		return Job{}, fmt.Errorf("run job %s now: %w", id, err)
+	}
+	s.poke()
+	return j, nil
+}
+
+// SyncConfigJobs makes the source=config jobs match specs (tendril.json
+// schedule.jobs), keyed by Name:
+//   - a new name is created;
+//   - a changed definition (kind, spec, tz, task, actor, channel, chat,
+//     session) is replaced and rescheduled from now;
+//   - an unchanged one keeps its NextRun, so a run missed while the server
+//     was down still runs once;
+//   - a config job whose name is gone is deleted;
+//   - an `at` job whose time has passed and that is not stored (it already
+//     ran and deleted itself) is skipped, not re-created.
+//
+// Every spec must have a unique, non-empty Name. Invalid specs are reported
+// (joined, each wrapping ErrBadSpec) and skipped; the valid ones are still
+// applied. Safe to call from several instances at once.
+func (s *Scheduler) SyncConfigJobs(ctx context.Context, specs []JobSpec) error {
+	now := normTime(s.clock.Now())
+	existing, err := s.store.List(ctx, Filter{Source: SourceConfig})
+	if err != nil {
+		return fmt.Errorf("sync config jobs: %w", err)
+	}
+	byName := make(map[string]Job, len(existing))
+	for _, j := range existing {
+		byName[j.Name] = j
+	}
+	var errs []error
+	seen := map[string]bool{}
+	for i, spec := range specs {
+		spec.Source = SourceConfig
+		j, err := newJob(spec, now, false)
+		if err == nil && j.Name == "" {
+			err = badSpec("name is empty")
+		}
+		if err == nil && seen[j.Name] {
+			err = badSpec("name %q is used twice", j.Name)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("schedule.jobs[%d] %q: %w", i, spec.Name, err))
+			if cur, ok := byName[spec.Name]; ok && !seen[spec.Name] {
+				seen[cur.Name] = true // keep the stored one rather than lose it
+			}
+			continue
+		}
+		seen[j.Name] = true
+		cur, ok := byName[j.Name]
+		if ok && sameDefinition(cur, j) {
+			continue
+		}
+		if j.Kind == KindAt && !j.NextRun.After(now) {
+			if !ok {
+				s.log.Info("config job's time has passed; not scheduling it", "name", j.Name, "at", j.Spec)
+				continue
+			}
+		}
+		if ok {
+			j.ID, j.CreatedAt = cur.ID, cur.CreatedAt
+			err = s.store.Update(ctx, j)
+		} else {
+			err = s.store.Create(ctx, j)
+			if errors.Is(err, ErrExists) {
+				err = nil // another instance created it meanwhile
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("sync config job %q: %w", j.Name, err)
+		}
+	}
+	for _, cur := range existing {
+		if !seen[cur.Name] {
+			if err := s.store.Delete(ctx, cur.ID); err != nil && !errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("remove config job %q: %w", cur.Name, err)
+			}
+		}
+	}
+	s.poke()
+	return errors.Join(errs...)
+}
+
+func sameDefinition(a, b Job) bool {
+	if a.Kind == KindAt && b.Kind == KindAt {
+		ta, ea := time.Parse(time.RFC3339Nano, a.Spec)
+		tb, eb := time.Parse(time.RFC3339Nano, b.Spec)
+		if ea != nil || eb != nil || !ta.Equal(tb) {
+			return false
+		}
+	} else if a.Kind != b.Kind || a.Spec != b.Spec {
+		return false
+	}
+	return a.TZ == b.TZ && a.Task == b.Task && a.ActorID == b.ActorID &&
+		a.Channel == b.Channel && a.ChatID == b.ChatID && a.SessionID == b.SessionID
+}

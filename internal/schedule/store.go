@@ -1,0 +1,72 @@
+package schedule
+
+import (
+	"context"
+	"time"
+)
+
+// Store persists jobs and arbitrates runs. Implementations: sqlitestore
+// (embedded default) and pgstore (scale-out); both pass
+// scheduletest.Exercise. All times are UTC at millisecond precision (see
+// normTime); implementations must round-trip them exactly because Claim
+// compares next_run for equality.
+type Store interface {
+	// Create inserts j. It fails with ErrExists if j.ID is taken, or if
+	// j.Source is SourceConfig and another config job has j.Name.
+	Create(ctx context.Context, j Job) error
+	// Get returns the job with id, or ErrNotFound.
+	Get(ctx context.Context, id string) (Job, error)
+	// List returns the jobs matching f, ordered by NextRun then ID.
+	List(ctx context.Context, f Filter) ([]Job, error)
+	// Update replaces every field of the stored job j.ID except CreatedAt
+	// and the lease, or fails with ErrNotFound.
+	Update(ctx context.Context, j Job) error
+	// Delete removes the job, or fails with ErrNotFound.
+	Delete(ctx context.Context, id string) error
+
+	// Due returns up to limit active jobs with NextRun <= now whose lease is
+	// free (never taken, or expired at or before now), earliest first.
+	Due(ctx context.Context, now time.Time, limit int) ([]Job, error)
+	// NextWake returns the earliest instant at which some active job may
+	// become due: max(NextRun, lease expiry) minimised over active jobs.
+	// ok is false when there are no active jobs.
+	NextWake(ctx context.Context) (t time.Time, ok bool, err error)
+	// Claim atomically takes the run of c.ID scheduled at c.NextRun for
+	// c.Owner until c.Until. It reports true only if the job is active,
+	// still scheduled at exactly c.NextRun, and its lease is free at c.Now;
+	// of several concurrent claims of one run at most one wins.
+	Claim(ctx context.Context, c Claim) (bool, error)
+	// Finish records the outcome of a claimed run and frees the lease. It
+	// fails with ErrLeaseLost unless c.Owner still holds the lease.
+	Finish(ctx context.Context, id, owner string, o Outcome) error
+
+	// Close releases the store's resources.
+	Close() error
+}
+
+// Filter selects jobs in Store.List. Zero fields match everything.
+type Filter struct {
+	ActorID string
+	Source  Source
+	Name    string
+}
+
+// Claim is one attempt to take a run (Store.Claim).
+type Claim struct {
+	ID      string
+	NextRun time.Time // the slot being claimed, as read from Due
+	Owner   string    // the claiming scheduler's InstanceID
+	Now     time.Time
+	Until   time.Time // lease expiry
+}
+
+// Outcome is what Store.Finish writes after a run.
+type Outcome struct {
+	// Delete removes the job instead of updating it (a one-shot success).
+	Delete    bool
+	NextRun   time.Time
+	LastRun   time.Time
+	Attempts  int
+	Status    Status
+	LastError string
+}
