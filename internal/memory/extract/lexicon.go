@@ -107,7 +107,7 @@ func findTerms(lower string, lex []term) []match {
 	var out []match
 	seen := map[string]bool{}
 	for _, t := range lex {
-		for _, f := range sortedByLen(t.forms) {
+		for _, f := range t.forms {
 			if containsForm(lower, f) {
 				if !seen[t.canon] {
 					seen[t.canon] = true
@@ -120,10 +120,13 @@ func findTerms(lower string, lex []term) []match {
 	return out
 }
 
-func sortedByLen(forms []string) []string {
-	c := append([]string(nil), forms...)
-	sort.SliceStable(c, func(i, j int) bool { return len(c[i]) > len(c[j]) })
-	return c
+// init orders every term's forms longest first, once.
+func init() {
+	for _, lex := range [][]term{plants, places, languages} {
+		for _, t := range lex {
+			sort.SliceStable(t.forms, func(i, j int) bool { return len(t.forms[i]) > len(t.forms[j]) })
+		}
+	}
 }
 
 func containsForm(lower, f string) bool {

@@ -12,7 +12,8 @@ import (
 // real statement (guards against "I have a question", "좋아요!").
 type rule struct {
 	strategy memory.Strategy
-	kind     string // metadata type
+	kind     string   // metadata type
+	need     []string // the lower-cased clause must contain one of these before the regexp runs
 	re       *regexp.Regexp
 	build    func(m []string, clause, lower string) (topic string, entities []string, ok bool)
 }
@@ -23,7 +24,7 @@ func re(s string) *regexp.Regexp { return regexp.MustCompile(s) }
 // before preference before semantic, English before Korean.
 var rules = []rule{
 	// ---- PROCEDURAL, English
-	{memory.StrategyProcedural, "instruction", re(`(?i)\b(?:answer|reply|respond|talk|write|speak|explain|chat)(?:\s+to\s+me)?\s+(?:only\s+)?in\s+(\p{L}+)`),
+	{memory.StrategyProcedural, "instruction", []string{" in "}, re(`(?i)\b(?:answer|reply|respond|talk|write|speak|explain|chat)(?:\s+to\s+me)?\s+(?:only\s+)?in\s+(\p{L}+)`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			l := findTerms(strings.ToLower(m[1]), languages)
 			if len(l) == 0 {
@@ -31,52 +32,53 @@ var rules = []rule{
 			}
 			return "language", canonNames(l), true
 		}},
-	{memory.StrategyProcedural, "instruction", re(`(?i)\b(?:keep|make)\s+(?:your\s+|the\s+|all\s+|my\s+)?(?:answers?|replies|reply|responses?|messages?|explanations?)\s+(?:\p{L}+\s+)?(short|shorter|brief|concise|long|longer|detailed|simple)\b`),
+	{memory.StrategyProcedural, "instruction", []string{"keep", "make"}, re(`(?i)\b(?:keep|make)\s+(?:your\s+|the\s+|all\s+|my\s+)?(?:answers?|replies|reply|responses?|messages?|explanations?)\s+(?:\p{L}+\s+)?(short|shorter|brief|concise|long|longer|detailed|simple)\b`),
 		func(m []string, _, _ string) (string, []string, bool) { return "answer_length", nil, true }},
-	{memory.StrategyProcedural, "instruction", re(`(?i)\b(?:use|give\s+me|show\s+me|tell\s+me)\s+(?:the\s+)?(?:\p{L}+\s+)?(metric|imperial|celsius|fahrenheit)\b`),
+	{memory.StrategyProcedural, "instruction", []string{"metric", "imperial", "celsius", "fahrenheit"}, re(`(?i)\b(?:use|give\s+me|show\s+me|tell\s+me)\s+(?:the\s+)?(?:\p{L}+\s+)?(metric|imperial|celsius|fahrenheit)\b`),
 		func(m []string, _, _ string) (string, []string, bool) { return "units", nil, true }},
-	{memory.StrategyProcedural, "instruction", re(`(?i)^(?:please\s+|also\s+|and\s+)?(?:from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future)\s*,?\s+(.{3,})$`),
+	{memory.StrategyProcedural, "instruction", []string{"from now on", "going forward", "future"}, re(`(?i)^(?:please\s+|also\s+|and\s+)?(?:from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future)\s*,?\s+(.{3,})$`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			return instructionTopic(lower, m[1]), nil, true
 		}},
-	{memory.StrategyProcedural, "instruction", re(`(?i)^(?:please\s+|also\s+|and\s+)?(always|never|don't|do\s+not|stop)\s+(\p{L}+)(.*)$`),
+	{memory.StrategyProcedural, "instruction", []string{"always", "never", "don't", "do not", "stop"}, re(`(?i)^(?:please\s+|also\s+|and\s+)?(always|never|don't|do\s+not|stop)\s+(\p{L}+)(.*)$`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			if notInstruction[strings.ToLower(m[2])] {
 				return "", nil, false
 			}
 			return instructionTopic(lower, m[2]+m[3]), nil, true
 		}},
-	{memory.StrategyProcedural, "instruction", re(`(?i)\bi\s+(?:want|need|would\s+like|'d\s+like)\s+you\s+to\s+(?:always\s+|never\s+)?(\p{L}+)(.*)$`),
+	{memory.StrategyProcedural, "instruction", []string{"you to"}, re(`(?i)\bi\s+(?:want|need|would\s+like|'d\s+like)\s+you\s+to\s+(?:always\s+|never\s+)?(\p{L}+)(.*)$`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			return instructionTopic(lower, m[1]+m[2]), nil, true
 		}},
 
 	// ---- USER_PREFERENCE, English
-	{memory.StrategyUserPreference, "preference", re(`(?i)\b(?:please\s+)?(?:call\s+me|i\s+go\s+by|address\s+me\s+as)\s+(\p{L}[\p{L}'\-]*)`),
+	{memory.StrategyUserPreference, "preference", []string{"call me", "go by", "address me"}, re(`(?i)\b(?:please\s+)?(?:call\s+me|i\s+go\s+by|address\s+me\s+as)\s+(\p{L}[\p{L}'\-]*)`),
 		func(m []string, _, _ string) (string, []string, bool) {
 			if stopNames[strings.ToLower(m[1])] {
 				return "", nil, false
 			}
 			return "name", []string{m[1]}, true
 		}},
-	{memory.StrategyUserPreference, "preference", re(`(?i)\bi\s+(?:only|always|exclusively|usually|mostly|generally|normally)\s+(use|grow|buy|water|drink|eat|read|plant|feed|choose|pick|wear|cook|shop|go\s+with|listen\s+to|watch)\b\s*(.*)$`),
+	{memory.StrategyUserPreference, "preference", []string{"only", "always", "exclusively", "usually", "mostly", "generally", "normally"}, re(`(?i)\bi\s+(?:only|always|exclusively|usually|mostly|generally|normally)\s+(use|grow|buy|water|drink|eat|read|plant|feed|choose|pick|wear|cook|shop|go\s+with|listen\s+to|watch)\b\s*(.*)$`),
 		func(m []string, _, lower string) (string, []string, bool) {
-			return objectTopic(lower, m[2], strings.ToLower(strings.Fields(m[1])[0])), nil, strings.TrimSpace(m[2]) != "" || m[1] != ""
+			verb := strings.ToLower(strings.Join(strings.Fields(m[1]), " "))
+			return objectTopic(lower, m[2], verb), nil, true
 		}},
-	{memory.StrategyUserPreference, "preference", re(`(?i)\bi\s+(?:really\s+|do\s+|just\s+|absolutely\s+|totally\s+|much\s+)?(like|love|enjoy|prefer|adore|hate|dislike|despise|can't\s+stand|cannot\s+stand|don't\s+like|do\s+not\s+like|don't\s+use|do\s+not\s+use|never\s+use|avoid|don't\s+eat|do\s+not\s+eat|don't\s+want|do\s+not\s+want)\s+(.+)$`),
+	{memory.StrategyUserPreference, "preference", []string{"like", "love", "enjoy", "prefer", "adore", "hate", "dislike", "despise", "stand", "use", "avoid", "eat", "want"}, re(`(?i)\bi\s+(?:really\s+|do\s+|just\s+|absolutely\s+|totally\s+|much\s+)?(like|love|enjoy|prefer|adore|hate|dislike|despise|can't\s+stand|cannot\s+stand|don't\s+like|do\s+not\s+like|don't\s+use|do\s+not\s+use|never\s+use|avoid|don't\s+eat|do\s+not\s+eat|don't\s+want|do\s+not\s+want)\s+(.+)$`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			obj := strings.ToLower(strings.TrimSpace(m[2]))
-			first := strings.Fields(obj)[0]
-			if badObject[first] || headWord(obj) == "" {
+			fs := strings.Fields(obj)
+			if len(fs) == 0 || badObject[fs[0]] || headWord(obj) == "" {
 				return "", nil, false
 			}
 			return objectTopic(lower, m[2], "likes"), nil, true
 		}},
-	{memory.StrategyUserPreference, "preference", re(`(?i)\bmy\s+(?:all[-\s]time\s+)?favou?rite\s+(\p{L}+)\s+(?:is|are)\s+(.+)$`),
+	{memory.StrategyUserPreference, "preference", []string{"favourite", "favorite"}, re(`(?i)\bmy\s+(?:all[-\s]time\s+)?favou?rite\s+(\p{L}+)\s+(?:is|are)\s+(.+)$`),
 		func(m []string, _, _ string) (string, []string, bool) {
 			return "favourite:" + strings.ToLower(m[1]), nil, true
 		}},
-	{memory.StrategyUserPreference, "preference", re(`(?i)\bi(?:'d|\s+would)\s+(?:rather|prefer)\s+(.+)$`),
+	{memory.StrategyUserPreference, "preference", []string{"rather", "prefer"}, re(`(?i)\bi(?:'d|\s+would)\s+(?:rather|prefer)\s+(.+)$`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			if headWord(m[1]) == "" {
 				return "", nil, false
@@ -85,11 +87,11 @@ var rules = []rule{
 		}},
 
 	// ---- SEMANTIC, English
-	{memory.StrategySemantic, "fact", re(`(?i)\b(?:my\s+name\s+is|my\s+name's|i'm\s+called|i\s+am\s+called)\s+(\p{L}[\p{L}'\-]*)`),
+	{memory.StrategySemantic, "fact", []string{"name", "called"}, re(`(?i)\b(?:my\s+name\s+is|my\s+name's|i'm\s+called|i\s+am\s+called)\s+(\p{L}[\p{L}'\-]*)`),
 		func(m []string, _, _ string) (string, []string, bool) {
 			return "name", []string{m[1]}, !stopNames[strings.ToLower(m[1])]
 		}},
-	{memory.StrategySemantic, "fact", re(`(?i)\bi(?:\s+now)?\s+(?:live|am\s+living|'m\s+living|reside|am\s+based|'m\s+based)\s+in\s+(.+)$|\bi(?:'m|\s+am)\s+from\s+(.+)$|\bi(?:\s+just|\s+recently|'ve|\s+have)?\s+moved\s+to\s+(.+)$`),
+	{memory.StrategySemantic, "fact", []string{"live", "living", "reside", "based", "from", "moved"}, re(`(?i)\bi(?:\s+now)?\s+(?:live|am\s+living|'m\s+living|reside|am\s+based|'m\s+based)\s+in\s+(.+)$|\bi(?:'m|\s+am)\s+from\s+(.+)$|\bi(?:\s+just|\s+recently|'ve|\s+have)?\s+moved\s+to\s+(.+)$`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			place := firstNonEmpty(m[1:]...)
 			ents := canonNames(findTerms(lower, places))
@@ -100,25 +102,25 @@ var rules = []rule{
 			}
 			return "location", ents, headWord(place) != ""
 		}},
-	{memory.StrategySemantic, "fact", re(`(?i)\bi(?:'m|\s+am)\s+(vegetarian|vegan|pescatarian|allergic\s+to\s+.+)$`),
+	{memory.StrategySemantic, "fact", []string{"vegetarian", "vegan", "pescatarian", "allergic"}, re(`(?i)\bi(?:'m|\s+am)\s+(vegetarian|vegan|pescatarian|allergic\s+to\s+.+)$`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			if strings.HasPrefix(strings.ToLower(m[1]), "allergic") {
 				return "allergy:" + headWord(m[1]), nil, true
 			}
 			return "diet", nil, true
 		}},
-	{memory.StrategySemantic, "fact", re(`(?i)\bi\s+(?:also\s+|now\s+|still\s+)?(?:have|'ve\s+got|have\s+got|own|grow|keep|planted|raise|am\s+growing|'m\s+growing)\s+(.+)$`),
+	{memory.StrategySemantic, "fact", []string{"have", "'ve got", "own", "grow", "keep", "planted", "raise"}, re(`(?i)\bi\s+(?:also\s+|now\s+|still\s+)?(?:have|'ve\s+got|have\s+got|own|grow|keep|planted|raise|am\s+growing|'m\s+growing)\s+(.+)$`),
 		func(m []string, _, lower string) (string, []string, bool) { return hasTopic(lower, m[1]) }},
-	{memory.StrategySemantic, "fact", re(`(?i)\bi\s+work\s+(?:as|at|in|for)\s+(.+)$|\bi(?:'m|\s+am)\s+an?\s+(\p{L}+(?:\s+\p{L}+)?)$`),
+	{memory.StrategySemantic, "fact", []string{"work", "i'm a", "i am a"}, re(`(?i)\bi\s+work\s+(?:as|at|in|for)\s+(.+)$|\bi(?:'m|\s+am)\s+an?\s+(\p{L}+(?:\s+\p{L}+)?)$`),
 		func(m []string, _, _ string) (string, []string, bool) {
 			obj := firstNonEmpty(m[1:]...)
-			first := strings.ToLower(strings.Fields(obj)[0])
-			if notIdentity[first] {
+			fs := strings.Fields(strings.ToLower(obj))
+			if len(fs) == 0 || notIdentity[fs[0]] {
 				return "", nil, false
 			}
 			return "occupation", nil, headWord(obj) != ""
 		}},
-	{memory.StrategySemantic, "fact", re(`(?i)\bmy\s+((?:\p{L}+[\s-]+){0,2}?\p{L}+)\s+(?:is|are|was|were|has|have|gets?|faces?|needs?)\s+(.+)$`),
+	{memory.StrategySemantic, "fact", []string{"my "}, re(`(?i)\bmy\s+((?:\p{L}+[\s-]+){0,2}?\p{L}+)\s+(?:is|are|was|were|has|have|gets?|faces?|needs?)\s+(.+)$`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			h := headWord(m[1])
 			if h == "" || stopHeads[h] {
@@ -127,40 +129,40 @@ var rules = []rule{
 			return "my:" + h, nil, true
 		}},
 	// Third person, as an agent writes notes with memory_write.
-	{memory.StrategyUserPreference, "preference", re(`(?i)^(?:the\s+)?user\s+(?:really\s+|only\s+|always\s+)*(likes|loves|prefers|hates|dislikes|uses|avoids)\s+(.+)$`),
+	{memory.StrategyUserPreference, "preference", []string{"user "}, re(`(?i)^(?:the\s+)?user\s+(?:really\s+|only\s+|always\s+)*(likes|loves|prefers|hates|dislikes|uses|avoids)\s+(.+)$`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			return objectTopic(lower, m[2], "likes"), nil, true
 		}},
-	{memory.StrategySemantic, "fact", re(`(?i)^(?:the\s+)?user\s+(?:now\s+)?(?:lives\s+in|is\s+based\s+in|moved\s+to)\s+(.+)$`),
+	{memory.StrategySemantic, "fact", []string{"user "}, re(`(?i)^(?:the\s+)?user\s+(?:now\s+)?(?:lives\s+in|is\s+based\s+in|moved\s+to)\s+(.+)$`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			return "location", canonNames(findTerms(lower, places)), true
 		}},
-	{memory.StrategySemantic, "fact", re(`(?i)^(?:the\s+)?user\s+(?:also\s+)?(?:has|owns|grows|keeps|planted)\s+(.+)$`),
+	{memory.StrategySemantic, "fact", []string{"user "}, re(`(?i)^(?:the\s+)?user\s+(?:also\s+)?(?:has|owns|grows|keeps|planted)\s+(.+)$`),
 		func(m []string, _, lower string) (string, []string, bool) { return hasTopic(lower, m[1]) }},
 
 	// ---- PROCEDURAL, Korean
-	{memory.StrategyProcedural, "instruction", re(`(한국어|한국말|영어|일본어|중국어|스페인어|프랑스어|불어|독일어)로\s*(?:만\s*)?(?:답|대답|말|얘기|이야기|설명|써|작성|응답)`),
+	{memory.StrategyProcedural, "instruction", []string{"로"}, re(`(한국어|한국말|영어|일본어|중국어|스페인어|프랑스어|불어|독일어)로\s*(?:만\s*)?(?:답|대답|말|얘기|이야기|설명|써|작성|응답)`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			return "language", canonNames(findTerms(m[1], languages)), true
 		}},
-	{memory.StrategyProcedural, "instruction", re(`(짧게|간단히|간단하게|간결하게|짧고|길게|자세히|자세하게)\s*(?:좀\s*)?(?:답|대답|말|설명|써|작성|얘기)|(?:답|대답|답변|설명)(?:은|을|는)?\s*(?:좀\s*)?(?:항상\s*)?(짧게|간단히|간단하게|간결하게|길게|자세히|자세하게)`),
+	{memory.StrategyProcedural, "instruction", []string{"짧", "간단", "간결", "길게", "자세"}, re(`(짧게|간단히|간단하게|간결하게|짧고|길게|자세히|자세하게)\s*(?:좀\s*)?(?:답|대답|말|설명|써|작성|얘기)|(?:답|대답|답변|설명)(?:은|을|는)?\s*(?:좀\s*)?(?:항상\s*)?(짧게|간단히|간단하게|간결하게|길게|자세히|자세하게)`),
 		func(m []string, _, _ string) (string, []string, bool) { return "answer_length", nil, true }},
-	{memory.StrategyProcedural, "instruction", re(`^(?:앞으로(?:는)?|항상|늘|언제나|매번|절대로?|꼭)\s+(.+?)\s*(?:해\s?줘요?|해\s?주세요|해\s?줄래|줘요?|주세요|하세요|해요|하지\s?마(?:세요|요)?|마세요|말아\s?줘|말아\s?주세요)$`),
+	{memory.StrategyProcedural, "instruction", []string{"앞으로", "항상", "늘", "언제나", "매번", "절대", "꼭"}, re(`^(?:앞으로(?:는)?|항상|늘|언제나|매번|절대로?|꼭)\s+(.+?)\s*(?:해\s?줘요?|해\s?주세요|해\s?줄래|줘요?|주세요|하세요|해요|하지\s?마(?:세요|요)?|마세요|말아\s?줘|말아\s?주세요)$`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			return instructionTopic(lower, m[1]), nil, true
 		}},
 
 	// ---- USER_PREFERENCE, Korean
-	{memory.StrategyUserPreference, "preference", re(`(\S+?)(?:이)?라고\s*(?:불러|부르)`),
+	{memory.StrategyUserPreference, "preference", []string{"라고"}, re(`(\S+?)(?:이)?라고\s*(?:불러|부르)`),
 		func(m []string, _, _ string) (string, []string, bool) {
 			n := strings.TrimPrefix(m[1], "저를")
 			return "name", []string{n}, n != "" && n != "뭐" && n != "이렇게"
 		}},
-	{memory.StrategyUserPreference, "preference", re(`(\S.*?)만\s*(?:써요|써|씁니다|쓰고\s*있어요|사용해요|사용합니다|사용해|사용하고\s*있어요|먹어요|먹습니다|키워요|줘요|줍니다|사요|삽니다|마셔요)`),
+	{memory.StrategyUserPreference, "preference", []string{"만"}, re(`(\S.*?)만\s*(?:써요|써|씁니다|쓰고\s*있어요|사용해요|사용합니다|사용해|사용하고\s*있어요|먹어요|먹습니다|키워요|줘요|줍니다|사요|삽니다|마셔요)`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			return objectTopic(lower, m[1], "uses"), nil, headWord(m[1]) != ""
 		}},
-	{memory.StrategyUserPreference, "preference", re(`(\S.*?)(?:을|를|은|는|이|가)?\s*(?:정말|진짜|너무|제일|가장|아주|별로|안)?\s*(좋아해요|좋아해|좋아합니다|좋아하는\s*편이에요|선호해요|선호합니다|선호해|싫어해요|싫어해|싫어합니다|싫어요|안\s*좋아해요)`),
+	{memory.StrategyUserPreference, "preference", []string{"좋아", "선호", "싫어"}, re(`(\S.*?)(?:을|를|은|는|이|가)?\s*(?:정말|진짜|너무|제일|가장|아주|별로|안)?\s*(좋아해요|좋아해|좋아합니다|좋아하는\s*편이에요|선호해요|선호합니다|선호해|싫어해요|싫어해|싫어합니다|싫어요|안\s*좋아해요)`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			h := headWord(m[1])
 			if h == "" || badObjectKO[h] {
@@ -168,15 +170,15 @@ var rules = []rule{
 			}
 			return objectTopic(lower, m[1], "likes"), nil, true
 		}},
-	{memory.StrategyUserPreference, "preference", re(`(\S.*?)(?:을|를|은|는)?\s*(?:절대\s*)?안\s*(?:써요|씁니다|사용해요|사용합니다|먹어요|먹습니다)`),
+	{memory.StrategyUserPreference, "preference", []string{"안"}, re(`(\S.*?)(?:을|를|은|는)?\s*(?:절대\s*)?안\s*(?:써요|씁니다|사용해요|사용합니다|먹어요|먹습니다)`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			return objectTopic(lower, m[1], "uses"), nil, headWord(m[1]) != ""
 		}},
 
 	// ---- SEMANTIC, Korean
-	{memory.StrategySemantic, "fact", re(`제\s*이름은\s*(\S+?)(?:이에요|예요|입니다|이야|야|이요|요)?$`),
+	{memory.StrategySemantic, "fact", []string{"이름"}, re(`제\s*이름은\s*(\S+?)(?:이에요|예요|입니다|이야|야|이요|요)?$`),
 		func(m []string, _, _ string) (string, []string, bool) { return "name", []string{m[1]}, true }},
-	{memory.StrategySemantic, "fact", re(`(\S+?)(?:에|에서)\s*(?:살아요|살고\s*있어요|살고\s*있습니다|삽니다|살아|살고\s*있어|거주해요|거주합니다|거주하고\s*있어요)|(\S+?)(?:으로|로)\s*이사(?:했어요|했습니다|왔어요|갔어요|했어)|(\S+?)\s*출신이(?:에요|야|고)|(\S+?)\s*출신입니다`),
+	{memory.StrategySemantic, "fact", []string{"살", "이사", "출신", "거주"}, re(`(\S+?)(?:에|에서)\s*(?:살아요|살고\s*있어요|살고\s*있습니다|삽니다|살아|살고\s*있어|거주해요|거주합니다|거주하고\s*있어요)|(\S+?)(?:으로|로)\s*이사(?:했어요|했습니다|왔어요|갔어요|했어)|(\S+?)\s*출신이(?:에요|야|고)|(\S+?)\s*출신입니다`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			p := trimParticle(firstNonEmpty(m[1:]...))
 			ents := canonNames(findTerms(lower, places))
@@ -185,9 +187,9 @@ var rules = []rule{
 			}
 			return "location", ents, p != ""
 		}},
-	{memory.StrategySemantic, "fact", re(`(\S.*?)(?:이|가)\s*(?:있어요|있습니다|있어|있는데요?|있거든요)`),
+	{memory.StrategySemantic, "fact", []string{"있"}, re(`(\S.*?)(?:이|가)\s*(?:있어요|있습니다|있어|있는데요?|있거든요)`),
 		func(m []string, _, lower string) (string, []string, bool) { return hasTopic(lower, m[1]) }},
-	{memory.StrategySemantic, "fact", re(`(\S.*?)(?:을|를)\s*(?:키워요|키우고\s*있어요|키웁니다|키우고\s*있습니다|기르고\s*있어요|길러요|재배해요|재배하고\s*있어요|심었어요|심었습니다)`),
+	{memory.StrategySemantic, "fact", []string{"키우", "키워", "키웁", "기르", "길러", "재배", "심었"}, re(`(\S.*?)(?:을|를)\s*(?:키워요|키우고\s*있어요|키웁니다|키우고\s*있습니다|기르고\s*있어요|길러요|재배해요|재배하고\s*있어요|심었어요|심었습니다)`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			t, e, ok := hasTopic(lower, m[1])
 			if !ok && headWord(m[1]) != "" {
@@ -195,7 +197,7 @@ var rules = []rule{
 			}
 			return t, e, ok
 		}},
-	{memory.StrategySemantic, "fact", re(`(?:^|\s)제\s+(\S+?)(?:은|는|이|가)\s+(.+)$`),
+	{memory.StrategySemantic, "fact", []string{"제"}, re(`(?:^|\s)제\s+(\S+?)(?:은|는|이|가)\s+(.+)$`),
 		func(m []string, _, _ string) (string, []string, bool) {
 			h := trimParticle(m[1])
 			if stopHeadsKO[h] {
@@ -203,7 +205,7 @@ var rules = []rule{
 			}
 			return "my:" + h, nil, true
 		}},
-	{memory.StrategySemantic, "fact", re(`저는\s+(.+?)(?:이에요|예요|입니다)$`),
+	{memory.StrategySemantic, "fact", []string{"저는"}, re(`저는\s+(.+?)(?:이에요|예요|입니다)$`),
 		func(m []string, _, _ string) (string, []string, bool) { return "occupation", nil, headWord(m[1]) != "" }},
 }
 
@@ -318,7 +320,11 @@ func matchClause(clause, role string) (Candidate, bool) {
 	if role != "user" && role != "" && !thirdPerson {
 		return Candidate{}, false
 	}
-	for _, r := range rules {
+	hangul, latin := scripts(clause)
+	for i, r := range rules {
+		if !needed(lower, r.need) || (ruleHangul[i] && !hangul) || (!ruleHangul[i] && !latin) {
+			continue
+		}
 		m := r.re.FindStringSubmatch(clause)
 		if m == nil {
 			continue
@@ -389,3 +395,34 @@ func newCandidate(s memory.Strategy, kind, clause, lower, topic string, ents []s
 		Entities: es,
 	}
 }
+
+func needed(lower string, need []string) bool {
+	for _, n := range need {
+		if strings.Contains(lower, n) {
+			return true
+		}
+	}
+	return len(need) == 0
+}
+
+func scripts(s string) (hangul, latin bool) {
+	for _, r := range s {
+		switch {
+		case r >= 0xAC00 && r <= 0xD7A3:
+			hangul = true
+		case r < 0x80 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'):
+			latin = true
+		}
+	}
+	return
+}
+
+// ruleHangul marks Korean rules: they are skipped for clauses without
+// Hangul, as English rules are for clauses without Latin letters.
+var ruleHangul = func() []bool {
+	out := make([]bool, len(rules))
+	for i, r := range rules {
+		out[i] = isHangulStr(r.re.String())
+	}
+	return out
+}()
