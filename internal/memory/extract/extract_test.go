@@ -227,10 +227,9 @@ func TestSummarize(t *testing.T) {
 	if _, ok := Summarize("s2", []memory.Event{{Role: "assistant", Text: "hello"}}); ok {
 		t.Error("summary of a session without user text")
 	}
-	// A chit-chat session's summary does not reach staging.
-	cc, _ := Summarize("s3", []memory.Event{{ID: "x", Role: "user", Text: "ok", Timestamp: t0}, {ID: "y", Role: "user", Text: "ㅋㅋ", Timestamp: t0}})
-	if s := gate.Score(gate.Assess(cc.GateInput(nil))); s >= 0.4 {
-		t.Errorf("chit-chat summary scored %.3f", s)
+	// A chit-chat session has nothing worth a summary.
+	if cc, ok := Summarize("s3", []memory.Event{{ID: "x", Role: "user", Text: "ok", Timestamp: t0}, {ID: "y", Role: "user", Text: "ㅋㅋ", Timestamp: t0}}); ok {
+		t.Errorf("chit-chat summary %q", cc.Content)
 	}
 }
 

@@ -20,8 +20,9 @@ const summaryQuoteRunes = 160
 // events (oldest first): the date span, the number of user turns, the
 // plants and topics mentioned, and up to SummaryQuotes user utterances,
 // chosen by gate score (ties: earlier first) and quoted in event order.
-// Sources are the quoted events only, so provenance points at what the
-// summary actually says. ok is false when the session has no user text.
+// Utterances the gate would drop on their own ("ok", "ㅋㅋ") are counted but
+// never quoted. Sources are the quoted events only, so provenance points at
+// what the summary actually says. ok is false when nothing is worth quoting.
 func Summarize(sessionID string, events []memory.Event) (c Candidate, ok bool) {
 	type quote struct {
 		i     int
@@ -51,9 +52,12 @@ func Summarize(sessionID string, events []memory.Event) (c Candidate, ok bool) {
 			topicList = append(topicList, t)
 		}
 		s := gate.Score(gate.Assess(gate.Input{Text: ev.Text, Role: "user"}))
+		if gate.Decide(s) == gate.Dropped {
+			continue // small talk is counted, never quoted
+		}
 		qs = append(qs, quote{i, s, ev})
 	}
-	if turns == 0 {
+	if len(qs) == 0 {
 		return Candidate{}, false
 	}
 	sort.SliceStable(qs, func(a, b int) bool { return qs[a].score > qs[b].score })
