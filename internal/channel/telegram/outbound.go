@@ -1,0 +1,196 @@
+package telegram
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+
+	"github.com/tendrilai/tendril/internal/channel/telegram/tgmd"
+)
+
+// Sentinels are internal reply markers (SPEC §7.2's NOTHING_DUE and the
+// like) that must never reach a user. A line consisting of one of them,
+// optionally wrapped in Markdown emphasis or code, is removed.
+var Sentinels = []string{"NOTHING_DUE", "NO_REPLY", "HEARTBEAT_OK"}
+
+// StripSentinels removes sentinel lines from a reply and trims it.
+func StripSentinels(text string) string {
+	lines := strings.Split(text, "\n")
+	out := lines[:0]
+	for _, l := range lines {
+		t := strings.Trim(l, " \t\r`*_.!~>")
+		sentinel := false
+		for _, s := range Sentinels {
+			if strings.EqualFold(t, s) {
+				sentinel = true
+			}
+		}
+		if !sentinel {
+			out = append(out, l)
+		}
+	}
+	return strings.TrimSpace(strings.Join(out, "\n"))
+}
+
+// Send renders markdown to Telegram HTML and sends it to chatID in chunks
+// of ≤ tgmd.MaxChunk UTF-16 units. Sentinel lines are dropped, and a reply
+// that is empty after that sends nothing. A 429 waits parameters.retry_after
+// seconds and retries (Options.SendRetries times); a 400 "can't parse
+// entities" resends the chunk as plain text with the markup stripped.
+func (c *Channel) Send(ctx context.Context, chatID int64, markdown string) error {
+	text := StripSentinels(markdown)
+	if text == "" {
+		return nil
+	}
+	for _, chunk := range tgmd.Chunk(tgmd.Render(text), tgmd.MaxChunk) {
+		if _, err := c.sendHTML(ctx, chatID, chunk, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Deliver sends text (Markdown) to the chat whose id is the decimal string
+// chatID; the scheduler delivers reminders through it. It returns an error
+// for a malformed chat id or a failed send.
+func (c *Channel) Deliver(ctx context.Context, chatID string, text string) error {
+	id, err := strconv.ParseInt(strings.TrimSpace(chatID), 10, 64)
+	if err != nil {
+		return fmt.Errorf("telegram: deliver: chat id %q is not a number", chatID)
+	}
+	return c.Send(ctx, id, text)
+}
+
+type button struct{ text, data string }
+
+func inlineKeyboard(bs []button) models.ReplyMarkup {
+	row := make([]models.InlineKeyboardButton, len(bs))
+	for i, b := range bs {
+		row[i] = models.InlineKeyboardButton{Text: b.text, CallbackData: b.data}
+	}
+	return &models.InlineKeyboardMarkup{InlineKeyboard: [][]models.InlineKeyboardButton{row}}
+}
+
+// sendHTML sends one message with parse_mode HTML and returns its
+// message_id. On "can't parse entities" it resends the visible text plain.
+func (c *Channel) sendHTML(ctx context.Context, chatID int64, html string, markup any) (int, error) {
+	params := &bot.SendMessageParams{ChatID: chatID, Text: html, ParseMode: models.ParseModeHTML}
+	if mk, ok := markup.(models.ReplyMarkup); ok && mk != nil {
+		params.ReplyMarkup = mk
+	}
+	var msg *models.Message
+	err := c.retry(ctx, func() (err error) {
+		msg, err = c.bot.SendMessage(ctx, params)
+		return err
+	})
+	if err != nil && errors.Is(err, bot.ErrorBadRequest) && strings.Contains(err.Error(), "can't parse entities") {
+		c.log.Warn("telegram: Telegram rejected HTML; resending as plain text", "chat_id", chatID, "err", err)
+		params.Text = tgmd.PlainText(html)
+		params.ParseMode = ""
+		err = c.retry(ctx, func() (err error) {
+			msg, err = c.bot.SendMessage(ctx, params)
+			return err
+		})
+	}
+	if err != nil {
+		return 0, fmt.Errorf("telegram: sendMessage to %d: %w", chatID, redact(err, c.opts.BotToken))
+	}
+	if msg == nil {
+		return 0, nil
+	}
+	return msg.ID, nil
+}
+
+// retry runs f, waiting out 429 answers for their retry_after.
+func (c *Channel) retry(ctx context.Context, f func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := f()
+		var tm *bot.TooManyRequestsError
+		if !errors.As(err, &tm) || attempt >= c.opts.SendRetries {
+			return err
+		}
+		wait := time.Duration(max(tm.RetryAfter, 1)) * time.Second
+		c.log.Info("telegram: rate limited", "retry_after", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.clock.After(wait):
+		}
+	}
+}
+
+func (c *Channel) answerCallback(ctx context.Context, id, text string, alert bool) error {
+	return c.retry(ctx, func() error {
+		_, err := c.bot.AnswerCallbackQuery(ctx, &bot.AnswerCallbackQueryParams{CallbackQueryID: id, Text: text, ShowAlert: alert})
+		return err
+	})
+}
+
+// removeButtons clears a message's inline keyboard; failures only log.
+func (c *Channel) removeButtons(ctx context.Context, chatID int64, messageID int) {
+	if messageID == 0 {
+		return
+	}
+	err := c.retry(ctx, func() error {
+		_, err := c.bot.EditMessageReplyMarkup(ctx, &bot.EditMessageReplyMarkupParams{
+			ChatID: chatID, MessageID: messageID,
+			ReplyMarkup: &models.InlineKeyboardMarkup{InlineKeyboard: [][]models.InlineKeyboardButton{}},
+		})
+		return err
+	})
+	if err != nil {
+		c.log.Warn("telegram: remove buttons", "chat_id", chatID, "message_id", messageID, "err", redact(err, c.opts.BotToken))
+	}
+}
+
+// typing shows "typing" in chatID now and every TypingInterval until the
+// returned stop function is called.
+func (c *Channel) typing(ctx context.Context, chatID int64) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(c.opts.TypingInterval)
+		defer t.Stop()
+		for {
+			_, err := c.bot.SendChatAction(ctx, &bot.SendChatActionParams{ChatID: chatID, Action: models.ChatActionTyping})
+			if err != nil && ctx.Err() == nil {
+				c.log.Debug("telegram: sendChatAction", "chat_id", chatID, "err", redact(err, c.opts.BotToken))
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// SetWebhook registers url with Telegram together with the secret token
+// (https://core.telegram.org/bots/api#setwebhook), for message,
+// edited_message, channel_post and callback_query updates.
+func SetWebhook(ctx context.Context, b *bot.Bot, url, secret string, dropPending bool) error {
+	if secret == "" {
+		return ErrNoSecret
+	}
+	ok, err := b.SetWebhook(ctx, &bot.SetWebhookParams{
+		URL:                url,
+		SecretToken:        secret,
+		DropPendingUpdates: dropPending,
+		AllowedUpdates:     []string{kindMessage, kindEditedMessage, kindChannelPost, kindCallbackQuery},
+	})
+	if err != nil {
+		return fmt.Errorf("setWebhook: %w", redact(err, b.Token()))
+	}
+	if !ok {
+		return errors.New("setWebhook: Telegram answered false")
+	}
+	return nil
+}

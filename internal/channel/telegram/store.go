@@ -1,0 +1,425 @@
+package telegram
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+)
+
+// StoreFile is the SQLite file, inside the directory given to OpenStore,
+// that holds accepted updates, de-duplication, pairing codes, the paired
+// allow-list and per-chat sessions. The CLI and the server share it.
+const StoreFile = "telegram.db"
+
+// StoreDir returns the conventional store directory under a Tendril home.
+func StoreDir(home string) string { return filepath.Join(home, "telegram") }
+
+// Update states in the store.
+const (
+	statePending = "pending" // accepted, not yet processed
+	stateDone    = "done"    // processed (note says how)
+	stateIgnored = "ignored" // accepted and deliberately not acted on
+	stateFailed  = "failed"  // processing failed; not retried
+)
+
+// Pairing errors callers branch on.
+var (
+	ErrPairingNotFound = errors.New("pairing code not found")
+	ErrPairingExpired  = errors.New("pairing code expired")
+	ErrTooManyPending  = errors.New("too many pending pairing codes")
+)
+
+// pairingAlphabet has no 0/O/1/I, so codes survive being read aloud.
+const pairingAlphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+
+// Pairing is a pending request from an unknown sender to talk to the bot.
+type Pairing struct {
+	Code      string    `json:"code"`
+	ChatID    int64     `json:"chat_id"`
+	UserID    int64     `json:"user_id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// storedUpdate is one accepted webhook update.
+type storedUpdate struct {
+	UpdateID   int64
+	ChatID     int64
+	Kind       string
+	MediaGroup string
+	Body       []byte
+	ReceivedMS int64
+	State      string
+	Note       string
+}
+
+// Store is the channel's durable state in SQLite (WAL, synchronous=FULL, so
+// a committed update survives power loss). It is safe for concurrent use and
+// for use by several processes (the server and the CLI).
+type Store struct {
+	db *sql.DB
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS updates (
+	update_id   INTEGER PRIMARY KEY,
+	chat_id     INTEGER NOT NULL,
+	kind        TEXT NOT NULL,
+	media_group TEXT NOT NULL DEFAULT '',
+	body        BLOB NOT NULL,
+	received_ms INTEGER NOT NULL,
+	state       TEXT NOT NULL,
+	note        TEXT NOT NULL DEFAULT '',
+	done_ms     INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS updates_pending ON updates(chat_id, update_id) WHERE state = 'pending';
+CREATE INDEX IF NOT EXISTS updates_received ON updates(received_ms);
+CREATE TABLE IF NOT EXISTS pairing (
+	code       TEXT PRIMARY KEY,
+	chat_id    INTEGER NOT NULL,
+	user_id    INTEGER NOT NULL,
+	name       TEXT NOT NULL,
+	created_ms INTEGER NOT NULL,
+	expires_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS allowed (
+	chat_id  INTEGER PRIMARY KEY,
+	name     TEXT NOT NULL DEFAULT '',
+	via      TEXT NOT NULL DEFAULT '',
+	added_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chat_sessions (
+	chat_id    INTEGER PRIMARY KEY,
+	session_id TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS approval_messages (
+	request_id TEXT PRIMARY KEY,
+	chat_id    INTEGER NOT NULL,
+	message_id INTEGER NOT NULL,
+	actor_id   TEXT NOT NULL,
+	decided    INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS forget_requests (
+	nonce      TEXT PRIMARY KEY,
+	chat_id    INTEGER NOT NULL,
+	actor_id   TEXT NOT NULL,
+	expires_ms INTEGER NOT NULL
+);
+`
+
+// OpenStore opens (creating if needed) the store in dir.
+func OpenStore(dir string) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("telegram store: empty directory")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("telegram store: %w", err)
+	}
+	path := filepath.Join(dir, StoreFile)
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("telegram store %s: %w", path, err)
+	}
+	// One connection: writes are serialised in-process; other processes
+	// wait on busy_timeout.
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("telegram store %s: schema: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// insertUpdate stores u durably. inserted is false when update_id was
+// already seen (a redelivery) and nothing was written.
+func (s *Store) insertUpdate(ctx context.Context, u storedUpdate) (inserted bool, err error) {
+	res, err := s.db.ExecContext(ctx, `INSERT INTO updates(update_id, chat_id, kind, media_group, body, received_ms, state, note)
+		VALUES(?,?,?,?,?,?,?,?) ON CONFLICT(update_id) DO NOTHING`,
+		u.UpdateID, u.ChatID, u.Kind, u.MediaGroup, u.Body, u.ReceivedMS, u.State, u.Note)
+	if err != nil {
+		return false, fmt.Errorf("store update %d: %w", u.UpdateID, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+const updateCols = `update_id, chat_id, kind, media_group, body, received_ms, state, note`
+
+func scanUpdate(sc interface{ Scan(...any) error }) (storedUpdate, error) {
+	var u storedUpdate
+	err := sc.Scan(&u.UpdateID, &u.ChatID, &u.Kind, &u.MediaGroup, &u.Body, &u.ReceivedMS, &u.State, &u.Note)
+	return u, err
+}
+
+// nextPending returns the pending update of chatID with the lowest
+// update_id, or nil.
+func (s *Store) nextPending(ctx context.Context, chatID int64) (*storedUpdate, error) {
+	row := s.db.QueryRowContext(ctx, `SELECT `+updateCols+` FROM updates WHERE chat_id = ? AND state = 'pending' ORDER BY update_id LIMIT 1`, chatID)
+	u, err := scanUpdate(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("next pending update for chat %d: %w", chatID, err)
+	}
+	return &u, nil
+}
+
+// pendingGroup returns the pending updates of one album, by update_id.
+func (s *Store) pendingGroup(ctx context.Context, chatID int64, group string) ([]storedUpdate, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+updateCols+` FROM updates WHERE chat_id = ? AND media_group = ? AND state = 'pending' ORDER BY update_id`, chatID, group)
+	if err != nil {
+		return nil, fmt.Errorf("album %s: %w", group, err)
+	}
+	defer rows.Close()
+	var out []storedUpdate
+	for rows.Next() {
+		u, err := scanUpdate(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}
+
+// pendingChats lists chats with unprocessed updates (work left by a crash).
+func (s *Store) pendingChats(ctx context.Context) ([]int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT chat_id FROM updates WHERE state = 'pending'`)
+	if err != nil {
+		return nil, fmt.Errorf("pending chats: %w", err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+// finish records the outcome of processing updates.
+func (s *Store) finish(ctx context.Context, ids []int64, state, note string, now time.Time) error {
+	for _, id := range ids {
+		if _, err := s.db.ExecContext(ctx, `UPDATE updates SET state = ?, note = ?, done_ms = ? WHERE update_id = ?`, state, note, now.UnixMilli(), id); err != nil {
+			return fmt.Errorf("finish update %d: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// updateState returns the state and note of an update ("" when unknown).
+func (s *Store) updateState(ctx context.Context, id int64) (state, note string, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT state, note FROM updates WHERE update_id = ?`, id).Scan(&state, &note)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", nil
+	}
+	return state, note, err
+}
+
+// countUpdates returns how many updates are stored.
+func (s *Store) countUpdates(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM updates`).Scan(&n)
+	return n, err
+}
+
+// purge forgets processed updates received before cutoff (the update_id
+// de-duplication TTL) and expired pairing and forget requests.
+func (s *Store) purge(ctx context.Context, cutoff, now time.Time) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM updates WHERE state != 'pending' AND received_ms < ?`, cutoff.UnixMilli()); err != nil {
+		return fmt.Errorf("purge updates: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM pairing WHERE expires_ms < ?`, now.UnixMilli()); err != nil {
+		return fmt.Errorf("purge pairing: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM forget_requests WHERE expires_ms < ?`, now.UnixMilli()); err != nil {
+		return fmt.Errorf("purge forget requests: %w", err)
+	}
+	return nil
+}
+
+// RequestPairing returns the pending pairing code of chatID, or creates one
+// valid for ttl. fresh reports a new code. At most maxPending unexpired codes
+// exist at once; beyond that it returns ErrTooManyPending.
+func (s *Store) RequestPairing(ctx context.Context, chatID, userID int64, name string, now time.Time, ttl time.Duration, maxPending int) (p Pairing, fresh bool, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Pairing{}, false, err
+	}
+	defer tx.Rollback()
+	nowMS := now.UnixMilli()
+	var code string
+	var created, expires int64
+	err = tx.QueryRowContext(ctx, `SELECT code, created_ms, expires_ms FROM pairing WHERE chat_id = ? AND expires_ms > ? ORDER BY created_ms DESC LIMIT 1`, chatID, nowMS).Scan(&code, &created, &expires)
+	if err == nil {
+		return Pairing{Code: code, ChatID: chatID, UserID: userID, Name: name, CreatedAt: time.UnixMilli(created), ExpiresAt: time.UnixMilli(expires)}, false, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return Pairing{}, false, fmt.Errorf("pairing lookup: %w", err)
+	}
+	var pending int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pairing WHERE expires_ms > ?`, nowMS).Scan(&pending); err != nil {
+		return Pairing{}, false, fmt.Errorf("pairing count: %w", err)
+	}
+	if pending >= maxPending {
+		return Pairing{}, false, ErrTooManyPending
+	}
+	p = Pairing{Code: newPairingCode(), ChatID: chatID, UserID: userID, Name: name, CreatedAt: time.UnixMilli(nowMS), ExpiresAt: time.UnixMilli(nowMS + ttl.Milliseconds())}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO pairing(code, chat_id, user_id, name, created_ms, expires_ms) VALUES(?,?,?,?,?,?)`,
+		p.Code, p.ChatID, p.UserID, p.Name, p.CreatedAt.UnixMilli(), p.ExpiresAt.UnixMilli()); err != nil {
+		return Pairing{}, false, fmt.Errorf("pairing insert: %w", err)
+	}
+	return p, true, tx.Commit()
+}
+
+func newPairingCode() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = pairingAlphabet[int(b[i])%len(pairingAlphabet)] // 256 % 32 == 0: unbiased
+	}
+	return string(b)
+}
+
+// ListPairings returns the unexpired pairing requests, oldest first.
+func (s *Store) ListPairings(ctx context.Context, now time.Time) ([]Pairing, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT code, chat_id, user_id, name, created_ms, expires_ms FROM pairing WHERE expires_ms > ? ORDER BY created_ms`, now.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("list pairings: %w", err)
+	}
+	defer rows.Close()
+	out := []Pairing{}
+	for rows.Next() {
+		var p Pairing
+		var c, e int64
+		if err := rows.Scan(&p.Code, &p.ChatID, &p.UserID, &p.Name, &c, &e); err != nil {
+			return nil, err
+		}
+		p.CreatedAt, p.ExpiresAt = time.UnixMilli(c), time.UnixMilli(e)
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// ApprovePairing allows the chat that requested code (case-insensitive) and
+// removes the code. It returns ErrPairingNotFound or ErrPairingExpired.
+func (s *Store) ApprovePairing(ctx context.Context, code string, now time.Time) (Pairing, error) {
+	code = strings.ToUpper(strings.TrimSpace(code))
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Pairing{}, err
+	}
+	defer tx.Rollback()
+	var p Pairing
+	var c, e int64
+	err = tx.QueryRowContext(ctx, `SELECT code, chat_id, user_id, name, created_ms, expires_ms FROM pairing WHERE code = ?`, code).Scan(&p.Code, &p.ChatID, &p.UserID, &p.Name, &c, &e)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Pairing{}, fmt.Errorf("%w: %q", ErrPairingNotFound, code)
+	}
+	if err != nil {
+		return Pairing{}, fmt.Errorf("approve pairing: %w", err)
+	}
+	p.CreatedAt, p.ExpiresAt = time.UnixMilli(c), time.UnixMilli(e)
+	if _, err := tx.ExecContext(ctx, `DELETE FROM pairing WHERE code = ?`, code); err != nil {
+		return Pairing{}, err
+	}
+	if !now.Before(p.ExpiresAt) {
+		if err := tx.Commit(); err != nil {
+			return Pairing{}, err
+		}
+		return Pairing{}, fmt.Errorf("%w: %q expired at %s", ErrPairingExpired, code, p.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO allowed(chat_id, name, via, added_ms) VALUES(?,?,?,?)
+		ON CONFLICT(chat_id) DO UPDATE SET name = excluded.name, via = excluded.via`, p.ChatID, p.Name, "pairing "+code, now.UnixMilli()); err != nil {
+		return Pairing{}, err
+	}
+	return p, tx.Commit()
+}
+
+// isAllowed reports whether chatID was approved through pairing.
+func (s *Store) isAllowed(ctx context.Context, chatID int64) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM allowed WHERE chat_id = ?`, chatID).Scan(&n)
+	return n > 0, err
+}
+
+func (s *Store) sessionID(ctx context.Context, chatID int64) (string, error) {
+	var id string
+	err := s.db.QueryRowContext(ctx, `SELECT session_id FROM chat_sessions WHERE chat_id = ?`, chatID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return id, err
+}
+
+func (s *Store) setSessionID(ctx context.Context, chatID int64, id string) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO chat_sessions(chat_id, session_id) VALUES(?,?)
+		ON CONFLICT(chat_id) DO UPDATE SET session_id = excluded.session_id`, chatID, id)
+	return err
+}
+
+type approvalMessage struct {
+	RequestID string
+	ChatID    int64
+	MessageID int
+	ActorID   string
+	Decided   bool
+}
+
+func (s *Store) saveApprovalMessage(ctx context.Context, m approvalMessage) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO approval_messages(request_id, chat_id, message_id, actor_id) VALUES(?,?,?,?)
+		ON CONFLICT(request_id) DO UPDATE SET chat_id = excluded.chat_id, message_id = excluded.message_id, actor_id = excluded.actor_id`,
+		m.RequestID, m.ChatID, m.MessageID, m.ActorID)
+	return err
+}
+
+func (s *Store) approvalMessage(ctx context.Context, requestID string) (*approvalMessage, error) {
+	var m approvalMessage
+	err := s.db.QueryRowContext(ctx, `SELECT request_id, chat_id, message_id, actor_id, decided FROM approval_messages WHERE request_id = ?`, requestID).
+		Scan(&m.RequestID, &m.ChatID, &m.MessageID, &m.ActorID, &m.Decided)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return &m, err
+}
+
+func (s *Store) markApprovalDecided(ctx context.Context, requestID string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE approval_messages SET decided = 1 WHERE request_id = ?`, requestID)
+	return err
+}
+
+func (s *Store) saveForget(ctx context.Context, nonce string, chatID int64, actorID string, expires time.Time) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO forget_requests(nonce, chat_id, actor_id, expires_ms) VALUES(?,?,?,?)`, nonce, chatID, actorID, expires.UnixMilli())
+	return err
+}
+
+// takeForget removes and returns a forget confirmation request.
+func (s *Store) takeForget(ctx context.Context, nonce string) (chatID int64, actorID string, expires time.Time, ok bool, err error) {
+	var e int64
+	err = s.db.QueryRowContext(ctx, `SELECT chat_id, actor_id, expires_ms FROM forget_requests WHERE nonce = ?`, nonce).Scan(&chatID, &actorID, &e)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, "", time.Time{}, false, nil
+	}
+	if err != nil {
+		return 0, "", time.Time{}, false, err
+	}
+	_, err = s.db.ExecContext(ctx, `DELETE FROM forget_requests WHERE nonce = ?`, nonce)
+	return chatID, actorID, time.UnixMilli(e), true, err
+}
