@@ -147,6 +147,11 @@ func TestAssistantTurnsAreNotExtracted(t *testing.T) {
 	if len(got) != 1 || got[0].Sources[0] != "u1" {
 		t.Fatalf("got %s, want only the user's fact", dump(got))
 	}
+	// Third-person notes about the user are read from any role.
+	got = ExtractText("n1", "assistant", "Remember that the user has a lemon tree", t0)
+	if len(got) != 1 || got[0].Topic != "has:lemon" {
+		t.Fatalf("note: %s", dump(got))
+	}
 }
 
 func TestContradictionsShareTopic(t *testing.T) {

@@ -129,15 +129,15 @@ var rules = []rule{
 			return "my:" + h, nil, true
 		}},
 	// Third person, as an agent writes notes with memory_write.
-	{memory.StrategyUserPreference, "preference", []string{"user "}, re(`(?i)^(?:the\s+)?user\s+(?:really\s+|only\s+|always\s+)*(likes|loves|prefers|hates|dislikes|uses|avoids)\s+(.+)$`),
+	{memory.StrategyUserPreference, "preference", []string{"user "}, re(`(?i)(?:^|\bthat\s+|:\s*)(?:the\s+)?user\s+(?:really\s+|only\s+|always\s+)*(likes|loves|prefers|hates|dislikes|uses|avoids)\s+(.+)$`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			return objectTopic(lower, m[2], "likes"), nil, true
 		}},
-	{memory.StrategySemantic, "fact", []string{"user "}, re(`(?i)^(?:the\s+)?user\s+(?:now\s+)?(?:lives\s+in|is\s+based\s+in|moved\s+to)\s+(.+)$`),
+	{memory.StrategySemantic, "fact", []string{"user "}, re(`(?i)(?:^|\bthat\s+|:\s*)(?:the\s+)?user\s+(?:now\s+)?(?:lives\s+in|is\s+based\s+in|moved\s+to)\s+(.+)$`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			return "location", canonNames(findTerms(lower, places)), true
 		}},
-	{memory.StrategySemantic, "fact", []string{"user "}, re(`(?i)^(?:the\s+)?user\s+(?:also\s+)?(?:has|owns|grows|keeps|planted)\s+(.+)$`),
+	{memory.StrategySemantic, "fact", []string{"user "}, re(`(?i)(?:^|\bthat\s+|:\s*)(?:the\s+)?user\s+(?:also\s+)?(?:has|owns|grows|keeps|planted)\s+(.+)$`),
 		func(m []string, _, lower string) (string, []string, bool) { return hasTopic(lower, m[1]) }},
 
 	// ---- PROCEDURAL, Korean
@@ -316,13 +316,15 @@ func matchClause(clause, role string) (Candidate, bool) {
 		return Candidate{}, false
 	}
 	lower := strings.ToLower(clause)
-	thirdPerson := strings.HasPrefix(lower, "user ") || strings.HasPrefix(lower, "the user ")
-	if role != "user" && role != "" && !thirdPerson {
+	// Only the user speaks for the user: other roles are read for
+	// third-person "the user …" statements alone.
+	onlyThird := role != "user" && role != ""
+	if onlyThird && !strings.Contains(lower, "user ") {
 		return Candidate{}, false
 	}
 	hangul, latin := scripts(clause)
 	for i, r := range rules {
-		if !needed(lower, r.need) || (ruleHangul[i] && !hangul) || (!ruleHangul[i] && !latin) {
+		if !needed(lower, r.need) || (ruleHangul[i] && !hangul) || (!ruleHangul[i] && !latin) || (onlyThird && !isThirdPerson(r)) {
 			continue
 		}
 		m := r.re.FindStringSubmatch(clause)
@@ -426,3 +428,5 @@ var ruleHangul = func() []bool {
 	}
 	return out
 }()
+
+func isThirdPerson(r rule) bool { return len(r.need) == 1 && r.need[0] == "user " }

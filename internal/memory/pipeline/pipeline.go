@@ -441,7 +441,25 @@ func (p *Pipeline) episodic(agentID, actorID, sessionID string) (string, error) 
 
 // summarize writes or updates the session's SUMMARIZATION record.
 func (p *Pipeline) summarize(ctx context.Context, agentID, actorID, sessionID string, events []memory.Event) error {
-	c, ok := extract.Summarize(sessionID, events)
+	// A summary must not re-propose what the user rejected: leave out the
+	// utterances a rejected candidate came from.
+	kept := make([]memory.Event, 0, len(events))
+	for _, ev := range events {
+		drop := false
+		if ev.Role == "user" {
+			for _, c := range extract.ExtractText(ev.ID, ev.Role, ev.Text, ev.Timestamp) {
+				rej, err := p.rejected(ctx, actorID, c.Content)
+				if err != nil {
+					return fmt.Errorf("rejections: %w", err)
+				}
+				drop = drop || rej
+			}
+		}
+		if !drop {
+			kept = append(kept, ev)
+		}
+	}
+	c, ok := extract.Summarize(sessionID, kept)
 	if !ok {
 		return nil
 	}

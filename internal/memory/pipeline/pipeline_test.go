@@ -271,8 +271,8 @@ func TestDuplicatesMerge(t *testing.T) {
 		t.Fatalf("records %q", contents(first))
 	}
 	f.clk.Add(time.Hour)
-	f.turn("u1", "s2", "i have a FIG tree!!")  // same normalised hash
-	f.turn("u1", "s2", "I have a fig tree.") // same again
+	f.turn("u1", "s2", "i have a FIG tree!!") // same normalised hash
+	f.turn("u1", "s2", "I have a fig tree.")  // same again
 	f.drain()
 	got := f.active("u1")
 	if len(got) != 1 {
