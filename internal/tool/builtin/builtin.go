@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/tool"
@@ -36,6 +37,15 @@ const (
 // is shown to the model as is. internal/memory/pipeline implements it.
 type EpisodicWriter interface {
 	WriteEpisodic(ctx context.Context, agentID, actorID, sessionID, text string) (outcome string, err error)
+}
+
+// EpisodicFunc adapts a function to EpisodicWriter, e.g. to wrap the
+// memory pipeline's WriteEpisodic, which returns a structured result.
+type EpisodicFunc func(ctx context.Context, agentID, actorID, sessionID, text string) (string, error)
+
+// WriteEpisodic calls f.
+func (f EpisodicFunc) WriteEpisodic(ctx context.Context, agentID, actorID, sessionID, text string) (string, error) {
+	return f(ctx, agentID, actorID, sessionID, text)
 }
 
 // Deps are what the built-in tools need. Nil dependencies leave their
@@ -90,38 +100,37 @@ const MaxIDBytes = 256
 var ErrBadScope = errors.New("invalid agent or actor ID for memory scope")
 
 // ActorPath returns the namespace path prefix "/{agentId}/{actorId}/" that
-// holds everything of one actor (SPEC §4.2). It refuses IDs that are empty,
-// longer than MaxIDBytes, ".", "..", or contain "/", "\\" or control
-// characters, since any of these could reach another actor's subtree.
+// holds everything of one actor (SPEC §4.2), built with memory.Namespace so
+// it matches the namespaces the memory pipeline writes: each ID is one
+// escaped segment ("a/b" becomes "a%2Fb"), so no ID can reach another
+// actor's subtree. Empty IDs, IDs over MaxIDBytes and IDs with control
+// characters or invalid UTF-8 are refused with ErrBadScope.
 func ActorPath(agentID, actorID string) (string, error) {
-	for _, id := range []string{agentID, actorID} {
-		if err := checkSegment(id); err != nil {
-			return "", err
-		}
-	}
-	return "/" + agentID + "/" + actorID + "/", nil
-}
-
-func checkSegment(id string) error {
-	if id == "" || len(id) > MaxIDBytes || id == "." || id == ".." {
-		return fmt.Errorf("%w: %q", ErrBadScope, id)
-	}
-	for _, r := range id {
-		if r == '/' || r == '\\' || unicode.IsControl(r) || r == unicode.ReplacementChar {
-			return fmt.Errorf("%w: %q", ErrBadScope, id)
-		}
-	}
-	return nil
+	return scoped("/{agentId}/{actorId}/", agentID, actorID)
 }
 
 // NotesNamespace is the exact namespace of an actor's notes:
 // "/{agentId}/{actorId}/notes/".
 func NotesNamespace(agentID, actorID string) (string, error) {
-	p, err := ActorPath(agentID, actorID)
-	if err != nil {
-		return "", err
+	return scoped("/{agentId}/{actorId}/notes/", agentID, actorID)
+}
+
+func scoped(template, agentID, actorID string) (string, error) {
+	for _, id := range []string{agentID, actorID} {
+		if id == "" || len(id) > MaxIDBytes || !utf8.ValidString(id) {
+			return "", fmt.Errorf("%w: %q", ErrBadScope, clip(id, 40))
+		}
+		for _, r := range id {
+			if unicode.IsControl(r) {
+				return "", fmt.Errorf("%w: %q", ErrBadScope, clip(id, 40))
+			}
+		}
 	}
-	return p + "notes/", nil
+	ns, err := memory.Namespace(template, memory.NamespaceVars{AgentID: agentID, ActorID: actorID})
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrBadScope, err)
+	}
+	return ns, nil
 }
 
 // decodeArgs unmarshals the model's JSON arguments into v, refusing

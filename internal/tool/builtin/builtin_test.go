@@ -107,9 +107,6 @@ func TestNotesBadInput(t *testing.T) {
 		{search, "a", `{"actor":"b"}`, `unknown field "actor"`},
 		// Hostile actor IDs never become namespaces.
 		{notes, "", `{"action":"add","text":"x"}`, "invalid agent or actor ID"},
-		{notes, "b/../a", `{"action":"add","text":"x"}`, "invalid agent or actor ID"},
-		{search, "a/notes", `{}`, "invalid agent or actor ID"},
-		{search, "..", `{}`, "invalid agent or actor ID"},
 		{search, "a\x00", `{}`, "invalid agent or actor ID"},
 		{search, strings.Repeat("a", 257), `{}`, "invalid agent or actor ID"},
 	}
@@ -226,7 +223,7 @@ func TestMemoryWrite(t *testing.T) {
 		{"telegram:7", `{"text":""}`, "text is required"},
 		{"telegram:7", `{"text":"x","actor_id":"telegram:8"}`, `unknown field "actor_id"`},
 		{"telegram:7", `{"text":"` + strings.Repeat("y", builtin.MaxEpisodicRunes+1) + `"}`, "over 2000"},
-		{"a/b", `{"text":"x"}`, "invalid agent or actor ID"},
+		{"a\nb", `{"text":"x"}`, "invalid agent or actor ID"},
 	} {
 		if _, err := mw.Run(context.Background(), call(tc.actor, tc.args)); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("%s: err = %v, want %q", tc.args, err, tc.wantErr)
@@ -301,9 +298,9 @@ func TestActorPath(t *testing.T) {
 	}{
 		{"main", "telegram:12345", "/main/telegram:12345/"},
 		{"main", "web:ünïcode", "/main/web:ünïcode/"},
-		{"main", "a/b", ""},
-		{"main", `a\b`, ""},
-		{"main", ".", ""},
+		{"main", "a/b", "/main/a%2Fb/"},
+		{"main", "..", "/main/%2E%2E/"},
+		{"main", "a%2Fb", "/main/a%252Fb/"},
 		{"", "a", ""},
 		{"main", "a\nb", ""},
 		{"main", "a\xffb", ""},
@@ -311,6 +308,32 @@ func TestActorPath(t *testing.T) {
 		got, err := builtin.ActorPath(tc.agent, tc.actor)
 		if got != tc.want || (tc.want == "") != errors.Is(err, builtin.ErrBadScope) {
 			t.Errorf("ActorPath(%q, %q) = %q, %v; want %q", tc.agent, tc.actor, got, err, tc.want)
+		}
+	}
+}
+
+// Actor IDs that look like paths are one escaped segment each: none of
+// them reaches actor "a"'s notes or memories.
+func TestHostileActorIDsStayInTheirSegment(t *testing.T) {
+	st := newFakeStore()
+	notes, search, ms := builtin.NewNotes(st), builtin.NewNotesSearch(st), builtin.NewMemorySearch(st)
+	mustRun(t, notes, call("a", `{"action":"add","text":"secret fig note","plants":["fig"]}`))
+	if _, err := st.Put(context.Background(), memory.Record{Namespace: "/main/a/long_term/", Strategy: memory.StrategySemantic, Content: "secret fig fact"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, actor := range []string{"a/notes", "a/..", "..", ".", "a/", "/a", "a%2F", "a/long_term", "*", "a\\"} {
+		if out := mustRun(t, search, call(actor, `{}`)); out != "No notes found." {
+			t.Errorf("actor %q notes_search = %q", actor, out)
+		}
+		if out := mustRun(t, ms, call(actor, `{"query":"secret fig"}`)); !strings.HasPrefix(out, "Nothing found") {
+			t.Errorf("actor %q memory_search = %q", actor, out)
+		}
+		if _, err := notes.Run(context.Background(), call(actor, `{"action":"delete","id":"rec-1"}`)); err == nil {
+			t.Errorf("actor %q deleted a's note", actor)
+		}
+		q := st.lastQuery()
+		if !strings.HasPrefix(q.NamespacePath, "/main/") || strings.Count(q.NamespacePath, "/") != 3 {
+			t.Errorf("actor %q searched %q: not one segment", actor, q.NamespacePath)
 		}
 	}
 }

@@ -122,7 +122,7 @@ func (m *memorySearchTool) Run(ctx context.Context, call tool.Call) (string, err
 	n := 0
 	for _, h := range hits {
 		r := h.Record
-		if !strings.HasPrefix(r.Namespace, path) {
+		if !memory.NamespaceUnder(r.Namespace, path) {
 			continue // never show anything outside the actor's subtree
 		}
 		n++
@@ -131,7 +131,7 @@ func (m *memorySearchTool) Run(ctx context.Context, call tool.Call) (string, err
 			tag = "Explicit"
 		}
 		fmt.Fprintf(&b, "%d. [%.3f] [%s] %s (%s, %s, id %s)\n", n, h.Score, tag, oneLine(clip(r.Content, 1000)),
-			r.Strategy, strings.TrimSuffix(strings.TrimPrefix(r.Namespace, path), "/"), r.ID)
+			r.Strategy, strings.Trim(strings.TrimPrefix(memory.CleanNamespace(r.Namespace), path), "/"), r.ID)
 	}
 	if n == 0 {
 		return "Nothing found in memory for that query.", nil

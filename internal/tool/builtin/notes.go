@@ -140,7 +140,7 @@ func (n *notesTool) delete(ctx context.Context, ns, id string) (string, error) {
 	rec, err := n.store.Get(ctx, id)
 	// Another actor's record, a non-note and a missing ID look the same, so
 	// the tool never confirms that someone else's record exists.
-	if err != nil || rec.Namespace != ns || !isNote(rec) {
+	if err != nil || !memory.NamespaceEqual(rec.Namespace, ns) || !isNote(rec) {
 		return "", fmt.Errorf("no note %q for this user", clip(id, 80))
 	}
 	if rec.Status == memory.StatusSuperseded {
@@ -272,7 +272,7 @@ func (n *notesSearchTool) Run(ctx context.Context, call tool.Call) (string, erro
 	count := 0
 	for _, h := range hits {
 		r := h.Record
-		if r.Namespace != ns { // belt and braces: never show another scope
+		if !memory.NamespaceEqual(r.Namespace, ns) { // belt and braces: never show another scope
 			continue
 		}
 		count++
