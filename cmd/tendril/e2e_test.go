@@ -1,0 +1,46 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestE2ENoModelConfigured(t *testing.T) {
+	p := startServe(t, t.TempDir())
+	status, out := invoke(t, p.URL, map[string]any{"message": "hello", "actor_id": "api:u"})
+	if status != http.StatusServiceUnavailable || out["ok"] != false || out["error"] != "MODEL_NOT_CONFIGURED" {
+		t.Fatalf("%d %v", status, out)
+	}
+	if msg, _ := out["message"].(string); !strings.Contains(msg, "MODEL_ID") {
+		t.Fatalf("message does not name MODEL_ID: %q", msg)
+	}
+	if err := p.stop(t); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.logs.String())
+	}
+}
+
+func TestCLIExitCodes(t *testing.T) {
+	home := t.TempDir()
+	if _, _, code := runCLI(t, home, nil, "version"); code != 0 {
+		t.Fatalf("version exit %d", code)
+	}
+	if _, stderr, code := runCLI(t, home, nil, "no-such-command"); code != 2 || stderr == "" {
+		t.Fatalf("unknown command exit %d stderr %q", code, stderr)
+	}
+	if _, _, code := runCLI(t, home, nil, "serve", "--no-such-flag"); code != 2 {
+		t.Fatalf("bad flag exit %d", code)
+	}
+	if _, stderr, code := runCLI(t, home, nil, "invoke", "hi"); code != 1 || !strings.Contains(stderr, "MODEL_NOT_CONFIGURED") {
+		t.Fatalf("invoke without model: exit %d stderr %q", code, stderr)
+	}
+	if _, stderr, code := runCLI(t, home, []string{"TENDRIL_ADDR=0.0.0.0:0"}, "serve"); code != 1 || !strings.Contains(stderr, "TENDRIL_AUTH_TOKEN") {
+		t.Fatalf("non-loopback without token: exit %d stderr %q", code, stderr)
+	}
+	for _, sub := range []string{"serve", "chat", "invoke", "doctor", "version"} {
+		out, _, code := runCLI(t, home, nil, sub, "--help")
+		if code != 0 || len(out) < 80 {
+			t.Errorf("%s --help: exit %d, %d bytes", sub, code, len(out))
+		}
+	}
+}
