@@ -72,11 +72,20 @@ func (p *Pipeline) list(ctx context.Context, ns string) ([]memory.Record, error)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", ns, err)
 	}
-	out := make([]memory.Record, len(hits))
-	for i, h := range hits {
-		out[i] = h.Record
+	out := make([]memory.Record, 0, len(hits))
+	for _, h := range hits {
+		if !isEvent(h.Record) {
+			out = append(out, h.Record)
+		}
 	}
 	return out, nil
+}
+
+// isEvent reports a short-term event presented as an episodic record by
+// the store (metadata kind "event"); it is never consolidated into.
+func isEvent(r memory.Record) bool {
+	k, _ := r.Metadata["kind"].(string)
+	return k == "event"
 }
 
 // rejected checks the store's RejectionStore when it has one, else the

@@ -294,7 +294,7 @@ func validID(kind, id string) error {
 }
 
 // RecordTurn implements memory.Recorder. It fills in missing event IDs
-// (ULIDs), actor, session and timestamps, counts the turn (queuing a job
+// (ULIDs), actor, session, timestamps and metadata "agentId", counts the turn (queuing a job
 // every ExtractEveryTurns turns) and appends the events to the store. The
 // turn is counted before the append, so events that reach the store are
 // always extracted, at the latest when the session goes idle. It never
@@ -325,6 +325,14 @@ func (p *Pipeline) RecordTurn(ctx context.Context, agentID, actorID, sessionID s
 		}
 		if ev.Timestamp.IsZero() {
 			ev.Timestamp = now
+		}
+		if _, ok := ev.Metadata["agentId"]; !ok {
+			md := make(map[string]any, len(ev.Metadata)+1)
+			for k, v := range ev.Metadata {
+				md[k] = v
+			}
+			md["agentId"] = agentID // the store files the event under this agent's episodic namespace
+			ev.Metadata = md
 		}
 		evs[i] = ev
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/memory/extract"
 	"github.com/tendrilai/tendril/internal/memory/gate"
+	"github.com/tendrilai/tendril/internal/memory/sqlitestore"
 )
 
 type clock struct {
@@ -30,25 +32,72 @@ func (c *clock) Add(d time.Duration) {
 type fixture struct {
 	t     *testing.T
 	store memory.Store
-	mem   *memStore
 	clk   *clock
 	path  string
 	p     *Pipeline
 }
 
-func newFixture(t *testing.T, store memory.Store, mem *memStore) *fixture {
+// storeKinds are the stores every store-backed test runs against: the
+// in-memory fake and the real embedded store.
+var storeKinds = []string{"mem", "sqlite"}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)} }
+
+func openStore(t *testing.T, kind string, clk *clock) memory.Store {
 	t.Helper()
-	f := &fixture{t: t, store: store, mem: mem, clk: &clock{t: time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)},
-		path: filepath.Join(t.TempDir(), "memory", "jobs.db")}
+	switch kind {
+	case "mem":
+		return newMemStore()
+	case "mem+rejections":
+		return &rejectingStore{memStore: newMemStore(), rej: map[string]bool{}}
+	case "sqlite":
+		st, err := sqlitestore.Open(t.TempDir(), sqlitestore.Options{NoFsync: true, EventExpiryDays: -1, Now: clk.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	t.Fatalf("unknown store %q", kind)
+	return nil
+}
+
+func newFixture(t *testing.T, kind string) *fixture {
+	t.Helper()
+	clk := newClock()
+	f := &fixture{t: t, store: openStore(t, kind, clk), clk: clk, path: filepath.Join(t.TempDir(), "memory", "jobs.db")}
 	f.open()
 	t.Cleanup(func() { f.p.Close() })
 	return f
 }
 
-func newMemFixture(t *testing.T) *fixture {
-	m := newMemStore()
-	return newFixture(t, m, m)
+// forStores runs fn once per store kind as a subtest.
+func forStores(t *testing.T, fn func(t *testing.T, f *fixture)) {
+	for _, k := range storeKinds {
+		t.Run(k, func(t *testing.T) { fn(t, newFixture(t, k)) })
+	}
 }
+
+// allOf lists every record (any status, events excluded) of an actor of
+// agent "main", ordered by ID.
+func allOf(t *testing.T, st memory.Store, actor string) []memory.Record {
+	t.Helper()
+	hits, err := st.Search(ctx, memory.Query{NamespacePath: "/main/" + memory.EscapeSegment(actor) + "/",
+		Statuses: []memory.Status{memory.StatusActive, memory.StatusStaged, memory.StatusSuperseded, memory.StatusRejected}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []memory.Record
+	for _, h := range hits {
+		if !isEvent(h.Record) {
+			out = append(out, h.Record)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (f *fixture) all(actor string) []memory.Record { return allOf(f.t, f.store, actor) }
 
 func (f *fixture) open() {
 	f.t.Helper()
@@ -91,7 +140,7 @@ func (f *fixture) drain() int {
 
 func (f *fixture) active(actor string, s ...memory.Strategy) []memory.Record {
 	var out []memory.Record
-	for _, r := range f.mem.all(actor) {
+	for _, r := range f.all(actor) {
 		if r.Status == memory.StatusActive && (len(s) == 0 || hasStrategy(s, r.Strategy)) {
 			out = append(out, r)
 		}
@@ -108,44 +157,45 @@ func contents(rs []memory.Record) []string {
 }
 
 func TestRecordTurnQueuesEveryTwoTurns(t *testing.T) {
-	f := newMemFixture(t)
-	f.turn("u1", "s1", "I only use organic fertiliser")
-	if n, _ := f.p.Lag(); n != 0 {
-		t.Fatalf("after 1 turn: %d jobs, want 0", n)
-	}
-	f.turn("u1", "s1", "hello")
-	if n, _ := f.p.Lag(); n != 1 {
-		t.Fatalf("after 2 turns: %d jobs, want 1", n)
-	}
-	f.turn("u1", "s1", "call me Jin")
-	f.turn("u1", "s1", "thanks!")
-	if n, _ := f.p.Lag(); n != 1 {
-		t.Fatalf("after 4 turns: %d jobs, want 1 (the waiting job covers the new events)", n)
-	}
-	if ran := f.drain(); ran != 1 {
-		t.Fatalf("ran %d jobs", ran)
-	}
-	got := contents(f.active("u1"))
-	if len(got) != 2 || !strings.Contains(strings.Join(got, "|"), "I only use organic fertiliser") || !strings.Contains(strings.Join(got, "|"), "Call me Jin") {
-		t.Fatalf("records %q", got)
-	}
-	for _, r := range f.active("u1") {
-		if r.Namespace != "/main/u1/long_term/" || len(r.Sources) != 1 || r.Importance < 0.7 {
-			t.Errorf("record %+v", r)
+	forStores(t, func(t *testing.T, f *fixture) {
+		f.turn("u1", "s1", "I only use organic fertiliser")
+		if n, _ := f.p.Lag(); n != 0 {
+			t.Fatalf("after 1 turn: %d jobs, want 0", n)
 		}
-	}
-	// Events reached the store with IDs, actor, session and time.
-	evs, _ := f.store.Events(ctx, "u1", "s1")
-	if len(evs) != 8 || evs[0].ID == "" || evs[0].ActorID != "u1" || evs[0].SessionID != "s1" || evs[0].Timestamp.IsZero() {
-		t.Fatalf("events %+v", evs)
-	}
-	// Nothing is extracted twice: a second job over the same session is a no-op.
-	f.turn("u1", "s1", "ok")
-	f.turn("u1", "s1", "ㅋㅋ")
-	f.drain()
-	if got := f.active("u1"); len(got) != 2 {
-		t.Fatalf("after noise: %q", contents(got))
-	}
+		f.turn("u1", "s1", "hello")
+		if n, _ := f.p.Lag(); n != 1 {
+			t.Fatalf("after 2 turns: %d jobs, want 1", n)
+		}
+		f.turn("u1", "s1", "call me Jin")
+		f.turn("u1", "s1", "thanks!")
+		if n, _ := f.p.Lag(); n != 1 {
+			t.Fatalf("after 4 turns: %d jobs, want 1 (the waiting job covers the new events)", n)
+		}
+		if ran := f.drain(); ran != 1 {
+			t.Fatalf("ran %d jobs", ran)
+		}
+		got := contents(f.active("u1"))
+		if len(got) != 2 || !strings.Contains(strings.Join(got, "|"), "I only use organic fertiliser") || !strings.Contains(strings.Join(got, "|"), "Call me Jin") {
+			t.Fatalf("records %q", got)
+		}
+		for _, r := range f.active("u1") {
+			if r.Namespace != "/main/u1/long_term/" || len(r.Sources) != 1 || r.Importance < 0.7 {
+				t.Errorf("record %+v", r)
+			}
+		}
+		// Events reached the store with IDs, actor, session and time.
+		evs, _ := f.store.Events(ctx, "u1", "s1")
+		if len(evs) != 8 || evs[0].ID == "" || evs[0].ActorID != "u1" || evs[0].SessionID != "s1" || evs[0].Timestamp.IsZero() {
+			t.Fatalf("events %+v", evs)
+		}
+		// Nothing is extracted twice: a second job over the same session is a no-op.
+		f.turn("u1", "s1", "ok")
+		f.turn("u1", "s1", "ㅋㅋ")
+		f.drain()
+		if got := f.active("u1"); len(got) != 2 {
+			t.Fatalf("after noise: %q", contents(got))
+		}
+	})
 }
 
 func TestExtractionTablesThroughPipeline(t *testing.T) {
@@ -176,25 +226,27 @@ func TestExtractionTablesThroughPipeline(t *testing.T) {
 		{"noise only", []string{"ok", "haha", "thanks!", "ㅋㅋ", "네"}, map[memory.Strategy][]string{}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newMemFixture(t)
-			for _, s := range tt.turns {
-				f.turn("u1", "s1", s)
-			}
-			if err := f.p.Flush(ctx, "main", "u1", "s1"); err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range []memory.Strategy{memory.StrategyUserPreference, memory.StrategySemantic, memory.StrategyProcedural} {
-				got := contents(f.active("u1", s))
-				if strings.Join(sorted(got), "|") != strings.Join(sorted(tt.want[s]), "|") {
-					t.Errorf("%s: got %q, want %q", s, got, tt.want[s])
+		for _, kind := range storeKinds {
+			t.Run(kind+"/"+tt.name, func(t *testing.T) {
+				f := newFixture(t, kind)
+				for _, s := range tt.turns {
+					f.turn("u1", "s1", s)
 				}
-			}
-			// Nothing from noise reaches staging either.
-			if st, _ := f.p.Staged(ctx, "u1"); tt.name == "noise only" && len(st) != 0 {
-				t.Errorf("noise staged: %q", contents(st))
-			}
-		})
+				if err := f.p.Flush(ctx, "main", "u1", "s1"); err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range []memory.Strategy{memory.StrategyUserPreference, memory.StrategySemantic, memory.StrategyProcedural} {
+					got := contents(f.active("u1", s))
+					if strings.Join(sorted(got), "|") != strings.Join(sorted(tt.want[s]), "|") {
+						t.Errorf("%s: got %q, want %q", s, got, tt.want[s])
+					}
+				}
+				// Nothing from noise reaches staging either.
+				if st, _ := f.p.Staged(ctx, "u1"); tt.name == "noise only" && len(st) != 0 {
+					t.Errorf("noise staged: %q", contents(st))
+				}
+			})
+		}
 	}
 }
 
@@ -211,140 +263,143 @@ func sorted(ss []string) []string {
 }
 
 func TestSupersedeKeepsHistory(t *testing.T) {
-	f := newMemFixture(t)
-	f.turn("u1", "s1", "I only use organic fertiliser")
-	f.turn("u1", "s1", "ok")
-	f.drain()
-	f.clk.Add(72 * time.Hour)
-	f.turn("u1", "s2", "I only use chemical fertiliser now")
-	f.turn("u1", "s2", "thanks")
-	f.drain()
-	var old, cur memory.Record
-	for _, r := range f.mem.all("u1") {
-		switch r.Content {
-		case "I only use organic fertiliser":
-			old = r
-		case "I only use chemical fertiliser now":
-			cur = r
+	forStores(t, func(t *testing.T, f *fixture) {
+		f.turn("u1", "s1", "I only use organic fertiliser")
+		f.turn("u1", "s1", "ok")
+		f.drain()
+		f.clk.Add(72 * time.Hour)
+		f.turn("u1", "s2", "I only use chemical fertiliser now")
+		f.turn("u1", "s2", "thanks")
+		f.drain()
+		var old, cur memory.Record
+		for _, r := range f.all("u1") {
+			switch r.Content {
+			case "I only use organic fertiliser":
+				old = r
+			case "I only use chemical fertiliser now":
+				cur = r
+			}
 		}
-	}
-	if old.Status != memory.StatusSuperseded || cur.Status != memory.StatusActive {
-		t.Fatalf("statuses old=%s new=%s", old.Status, cur.Status)
-	}
-	if old.Metadata[keySupersededBy] != cur.ID {
-		t.Errorf("old supersededBy = %v, want %s", old.Metadata[keySupersededBy], cur.ID)
-	}
-	if ids, _ := cur.Metadata[keySupersedes].([]string); len(ids) != 1 || ids[0] != old.ID {
-		t.Errorf("new supersedes = %v, want [%s]", cur.Metadata[keySupersedes], old.ID)
-	}
-	if at, ok := timeMeta(old.Metadata[keySupersededAt]); !ok || !at.After(old.CreatedAt) {
-		t.Errorf("supersededAt %v", old.Metadata[keySupersededAt])
-	}
-	// Saying the old thing again later re-asserts it: a new active record
-	// supersedes the chemical one.
-	f.clk.Add(24 * time.Hour)
-	f.turn("u1", "s3", "I only use organic fertiliser")
-	f.turn("u1", "s3", "ok")
-	f.drain()
-	act := contents(f.active("u1", memory.StrategyUserPreference))
-	if len(act) != 1 || act[0] != "I only use organic fertiliser" {
-		t.Fatalf("after re-assertion: %q", act)
-	}
-	// Re-running extraction over old events (a rerun or a harvest) does not
-	// flip the state back: the stale statement merges into history.
-	if _, err := f.p.Harvest(ctx, "main", "u1"); err != nil {
-		t.Fatal(err)
-	}
-	act = contents(f.active("u1", memory.StrategyUserPreference))
-	if len(act) != 1 || act[0] != "I only use organic fertiliser" {
-		t.Fatalf("after harvest: %q", act)
-	}
+		if old.Status != memory.StatusSuperseded || cur.Status != memory.StatusActive {
+			t.Fatalf("statuses old=%s new=%s", old.Status, cur.Status)
+		}
+		if old.Metadata[keySupersededBy] != cur.ID {
+			t.Errorf("old supersededBy = %v, want %s", old.Metadata[keySupersededBy], cur.ID)
+		}
+		if ids, _ := cur.Metadata[keySupersedes].([]string); len(ids) != 1 || ids[0] != old.ID {
+			t.Errorf("new supersedes = %v, want [%s]", cur.Metadata[keySupersedes], old.ID)
+		}
+		if at, ok := timeMeta(old.Metadata[keySupersededAt]); !ok || !at.After(old.CreatedAt) {
+			t.Errorf("supersededAt %v", old.Metadata[keySupersededAt])
+		}
+		// Saying the old thing again later re-asserts it: a new active record
+		// supersedes the chemical one.
+		f.clk.Add(24 * time.Hour)
+		f.turn("u1", "s3", "I only use organic fertiliser")
+		f.turn("u1", "s3", "ok")
+		f.drain()
+		act := contents(f.active("u1", memory.StrategyUserPreference))
+		if len(act) != 1 || act[0] != "I only use organic fertiliser" {
+			t.Fatalf("after re-assertion: %q", act)
+		}
+		// Re-running extraction over old events (a rerun or a harvest) does not
+		// flip the state back: the stale statement merges into history.
+		if _, err := f.p.Harvest(ctx, "main", "u1"); err != nil {
+			t.Fatal(err)
+		}
+		act = contents(f.active("u1", memory.StrategyUserPreference))
+		if len(act) != 1 || act[0] != "I only use organic fertiliser" {
+			t.Fatalf("after harvest: %q", act)
+		}
+	})
 }
 
 func TestDuplicatesMerge(t *testing.T) {
-	f := newMemFixture(t)
-	f.turn("u1", "s1", "I have a fig tree")
-	f.turn("u1", "s1", "ok")
-	f.drain()
-	first := f.active("u1")
-	if len(first) != 1 {
-		t.Fatalf("records %q", contents(first))
-	}
-	f.clk.Add(time.Hour)
-	f.turn("u1", "s2", "i have a FIG tree!!") // same normalised hash
-	f.turn("u1", "s2", "I have a fig tree.")  // same again
-	f.drain()
-	got := f.active("u1")
-	if len(got) != 1 {
-		t.Fatalf("duplicates not merged: %q", contents(got))
-	}
-	r := got[0]
-	if r.ID != first[0].ID || len(r.Sources) != 3 || !r.UpdatedAt.After(first[0].UpdatedAt) {
-		t.Fatalf("merged record %+v", r)
-	}
-	// High token overlap in the same namespace merges too.
-	f.turn("u1", "s3", "I have raised beds with very fast drainage")
-	f.turn("u1", "s3", "I have raised beds with fast drainage")
-	f.drain()
-	if n := len(f.active("u1", memory.StrategySemantic)); n != 2 {
-		t.Fatalf("overlap not merged: %q", contents(f.active("u1")))
-	}
+	forStores(t, func(t *testing.T, f *fixture) {
+		f.turn("u1", "s1", "I have a fig tree")
+		f.turn("u1", "s1", "ok")
+		f.drain()
+		first := f.active("u1")
+		if len(first) != 1 {
+			t.Fatalf("records %q", contents(first))
+		}
+		f.clk.Add(time.Hour)
+		f.turn("u1", "s2", "i have a FIG tree!!") // same normalised hash
+		f.turn("u1", "s2", "I have a fig tree.")  // same again
+		f.drain()
+		got := f.active("u1")
+		if len(got) != 1 {
+			t.Fatalf("duplicates not merged: %q", contents(got))
+		}
+		r := got[0]
+		if r.ID != first[0].ID || len(r.Sources) != 3 || !r.UpdatedAt.After(first[0].UpdatedAt) {
+			t.Fatalf("merged record %+v", r)
+		}
+		// High token overlap in the same namespace merges too.
+		f.turn("u1", "s3", "I have raised beds with very fast drainage")
+		f.turn("u1", "s3", "I have raised beds with fast drainage")
+		f.drain()
+		if n := len(f.active("u1", memory.StrategySemantic)); n != 2 {
+			t.Fatalf("overlap not merged: %q", contents(f.active("u1")))
+		}
+	})
 }
 
 func TestDurableQueueSurvivesCrash(t *testing.T) {
-	f := newMemFixture(t)
-	f.turn("u1", "s1", "I only use organic fertiliser")
-	f.turn("u1", "s1", "call me Jin")
-	// A worker claims the job and "crashes" before completing it.
-	j, ok, err := f.p.q.claim(ctx, f.p.opts.Lease, f.clk.Now())
-	if err != nil || !ok {
-		t.Fatalf("claim: %v %v", ok, err)
-	}
-	if err := f.p.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// Restart: while the lease holds, the job is invisible…
-	f.open()
-	if ran, err := f.p.RunOnce(ctx); err != nil || ran {
-		t.Fatalf("job visible during its lease: ran=%v err=%v", ran, err)
-	}
-	if n, _ := f.p.Lag(); n != 1 {
-		t.Fatalf("job lost: lag %d", n)
-	}
-	// …and after it expires the job reruns and nothing is lost.
-	f.clk.Add(2 * time.Minute)
-	j2, ok, err := f.p.q.claim(ctx, f.p.opts.Lease, f.clk.Now())
-	if err != nil || !ok || j2.ID != j.ID || j2.Attempts != 2 {
-		t.Fatalf("reclaim: %+v ok=%v err=%v (first %+v)", j2, ok, err, j)
-	}
-	// Crash again, this time after the records were written but before
-	// the job completed: the rerun must not duplicate them.
-	if err := f.p.extractSession(ctx, j2.AgentID, j2.ActorID, j2.SessionID, false, func(sessionState, bool) error {
-		return errors.New("crash before commit")
-	}); err == nil {
-		t.Fatal("want the injected crash")
-	}
-	if got := f.active("u1"); len(got) != 2 {
-		t.Fatalf("records after the partial run: %q", contents(got))
-	}
-	f.p.Close()
-	f.open()
-	f.clk.Add(2 * time.Minute)
-	if ran := f.drain(); ran != 1 {
-		t.Fatalf("rerun ran %d jobs", ran)
-	}
-	got := f.active("u1")
-	if len(got) != 2 {
-		t.Fatalf("after rerun: %q", contents(got))
-	}
-	for _, r := range got {
-		if len(r.Sources) != 1 {
-			t.Errorf("%q has sources %v", r.Content, r.Sources)
+	forStores(t, func(t *testing.T, f *fixture) {
+		f.turn("u1", "s1", "I only use organic fertiliser")
+		f.turn("u1", "s1", "call me Jin")
+		// A worker claims the job and "crashes" before completing it.
+		j, ok, err := f.p.q.claim(ctx, f.p.opts.Lease, f.clk.Now())
+		if err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
 		}
-	}
-	if n, _ := f.p.Lag(); n != 0 {
-		t.Fatalf("lag %d after completion", n)
-	}
+		if err := f.p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// Restart: while the lease holds, the job is invisible…
+		f.open()
+		if ran, err := f.p.RunOnce(ctx); err != nil || ran {
+			t.Fatalf("job visible during its lease: ran=%v err=%v", ran, err)
+		}
+		if n, _ := f.p.Lag(); n != 1 {
+			t.Fatalf("job lost: lag %d", n)
+		}
+		// …and after it expires the job reruns and nothing is lost.
+		f.clk.Add(2 * time.Minute)
+		j2, ok, err := f.p.q.claim(ctx, f.p.opts.Lease, f.clk.Now())
+		if err != nil || !ok || j2.ID != j.ID || j2.Attempts != 2 {
+			t.Fatalf("reclaim: %+v ok=%v err=%v (first %+v)", j2, ok, err, j)
+		}
+		// Crash again, this time after the records were written but before
+		// the job completed: the rerun must not duplicate them.
+		if err := f.p.extractSession(ctx, j2.AgentID, j2.ActorID, j2.SessionID, false, func(sessionState, bool) error {
+			return errors.New("crash before commit")
+		}); err == nil {
+			t.Fatal("want the injected crash")
+		}
+		if got := f.active("u1"); len(got) != 2 {
+			t.Fatalf("records after the partial run: %q", contents(got))
+		}
+		f.p.Close()
+		f.open()
+		f.clk.Add(2 * time.Minute)
+		if ran := f.drain(); ran != 1 {
+			t.Fatalf("rerun ran %d jobs", ran)
+		}
+		got := f.active("u1")
+		if len(got) != 2 {
+			t.Fatalf("after rerun: %q", contents(got))
+		}
+		for _, r := range got {
+			if len(r.Sources) != 1 {
+				t.Errorf("%q has sources %v", r.Content, r.Sources)
+			}
+		}
+		if n, _ := f.p.Lag(); n != 0 {
+			t.Fatalf("lag %d after completion", n)
+		}
+	})
 }
 
 // failingExtractor fails a set number of times, then delegates to Rules.
@@ -410,42 +465,43 @@ func TestFailedJobRetriesWithBackoffThenDies(t *testing.T) {
 }
 
 func TestIdleQueuesSummary(t *testing.T) {
-	f := newMemFixture(t)
-	f.turn("u1", "s1", "My tomatoes have yellow leaves")
-	f.turn("u1", "s1", "I only use organic fertiliser")
-	f.turn("u1", "s1", "what should I do?")
-	f.drain()
-	if n, _ := f.p.SweepIdle(ctx); n != 0 {
-		t.Fatalf("idle before IdleAfter: %d", n)
-	}
-	f.clk.Add(11 * time.Minute)
-	if n, _ := f.p.SweepIdle(ctx); n != 1 {
-		t.Fatalf("idle sweep enqueued %d", n)
-	}
-	if n, _ := f.p.SweepIdle(ctx); n != 0 {
-		t.Fatalf("second sweep enqueued %d", n)
-	}
-	f.drain()
-	sums := f.active("u1", memory.StrategySummary)
-	if len(sums) != 1 {
-		t.Fatalf("summaries: %q (all: %q)", contents(sums), contents(f.mem.all("u1")))
-	}
-	s := sums[0]
-	if s.Namespace != "/main/u1/episodic/s1/" || !strings.Contains(s.Content, "yellow leaves") || s.Metadata["type"] != "summary" {
-		t.Fatalf("summary %+v", s)
-	}
-	// A later turn and idle period update the same summary record.
-	f.turn("u1", "s1", "I have a fig tree too")
-	f.clk.Add(11 * time.Minute)
-	f.p.SweepIdle(ctx)
-	f.drain()
-	sums = f.active("u1", memory.StrategySummary)
-	if len(sums) != 1 || sums[0].ID != s.ID || !strings.Contains(sums[0].Content, "fig") {
-		t.Fatalf("summary not updated in place: %q", contents(sums))
-	}
-	if len(f.active("u1", memory.StrategySemantic)) != 2 { // tomatoes' leaves, fig tree
-		t.Fatalf("idle job did not extract the pending turn: %q", contents(f.mem.all("u1")))
-	}
+	forStores(t, func(t *testing.T, f *fixture) {
+		f.turn("u1", "s1", "My tomatoes have yellow leaves")
+		f.turn("u1", "s1", "I only use organic fertiliser")
+		f.turn("u1", "s1", "what should I do?")
+		f.drain()
+		if n, _ := f.p.SweepIdle(ctx); n != 0 {
+			t.Fatalf("idle before IdleAfter: %d", n)
+		}
+		f.clk.Add(11 * time.Minute)
+		if n, _ := f.p.SweepIdle(ctx); n != 1 {
+			t.Fatalf("idle sweep enqueued %d", n)
+		}
+		if n, _ := f.p.SweepIdle(ctx); n != 0 {
+			t.Fatalf("second sweep enqueued %d", n)
+		}
+		f.drain()
+		sums := f.active("u1", memory.StrategySummary)
+		if len(sums) != 1 {
+			t.Fatalf("summaries: %q (all: %q)", contents(sums), contents(f.all("u1")))
+		}
+		s := sums[0]
+		if s.Namespace != "/main/u1/episodic/s1/" || !strings.Contains(s.Content, "yellow leaves") || s.Metadata["type"] != "summary" {
+			t.Fatalf("summary %+v", s)
+		}
+		// A later turn and idle period update the same summary record.
+		f.turn("u1", "s1", "I have a fig tree too")
+		f.clk.Add(11 * time.Minute)
+		f.p.SweepIdle(ctx)
+		f.drain()
+		sums = f.active("u1", memory.StrategySummary)
+		if len(sums) != 1 || sums[0].ID != s.ID || !strings.Contains(sums[0].Content, "fig") {
+			t.Fatalf("summary not updated in place: %q", contents(sums))
+		}
+		if len(f.active("u1", memory.StrategySemantic)) != 2 { // tomatoes' leaves, fig tree
+			t.Fatalf("idle job did not extract the pending turn: %q", contents(f.all("u1")))
+		}
+	})
 }
 
 func TestWorkersRunInBackground(t *testing.T) {
@@ -476,35 +532,37 @@ func TestWorkersRunInBackground(t *testing.T) {
 }
 
 func TestRecordTurnRejectsBadInput(t *testing.T) {
-	f := newMemFixture(t)
-	for _, c := range [][3]string{{"", "u", "s"}, {"main", "", "s"}, {"main", "u", ""}, {"main", "u\n1", "s"}, {"main", strings.Repeat("x", 300), "s"}} {
-		if err := f.p.RecordTurn(ctx, c[0], c[1], c[2], []memory.Event{{Role: "user", Text: "hi"}}); !errors.Is(err, ErrInvalid) {
-			t.Errorf("%q: err %v, want ErrInvalid", c, err)
+	forStores(t, func(t *testing.T, f *fixture) {
+		for _, c := range [][3]string{{"", "u", "s"}, {"main", "", "s"}, {"main", "u", ""}, {"main", "u\n1", "s"}, {"main", strings.Repeat("x", 300), "s"}} {
+			if err := f.p.RecordTurn(ctx, c[0], c[1], c[2], []memory.Event{{Role: "user", Text: "hi"}}); !errors.Is(err, ErrInvalid) {
+				t.Errorf("%q: err %v, want ErrInvalid", c, err)
+			}
 		}
-	}
-	if err := f.p.RecordTurn(ctx, "main", "u1", "s1", []memory.Event{{ActorID: "u2", Role: "user", Text: "hi"}}); !errors.Is(err, ErrInvalid) {
-		t.Errorf("foreign actor: %v", err)
-	}
-	if _, err := New(nil, Options{}); err == nil {
-		t.Error("New(nil) succeeded")
-	}
-	if _, err := New(newMemStore(), Options{}); err == nil {
-		t.Error("New without a jobs path succeeded")
-	}
-	if _, err := New(newMemStore(), Options{Home: t.TempDir(), Thresholds: gate.Thresholds{Stage: 0.9, Store: 0.5}}); err == nil {
-		t.Error("New with inverted thresholds succeeded")
-	}
+		if err := f.p.RecordTurn(ctx, "main", "u1", "s1", []memory.Event{{ActorID: "u2", Role: "user", Text: "hi"}}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("foreign actor: %v", err)
+		}
+		if _, err := New(nil, Options{}); err == nil {
+			t.Error("New(nil) succeeded")
+		}
+		if _, err := New(newMemStore(), Options{}); err == nil {
+			t.Error("New without a jobs path succeeded")
+		}
+		if _, err := New(newMemStore(), Options{Home: t.TempDir(), Thresholds: gate.Thresholds{Stage: 0.9, Store: 0.5}}); err == nil {
+			t.Error("New with inverted thresholds succeeded")
+		}
+	})
 }
 
 func TestActorsAreIsolated(t *testing.T) {
-	f := newMemFixture(t)
-	f.turn("12", "s1", "I only use organic fertiliser")
-	f.turn("12", "s1", "ok")
-	f.turn("123", "s1", "I only use chemical fertiliser")
-	f.turn("123", "s1", "ok")
-	f.drain()
-	a, b := f.active("12"), f.active("123")
-	if len(a) != 1 || len(b) != 1 || a[0].Status != memory.StatusActive || b[0].Status != memory.StatusActive {
-		t.Fatalf("actor 12: %q, actor 123: %q — one must not supersede the other", contents(a), contents(b))
-	}
+	forStores(t, func(t *testing.T, f *fixture) {
+		f.turn("12", "s1", "I only use organic fertiliser")
+		f.turn("12", "s1", "ok")
+		f.turn("123", "s1", "I only use chemical fertiliser")
+		f.turn("123", "s1", "ok")
+		f.drain()
+		a, b := f.active("12"), f.active("123")
+		if len(a) != 1 || len(b) != 1 || a[0].Status != memory.StatusActive || b[0].Status != memory.StatusActive {
+			t.Fatalf("actor 12: %q, actor 123: %q — one must not supersede the other", contents(a), contents(b))
+		}
+	})
 }

@@ -46,7 +46,7 @@ func (p *Pipeline) Staged(ctx context.Context, actorID string) ([]memory.Record,
 			return nil, fmt.Errorf("staged %s/%s: %w", ag, actorID, err)
 		}
 		for _, h := range hits {
-			if h.Record.Status == memory.StatusStaged && !seen[h.Record.ID] {
+			if h.Record.Status == memory.StatusStaged && !isEvent(h.Record) && !seen[h.Record.ID] {
 				seen[h.Record.ID] = true
 				out = append(out, h.Record)
 			}
@@ -223,6 +223,9 @@ func (p *Pipeline) Harvest(ctx context.Context, agentID, actorID string) (n int,
 	}
 	for _, h := range hits {
 		r := h.Record
+		if isEvent(r) {
+			continue // read above as an event
+		}
 		at := r.CreatedAt
 		if t, ok := timeMeta(r.Metadata[keyStatedAt]); ok {
 			at = t

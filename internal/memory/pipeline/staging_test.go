@@ -15,9 +15,10 @@ import (
 
 // stagingFixture stores nothing directly: Store 0.9 sends the ordinary
 // rule candidates (≈0.7–0.85) to staging.
-func stagingFixture(t *testing.T, store memory.Store, mem *memStore) *fixture {
-	f := &fixture{t: t, store: store, mem: mem, clk: &clock{t: time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)},
-		path: filepath.Join(t.TempDir(), "jobs.db")}
+func stagingFixture(t *testing.T, kind string) *fixture {
+	clk := newClock()
+	store := openStore(t, kind, clk)
+	f := &fixture{t: t, store: store, clk: clk, path: filepath.Join(t.TempDir(), "jobs.db")}
 	p, err := New(store, Options{JobsPath: f.path, Now: f.clk.Now, Thresholds: gate.Thresholds{Stage: 0.4, Store: 0.9}})
 	if err != nil {
 		t.Fatal(err)
@@ -28,16 +29,12 @@ func stagingFixture(t *testing.T, store memory.Store, mem *memStore) *fixture {
 }
 
 func TestStagingApproveRejectNeverProposedAgain(t *testing.T) {
-	for _, variant := range []string{"pipeline table", "store RejectionStore"} {
+	// "mem" keeps rejections in the pipeline's own table; the others in
+	// the store's memory.RejectionStore.
+	for _, variant := range []string{"mem", "mem+rejections", "sqlite"} {
 		t.Run(variant, func(t *testing.T) {
-			mem := newMemStore()
-			var store memory.Store = mem
-			var rs *rejectingStore
-			if variant == "store RejectionStore" {
-				rs = &rejectingStore{memStore: mem, rej: map[string]bool{}}
-				store = rs
-			}
-			f := stagingFixture(t, store, mem)
+			f := stagingFixture(t, variant)
+			rs, _ := f.store.(*rejectingStore)
 			f.turn("u1", "s1", "I like jazz")
 			f.turn("u1", "s1", "I like rock music")
 			f.drain()
@@ -79,7 +76,7 @@ func TestStagingApproveRejectNeverProposedAgain(t *testing.T) {
 			if err := f.p.Flush(ctx, "main", "u1", "s2"); err != nil {
 				t.Fatal(err)
 			}
-			for _, r := range f.mem.all("u1") {
+			for _, r := range f.all("u1") {
 				if strings.EqualFold(strings.Trim(r.Content, "!"), "I like rock music") && r.ID != rock.ID {
 					t.Fatalf("rejected content proposed again: %+v", r)
 				}
@@ -103,108 +100,111 @@ func TestStagingApproveRejectNeverProposedAgain(t *testing.T) {
 }
 
 func TestApproveSupersedesAndErrors(t *testing.T) {
-	f := stagingFixture(t, newMemStore(), nil)
-	f.mem = f.store.(*memStore)
-	f.turn("u1", "s1", "I only use organic fertiliser")
-	f.turn("u1", "s1", "I only use chemical fertiliser")
-	f.drain()
-	st, _ := f.p.Staged(ctx, "u1")
-	if len(st) != 2 {
-		t.Fatalf("staged %q", contents(st))
-	}
-	if _, err := f.p.Approve(ctx, st[0].ID); err != nil {
-		t.Fatal(err)
-	}
-	second, err := f.p.Approve(ctx, st[1].ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, _ := f.store.Get(ctx, st[0].ID)
-	if first.Status != memory.StatusSuperseded || first.Metadata[keySupersededBy] != second.ID {
-		t.Fatalf("approved contradiction did not supersede: %+v", first)
-	}
-	if _, err := f.p.Approve(ctx, st[0].ID); !errors.Is(err, ErrNotStaged) {
-		t.Errorf("approve superseded: %v", err)
-	}
-	if err := f.p.Reject(ctx, second.ID); !errors.Is(err, ErrNotStaged) {
-		t.Errorf("reject active: %v", err)
-	}
-	if err := f.p.Reject(ctx, "nope"); !errors.Is(err, memory.ErrNotFound) {
-		t.Errorf("reject unknown: %v", err)
-	}
-	if _, err := f.p.Approve(ctx, ""); !errors.Is(err, ErrInvalid) {
-		t.Errorf("approve empty id: %v", err)
-	}
-}
-
-func TestWriteEpisodicGoesThroughTheGate(t *testing.T) {
-	f := newMemFixture(t)
-	tests := []struct {
-		text string
-		want Outcome
-	}{
-		{"ok", OutcomeDropped},
-		{"ㅋㅋ", OutcomeDropped},
-		{"The user's fig tree has leaf rust since 2026-06-03", OutcomeStaged},
-		{"Remember that the user is allergic to bees", OutcomeStored},
-		{"Remember that the user is allergic to bees!", OutcomeMerged},
-	}
-	for _, tt := range tests {
-		res, err := f.p.WriteEpisodic(ctx, "main", "u1", "s1", tt.text)
+	forStores(t, func(t *testing.T, _ *fixture) {
+		f := stagingFixture(t, t.Name()[strings.LastIndex(t.Name(), "/")+1:])
+		f.turn("u1", "s1", "I only use organic fertiliser")
+		f.turn("u1", "s1", "I only use chemical fertiliser")
+		f.drain()
+		st, _ := f.p.Staged(ctx, "u1")
+		if len(st) != 2 {
+			t.Fatalf("staged %q", contents(st))
+		}
+		if _, err := f.p.Approve(ctx, st[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		second, err := f.p.Approve(ctx, st[1].ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Outcome != tt.want {
-			t.Errorf("%q: %s (score %.3f), want %s", tt.text, res.Outcome, res.Score, tt.want)
+		first, _ := f.store.Get(ctx, st[0].ID)
+		if first.Status != memory.StatusSuperseded || first.Metadata[keySupersededBy] != second.ID {
+			t.Fatalf("approved contradiction did not supersede: %+v", first)
 		}
-		if tt.want == OutcomeStored || tt.want == OutcomeStaged {
-			r := res.Record
-			if r.Strategy != memory.StrategyEpisodic || r.Namespace != "/main/u1/episodic/s1/" || r.ID == "" {
-				t.Errorf("%q: record %+v", tt.text, r)
+		if _, err := f.p.Approve(ctx, st[0].ID); !errors.Is(err, ErrNotStaged) {
+			t.Errorf("approve superseded: %v", err)
+		}
+		if err := f.p.Reject(ctx, second.ID); !errors.Is(err, ErrNotStaged) {
+			t.Errorf("reject active: %v", err)
+		}
+		if err := f.p.Reject(ctx, "nope"); !errors.Is(err, memory.ErrNotFound) {
+			t.Errorf("reject unknown: %v", err)
+		}
+		if _, err := f.p.Approve(ctx, ""); !errors.Is(err, ErrInvalid) {
+			t.Errorf("approve empty id: %v", err)
+		}
+	})
+}
+
+func TestWriteEpisodicGoesThroughTheGate(t *testing.T) {
+	forStores(t, func(t *testing.T, f *fixture) {
+		tests := []struct {
+			text string
+			want Outcome
+		}{
+			{"ok", OutcomeDropped},
+			{"ㅋㅋ", OutcomeDropped},
+			{"The user's fig tree has leaf rust since 2026-06-03", OutcomeStaged},
+			{"Remember that the user is allergic to bees", OutcomeStored},
+			{"Remember that the user is allergic to bees!", OutcomeMerged},
+		}
+		for _, tt := range tests {
+			res, err := f.p.WriteEpisodic(ctx, "main", "u1", "s1", tt.text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != tt.want {
+				t.Errorf("%q: %s (score %.3f), want %s", tt.text, res.Outcome, res.Score, tt.want)
+			}
+			if tt.want == OutcomeStored || tt.want == OutcomeStaged {
+				r := res.Record
+				if r.Strategy != memory.StrategyEpisodic || r.Namespace != "/main/u1/episodic/s1/" || r.ID == "" {
+					t.Errorf("%q: record %+v", tt.text, r)
+				}
 			}
 		}
-	}
-	// memory_write never touches the long-term layers.
-	for _, r := range f.mem.all("u1") {
-		if r.Strategy != memory.StrategyEpisodic {
-			t.Errorf("memory_write wrote %s record %q", r.Strategy, r.Content)
+		// memory_write never touches the long-term layers.
+		for _, r := range f.all("u1") {
+			if r.Strategy != memory.StrategyEpisodic {
+				t.Errorf("memory_write wrote %s record %q", r.Strategy, r.Content)
+			}
 		}
-	}
-	for _, bad := range []string{"", "   ", strings.Repeat("x", MaxWriteBytes+1), "\xff\xfe"} {
-		if _, err := f.p.WriteEpisodic(ctx, "main", "u1", "s1", bad); !errors.Is(err, ErrInvalid) {
-			t.Errorf("WriteEpisodic(%.10q): %v, want ErrInvalid", bad, err)
+		for _, bad := range []string{"", "   ", strings.Repeat("x", MaxWriteBytes+1), "\xff\xfe"} {
+			if _, err := f.p.WriteEpisodic(ctx, "main", "u1", "s1", bad); !errors.Is(err, ErrInvalid) {
+				t.Errorf("WriteEpisodic(%.10q): %v, want ErrInvalid", bad, err)
+			}
 		}
-	}
+	})
 }
 
 func TestHarvestDistilsEpisodicIntoSemantic(t *testing.T) {
-	f := newMemFixture(t)
-	f.turn("u1", "s1", "I have a fig tree")
-	f.turn("u1", "s1", "ok")
-	f.drain()
-	res, err := f.p.WriteEpisodic(ctx, "main", "u1", "s1", "Remember that the user has a lemon tree in the garden")
-	if err != nil || res.Outcome != OutcomeStored {
-		t.Fatalf("note: %+v %v", res, err)
-	}
-	n, err := f.p.Harvest(ctx, "main", "u1")
-	if err != nil || n != 1 {
-		t.Fatalf("harvest = %d, %v; want 1 (the fig tree merges)", n, err)
-	}
-	var lemon memory.Record
-	for _, r := range f.active("u1", memory.StrategySemantic) {
-		if strings.Contains(r.Content, "lemon") {
-			lemon = r
+	forStores(t, func(t *testing.T, f *fixture) {
+		f.turn("u1", "s1", "I have a fig tree")
+		f.turn("u1", "s1", "ok")
+		f.drain()
+		res, err := f.p.WriteEpisodic(ctx, "main", "u1", "s1", "Remember that the user has a lemon tree in the garden")
+		if err != nil || res.Outcome != OutcomeStored {
+			t.Fatalf("note: %+v %v", res, err)
 		}
-	}
-	if lemon.ID == "" || lemon.Namespace != "/main/u1/long_term/" || len(lemon.Sources) != 1 || lemon.Sources[0] != res.Record.ID {
-		t.Fatalf("harvested record %+v (note %s)", lemon, res.Record.ID)
-	}
-	if n, err := f.p.Harvest(ctx, "main", "u1"); err != nil || n != 0 {
-		t.Fatalf("second harvest = %d, %v", n, err)
-	}
-	if n, err := f.p.Harvest(ctx, "main", "nobody"); err != nil || n != 0 {
-		t.Fatalf("harvest of an unknown actor = %d, %v", n, err)
-	}
+		n, err := f.p.Harvest(ctx, "main", "u1")
+		if err != nil || n != 1 {
+			t.Fatalf("harvest = %d, %v; want 1 (the fig tree merges)", n, err)
+		}
+		var lemon memory.Record
+		for _, r := range f.active("u1", memory.StrategySemantic) {
+			if strings.Contains(r.Content, "lemon") {
+				lemon = r
+			}
+		}
+		if lemon.ID == "" || lemon.Namespace != "/main/u1/long_term/" || len(lemon.Sources) != 1 || lemon.Sources[0] != res.Record.ID {
+			t.Fatalf("harvested record %+v (note %s)", lemon, res.Record.ID)
+		}
+		if n, err := f.p.Harvest(ctx, "main", "u1"); err != nil || n != 0 {
+			t.Fatalf("second harvest = %d, %v", n, err)
+		}
+		if n, err := f.p.Harvest(ctx, "main", "nobody"); err != nil || n != 0 {
+			t.Fatalf("harvest of an unknown actor = %d, %v", n, err)
+		}
+	})
 }
 
 func TestHarvestWithLLM(t *testing.T) {
@@ -235,21 +235,22 @@ func TestHarvestWithLLM(t *testing.T) {
 }
 
 func TestForgetDropsPipelineState(t *testing.T) {
-	f := newMemFixture(t)
-	f.turn("u1", "s1", "I like jazz")
-	f.turn("u1", "s1", "ok")
-	f.turn("u2", "s1", "I like jazz")
-	f.turn("u2", "s1", "ok")
-	if n, _ := f.p.Lag(); n != 2 {
-		t.Fatalf("lag %d", n)
-	}
-	if err := f.p.Forget(ctx, "u1"); err != nil {
-		t.Fatal(err)
-	}
-	if n, _ := f.p.Lag(); n != 1 {
-		t.Fatalf("lag after forget %d, want u2's job only", n)
-	}
-	if err := f.p.Forget(ctx, ""); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("forget empty actor: %v", err)
-	}
+	forStores(t, func(t *testing.T, f *fixture) {
+		f.turn("u1", "s1", "I like jazz")
+		f.turn("u1", "s1", "ok")
+		f.turn("u2", "s1", "I like jazz")
+		f.turn("u2", "s1", "ok")
+		if n, _ := f.p.Lag(); n != 2 {
+			t.Fatalf("lag %d", n)
+		}
+		if err := f.p.Forget(ctx, "u1"); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := f.p.Lag(); n != 1 {
+			t.Fatalf("lag after forget %d, want u2's job only", n)
+		}
+		if err := f.p.Forget(ctx, ""); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("forget empty actor: %v", err)
+		}
+	})
 }
