@@ -59,6 +59,18 @@ func (r *Registry) Register(t Tool) error {
 	return nil
 }
 
+// Clone returns a new registry holding the same tools, e.g. the built-ins
+// to which one turn adds the MCP tools it got from mcp.Manager.Tools.
+func (r *Registry) Clone() *Registry {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	c := &Registry{tools: make(map[string]Tool, len(r.tools))}
+	for k, v := range r.tools {
+		c.tools[k] = v
+	}
+	return c
+}
+
 // Get returns the tool registered under name.
 func (r *Registry) Get(name string) (Tool, bool) {
 	r.mu.RLock()

@@ -202,3 +202,24 @@ func TestRunParentCancelled(t *testing.T) {
 		t.Fatalf("err = %v, want context.Canceled and not a timeout", err)
 	}
 }
+
+func TestCloneAndPromptSection(t *testing.T) {
+	base := tool.NewRegistry()
+	_ = base.Register(fakeTool{name: "weather", class: tool.ClassRead})
+	turn := base.Clone()
+	if err := turn.Register(fakeTool{name: "files__write", class: tool.ClassWrite}); err != nil {
+		t.Fatal(err)
+	}
+	if len(base.List()) != 1 || len(turn.List()) != 2 {
+		t.Fatalf("clone shares state: base %d, turn %d", len(base.List()), len(turn.List()))
+	}
+	if got := tool.PromptSection(nil); got != "" {
+		t.Fatalf("empty = %q", got)
+	}
+	got := tool.PromptSection(turn.List())
+	want := "## Tools\n\nYou can call these tools. Tools marked \"may need approval\" can pause until the user approves the exact call.\n\n" +
+		"- files__write (write, may need approval): fake files__write\n- weather (read): fake weather\n"
+	if got != want {
+		t.Fatalf("PromptSection =\n%s\nwant\n%s", got, want)
+	}
+}

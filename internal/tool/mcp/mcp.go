@@ -82,12 +82,24 @@ func NewManager(servers map[string]ServerConfig, logger *slog.Logger) *Manager {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	prefixes := make(map[string]bool)
 	for _, name := range names {
 		cfg := servers[name]
 		if cfg.Class == "" {
 			cfg.Class = tool.ClassWrite
 		}
-		m.servers = append(m.servers, &server{name: name, prefix: sanitize(name), cfg: cfg, logger: logger.With("mcp_server", name)})
+		// Distinct server names stay distinct prefixes after sanitising
+		// ("a b" and "a_b" both sanitise to "a_b").
+		prefix := sanitize(name)
+		if len(prefix) > 40 || prefixes[prefix] {
+			sum := sha256.Sum256([]byte(name))
+			if len(prefix) > 31 {
+				prefix = prefix[:31]
+			}
+			prefix += "_" + hex.EncodeToString(sum[:4])
+		}
+		prefixes[prefix] = true
+		m.servers = append(m.servers, &server{name: name, prefix: prefix, cfg: cfg, logger: logger.With("mcp_server", name)})
 	}
 	return m
 }
@@ -101,19 +113,14 @@ func NewManager(servers map[string]ServerConfig, logger *slog.Logger) *Manager {
 func (m *Manager) Tools(ctx context.Context) ([]tool.Tool, error) {
 	var out []tool.Tool
 	var errs []error
-	used := make(map[string]bool)
 	for _, s := range m.servers {
-		defs, err := s.listTools(ctx)
+		ts, err := s.listTools(ctx)
 		if err != nil {
 			s.logger.Warn("mcp server unavailable", "err", err)
 			errs = append(errs, fmt.Errorf("mcp server %s: %w", s.name, err))
 			continue
 		}
-		for _, d := range defs {
-			name := toolName(s.prefix, d.Name, used)
-			used[name] = true
-			out = append(out, &mcpTool{srv: s, name: name, remote: d.Name, desc: describe(s.name, d), schema: inputSchema(d), class: s.cfg.Class})
-		}
+		out = append(out, ts...)
 	}
 	return out, errors.Join(errs...)
 }
@@ -149,7 +156,7 @@ type server struct {
 
 	mu    sync.Mutex
 	conn  *conn
-	tools []*sdk.Tool // cached for conn; nil = list again
+	tools []tool.Tool // wrapped tools cached for conn; nil = list again
 }
 
 // conn is one live session; dead is closed when it ends.
@@ -229,7 +236,9 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 	return c, nil
 }
 
-func (s *server) listTools(ctx context.Context) ([]*sdk.Tool, error) {
+// listTools returns the server's tools wrapped as tool.Tool, listing them
+// once per connection (again after a tools/list_changed notification).
+func (s *server) listTools(ctx context.Context) ([]tool.Tool, error) {
 	for attempt := 0; ; attempt++ {
 		c, err := s.session(ctx)
 		if err != nil {
@@ -242,26 +251,37 @@ func (s *server) listTools(ctx context.Context) ([]*sdk.Tool, error) {
 		if current && cached != nil {
 			return cached, nil
 		}
-		list := []*sdk.Tool{}
+		var list []*sdk.Tool
+		broken := false
 		for t, err := range c.cs.Tools(ctx, nil) {
 			if err != nil {
-				list = nil
 				if attempt == 0 && ctx.Err() == nil && s.dropIfBroken(c, err) {
+					broken = true
 					break
 				}
 				return nil, fmt.Errorf("list tools: %w", err)
 			}
 			list = append(list, t)
 		}
-		if list == nil {
+		if broken {
 			continue // the connection broke: reconnect once
+		}
+		wrapped := make([]tool.Tool, 0, len(list))
+		used := make(map[string]bool)
+		for _, d := range list {
+			if d == nil {
+				continue
+			}
+			name := toolName(s.prefix, d.Name, used)
+			used[name] = true
+			wrapped = append(wrapped, &mcpTool{srv: s, name: name, remote: d.Name, desc: describe(s.name, d), schema: inputSchema(d), class: s.cfg.Class})
 		}
 		s.mu.Lock()
 		if s.conn == c {
-			s.tools = list
+			s.tools = wrapped
 		}
 		s.mu.Unlock()
-		return list, nil
+		return wrapped, nil
 	}
 }
 

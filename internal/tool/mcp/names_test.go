@@ -70,3 +70,17 @@ func TestLogWriter(t *testing.T) {
 		t.Fatalf("buffer grew to %d", len(w.buf))
 	}
 }
+
+func TestPrefixesStayDistinct(t *testing.T) {
+	m := NewManager(map[string]ServerConfig{"a b": {}, "a_b": {}, "a.b": {}, strings.Repeat("long", 20): {}}, nil)
+	seen := map[string]bool{}
+	for _, s := range m.servers {
+		if seen[s.prefix] || !tool.ValidName(s.prefix) || len(s.prefix) > 40 {
+			t.Fatalf("prefix %q for %q: duplicate, invalid or long", s.prefix, s.name)
+		}
+		seen[s.prefix] = true
+		if s.cfg.Class != tool.ClassWrite {
+			t.Fatalf("default class = %q, want write", s.cfg.Class)
+		}
+	}
+}
