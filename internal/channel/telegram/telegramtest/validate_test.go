@@ -1,0 +1,104 @@
+package telegramtest_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/go-telegram/bot"
+
+	"github.com/tendrilai/tendril/internal/channel/telegram/telegramtest"
+)
+
+func TestValidateHTML(t *testing.T) {
+	tests := []struct {
+		html string
+		ok   bool
+		text string
+	}{
+		{"<b>bold</b> <i>it</i> <u>u</u> <s>s</s>", true, "bold it u s"},
+		{`<a href="https://x.y/?a=1&amp;b=2">l</a>`, true, "l"},
+		{`<pre><code class="language-go">x &lt; y</code></pre>`, true, "x < y"},
+		{"<blockquote>q <b>b</b></blockquote>", true, "q b"},
+		{"<strong>alias</strong> <em>e</em> <del>d</del>", true, "alias e d"},
+		{"&#128512; &#x41; &quot;", true, "😀 A \""},
+		{"a > b", true, "a > b"},
+		{"<div>x</div>", false, ""},
+		{"<b>x</i>", false, ""},
+		{"<b>x", false, ""},
+		{"x</b>", false, ""},
+		{"a < b", false, ""},
+		{"a & b", false, ""},
+		{"&nbsp;", false, ""},
+		{"&copy;", false, ""},
+		{"<b><code>x</code></b>", false, ""},
+		{"<code><b>x</b></code>", false, ""},
+		{"<pre><pre>x</pre></pre>", false, ""},
+		{"<b><pre>x</pre></b>", false, ""},
+		{`<a href="https://a"><a href="https://b">x</a></a>`, false, ""},
+		{"<blockquote><blockquote>x</blockquote></blockquote>", false, ""},
+		{`<a href="javascript:alert(1)">x</a>`, false, ""},
+		{`<a>x</a>`, false, ""},
+		{`<b onclick="x">x</b>`, false, ""},
+		{`<code class="language-go">x</code>`, false, ""},
+		{"   ", false, ""},
+		{"<b></b>", false, ""},
+		{strings.Repeat("x", 4096), true, strings.Repeat("x", 4096)},
+		{strings.Repeat("x", 4097), false, ""},
+		{strings.Repeat("🌱", 2049), false, ""}, // 4098 UTF-16 units
+		{"\xff", false, ""},
+	}
+	for _, tt := range tests {
+		text, err := telegramtest.ValidateHTML(tt.html)
+		if (err == nil) != tt.ok {
+			t.Errorf("ValidateHTML(%.40q) error = %v, want ok=%v", tt.html, err, tt.ok)
+			continue
+		}
+		if tt.ok && text != tt.text {
+			t.Errorf("ValidateHTML(%.40q) text = %.40q, want %.40q", tt.html, text, tt.text)
+		}
+	}
+}
+
+// TestServerSpeaksBotAPI drives the fake through go-telegram/bot, the
+// client the channel uses.
+func TestServerSpeaksBotAPI(t *testing.T) {
+	srv := telegramtest.New(t)
+	b, err := bot.New(telegramtest.Token, bot.WithServerURL(srv.URL), bot.WithSkipGetMe())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := b.SendMessage(ctx, &bot.SendMessageParams{ChatID: 5, Text: "<b>ok</b>", ParseMode: "HTML"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.SendMessage(ctx, &bot.SendMessageParams{ChatID: 5, Text: "<x>bad</x>", ParseMode: "HTML"})
+	if !errors.Is(err, bot.ErrorBadRequest) || !strings.Contains(err.Error(), "can't parse entities") {
+		t.Fatalf("invalid HTML: %v", err)
+	}
+	srv.RateLimit("sendMessage", 1, 9)
+	_, err = b.SendMessage(ctx, &bot.SendMessageParams{ChatID: 5, Text: "x"})
+	var tm *bot.TooManyRequestsError
+	if !errors.As(err, &tm) || tm.RetryAfter != 9 {
+		t.Fatalf("rate limit: %v", err)
+	}
+	f, err := b.GetFile(ctx, &bot.GetFileParams{FileID: "AgACAgIAAxkBAAIBlarge"})
+	if err != nil || f.FileSize != 121503 {
+		t.Fatalf("getFile: %+v %v", f, err)
+	}
+	me, err := b.GetMe(ctx)
+	if err != nil || me.Username != telegramtest.BotUsername {
+		t.Fatalf("getMe: %+v %v", me, err)
+	}
+	if msgs := srv.Messages(5); len(msgs) != 1 || msgs[0].Text != "<b>ok</b>" {
+		t.Fatalf("accepted messages %+v", msgs)
+	}
+	if n := len(srv.Calls("sendMessage")); n != 3 {
+		t.Fatalf("%d sendMessage calls recorded, want 3", n)
+	}
+	bad, _ := bot.New("1:WRONG", bot.WithServerURL(srv.URL), bot.WithSkipGetMe())
+	if _, err := bad.GetMe(ctx); !errors.Is(err, bot.ErrorUnauthorized) {
+		t.Fatalf("wrong token: %v", err)
+	}
+}
