@@ -438,15 +438,16 @@ func loadLocation(tz string) (*time.Location, error) {
 // slot that just ran (zero when scheduling the first run).
 //
 //   - at: the instant itself (only meaningful for the first run).
-//   - every: prev + n·interval for the least n that lands after now, so
-//     missed slots collapse into one run and the grid does not drift; the
-//     first run is now + interval.
-//   - cron: robfig's Next(now) in TZ. On a DST fall-back day the repeated
-//     wall-clock time would fire twice ("30 2 * * *" at 02:30 CEST and again
-//     at 02:30 CET); we skip a next slot whose wall-clock minute equals
-//     prev's, so it fires once. On a spring-forward day robfig skips a time
-//     that does not exist (02:30 in Europe/Berlin on the last Sunday of
-//     March): that day has no run.
+//   - every: CreatedAt + n·interval for the least n that lands after now,
+//     so missed slots collapse into one run and neither retries nor RunNow
+//     shift the grid.
+//   - cron: robfig's Next(now) in TZ. On a DST fall-back day robfig fires a
+//     fixed time in the repeated hour twice ("30 2 * * *" at 02:30 CEST and
+//     again at 02:30 CET); like Vixie cron we skip a next slot whose
+//     wall-clock minute equals prev's, so it fires once. Expressions whose
+//     hour field matches every hour ("0 * * * *") keep both real hours. On a
+//     spring-forward day robfig skips a time that does not exist (02:30 in
+//     Europe/Berlin on the last Sunday of March): that day has no run.
 func (j Job) nextAfter(prev, now time.Time) (time.Time, error) {
 	switch j.Kind {
 	case KindAt:
@@ -460,19 +461,20 @@ func (j Job) nextAfter(prev, now time.Time) (time.Time, error) {
 		if err != nil {
 			return time.Time{}, err
 		}
-		if prev.IsZero() || prev.After(now) {
-			return normTime(now.Add(d)), nil
+		anchor := j.CreatedAt
+		if anchor.IsZero() || anchor.After(now) {
+			anchor = now
 		}
-		n := now.Sub(prev)/d + 1
-		return normTime(prev.Add(n * d)), nil
+		n := now.Sub(anchor)/d + 1
+		return normTime(anchor.Add(n * d)), nil
 	case KindCron:
 		s, err := parseCron(j.Spec, j.TZ)
 		if err != nil {
 			return time.Time{}, err
 		}
 		next := s.Next(now)
-		if !prev.IsZero() && !next.IsZero() {
-			loc := next.Location()
+		if !prev.IsZero() && !next.IsZero() && isSpec(s) && !everyHour(s) {
+			loc := s.(*cron.SpecSchedule).Location // robfig returns times in now's zone
 			pw, nw := prev.In(loc), next.In(loc)
 			if pw.Format("2006-01-02 15:04") == nw.Format("2006-01-02 15:04") && !pw.Equal(nw) {
 				next = s.Next(next)
@@ -484,6 +486,14 @@ func (j Job) nextAfter(prev, now time.Time) (time.Time, error) {
 		return normTime(next), nil
 	}
 	return time.Time{}, badSpec("unknown kind %q", j.Kind)
+}
+
+func isSpec(s cron.Schedule) bool { _, ok := s.(*cron.SpecSchedule); return ok }
+
+// everyHour reports whether a cron schedule's hour field matches all 24 hours.
+func everyHour(s cron.Schedule) bool {
+	ss, ok := s.(*cron.SpecSchedule)
+	return ok && ss.Hour&(1<<24-1) == 1<<24-1
 }
 
 // normTime is the stored form: UTC, millisecond precision, so that the

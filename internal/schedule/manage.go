@@ -110,7 +110,7 @@ func (s *Scheduler) SyncConfigJobs(ctx context.Context, specs []JobSpec) error {
 			}
 		}
 		if ok {
-			j.ID, j.CreatedAt = cur.ID, cur.CreatedAt
+			j.ID = cur.ID // CreatedAt = now: an every job's grid restarts
 			err = s.store.Update(ctx, j)
 		} else {
 			err = s.store.Create(ctx, j)

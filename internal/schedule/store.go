@@ -18,8 +18,9 @@ type Store interface {
 	Get(ctx context.Context, id string) (Job, error)
 	// List returns the jobs matching f, ordered by NextRun then ID.
 	List(ctx context.Context, f Filter) ([]Job, error)
-	// Update replaces every field of the stored job j.ID except CreatedAt
-	// and the lease, or fails with ErrNotFound.
+	// Update replaces every field of the stored job j.ID except the lease,
+	// or fails with ErrNotFound (ErrExists if it would duplicate a config
+	// job's name).
 	Update(ctx context.Context, j Job) error
 	// Delete removes the job, or fails with ErrNotFound.
 	Delete(ctx context.Context, id string) error

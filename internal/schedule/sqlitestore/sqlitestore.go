@@ -212,9 +212,9 @@ func (s *Store) List(ctx context.Context, f schedule.Filter) ([]schedule.Job, er
 // Update implements schedule.Store.
 func (s *Store) Update(ctx context.Context, j schedule.Job) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE jobs SET name=?, kind=?, spec=?, tz=?, task=?, actor_id=?, channel=?,
-		chat_id=?, session_id=?, next_run=?, last_run=?, attempts=?, status=?, source=?, last_error=? WHERE id=?`,
+		chat_id=?, session_id=?, created_at=?, next_run=?, last_run=?, attempts=?, status=?, source=?, last_error=? WHERE id=?`,
 		j.Name, j.Kind, j.Spec, j.TZ, j.Task, j.ActorID, j.Channel, j.ChatID, j.SessionID,
-		ms(j.NextRun), ms(j.LastRun), j.Attempts, j.Status, j.Source, j.LastError, j.ID)
+		ms(j.CreatedAt), ms(j.NextRun), ms(j.LastRun), j.Attempts, j.Status, j.Source, j.LastError, j.ID)
 	if isConstraint(err) {
 		return fmt.Errorf("update job %s: %w", j.ID, schedule.ErrExists)
 	}
