@@ -1,0 +1,526 @@
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Causes recorded in Change.Cause.
+const (
+	CauseStimulus      = "stimulus"       // a classified user message
+	CauseFloorRecovery = "floor-recovery" // the saturation guard pulled a value back
+	CauseBreaker       = "breaker"        // the breaker level changed
+)
+
+// ErrInvalidActor is returned for an empty, oversize (> 256 bytes), non-UTF-8
+// or control-character actor ID.
+var ErrInvalidActor = errors.New("state: invalid actor id")
+
+// Guard configures the saturation guard (see the package comment).
+type Guard struct {
+	// Habituation is the factor applied per earlier same-category event in
+	// the window, in (0,1]; 1 disables habituation. Default 0.6.
+	Habituation float64
+	// Window is how many previous events are looked at. Default 6.
+	Window int
+	// Margin is the distance to 0 or 1 that counts as saturated. Default 0.1.
+	Margin float64
+	// Turns is how many consecutive saturated turns trigger floor recovery.
+	// Default 3.
+	Turns int
+}
+
+// DefaultGuard returns the documented defaults.
+func DefaultGuard() Guard { return Guard{Habituation: 0.6, Window: 6, Margin: 0.1, Turns: 3} }
+
+// Options configure an Engine. Zero fields take their defaults.
+type Options struct {
+	Persona  Persona       // DefaultPersona()
+	HalfLife time.Duration // 30 min; the decay half-life
+	Breaker  Breaker       // DefaultBreaker() when all fields are zero
+	Guard    Guard         // DefaultGuard() when all fields are zero
+	// HistoryLimit bounds the changes kept per actor. Default 200.
+	HistoryLimit int
+	// Now is the clock; default time.Now. Tests inject a fake.
+	Now func() time.Time
+	// NoSync skips fsync of state files (tests only: an atomic replace with
+	// fsync costs tens of ms on slow disks).
+	NoSync bool
+}
+
+// Change is one recorded change of an actor's state with its cause.
+type Change struct {
+	At    time.Time `json:"at"`
+	Turn  int       `json:"turn"`
+	Cause string    `json:"cause"`
+	// Stimulus, Intensity, Habituation and Cues are set for CauseStimulus.
+	Stimulus    Category `json:"stimulus,omitempty"`
+	Intensity   float64  `json:"intensity,omitempty"`
+	Habituation float64  `json:"habituation,omitempty"`
+	Cues        []string `json:"cues,omitempty"`
+	// Decay is how far lazy decay had moved the values since the previous
+	// change, applied just before Delta.
+	Decay Vector `json:"decay"`
+	// Delta is the change actually applied (after clamping).
+	Delta Vector `json:"delta"`
+	// Values are the values right after the change.
+	Values Vector `json:"values"`
+	Level  Level  `json:"level"`
+	// Note explains breaker and recovery changes, e.g. "WARNING → CRITICAL".
+	Note string `json:"note,omitempty"`
+}
+
+// Event is what one Observe did.
+type Event struct {
+	ActorID   string   `json:"actor_id"`
+	Turn      int      `json:"turn"`
+	Stimulus  Stimulus `json:"stimulus"`
+	Before    Vector   `json:"before"` // decayed values before the stimulus
+	After     Vector   `json:"after"`
+	PrevLevel Level    `json:"prev_level"`
+	Level     Level    `json:"level"`
+	Changes   []Change `json:"changes"` // the history records this event appended
+}
+
+// Snapshot is an actor's state as of Snapshot.At, decay applied.
+type Snapshot struct {
+	ActorID  string    `json:"actor_id"`
+	Persona  string    `json:"persona"`
+	At       time.Time `json:"at"`
+	Values   Vector    `json:"values"`
+	Baseline Vector    `json:"baseline"`
+	Level    Level     `json:"level"`
+	// TurnsInCritical counts turns spent in CRITICAL since it was entered.
+	TurnsInCritical int `json:"turns_in_critical"`
+	// Turns counts Observe calls for this actor.
+	Turns     int       `json:"turns"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	// History is oldest first.
+	History []Change `json:"history"`
+}
+
+type recent struct {
+	Category Category  `json:"category"`
+	At       time.Time `json:"at"`
+}
+
+// actorState is the persisted per-actor file.
+type actorState struct {
+	Version         int          `json:"version"`
+	ActorID         string       `json:"actor_id"`
+	Values          Vector       `json:"values"` // as of UpdatedAt
+	UpdatedAt       time.Time    `json:"updated_at"`
+	Level           Level        `json:"level"`
+	TurnsInCritical int          `json:"turns_in_critical"`
+	Turns           int          `json:"turns"`
+	Saturated       [NumDims]int `json:"saturated"`
+	Recent          []recent     `json:"recent,omitempty"`
+	History         []Change     `json:"history,omitempty"`
+}
+
+// Engine owns the state of every actor under one directory. It is safe for
+// concurrent use within one process; one process should write a directory
+// (other processes, such as the CLI, may read it).
+type Engine struct {
+	dir  string
+	opts Options
+
+	mu     sync.Mutex
+	actors map[string]*actorState
+}
+
+// Open returns an Engine persisting one JSON file per actor under dir,
+// creating dir if needed. Options are validated: baseline and deltas in
+// range, consistent breaker thresholds, and a stability baseline above
+// Breaker.WarnLeave (otherwise WARNING could never clear by decay).
+func Open(dir string, opts Options) (*Engine, error) {
+	if opts.Persona.Deltas == nil && opts.Persona.Baseline == (Vector{}) {
+		name := opts.Persona.Name
+		opts.Persona = DefaultPersona()
+		if name != "" {
+			opts.Persona.Name = name
+		}
+	}
+	if opts.Persona.Name == "" {
+		opts.Persona.Name = "default"
+	}
+	if opts.HalfLife <= 0 {
+		opts.HalfLife = 30 * time.Minute
+	}
+	if opts.Breaker == (Breaker{}) {
+		opts.Breaker = DefaultBreaker()
+	}
+	if opts.Guard == (Guard{}) {
+		opts.Guard = DefaultGuard()
+	}
+	if opts.HistoryLimit <= 0 {
+		opts.HistoryLimit = 200
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if err := opts.Persona.validate(); err != nil {
+		return nil, err
+	}
+	if err := opts.Breaker.Validate(); err != nil {
+		return nil, err
+	}
+	g := opts.Guard
+	if g.Habituation <= 0 || g.Habituation > 1 || g.Window < 0 || g.Margin < 0 || g.Margin >= 0.5 || g.Turns < 1 {
+		return nil, fmt.Errorf("state: saturation guard %+v out of range (habituation in (0,1], window ≥ 0, margin in [0,0.5), turns ≥ 1)", g)
+	}
+	if b := opts.Persona.Baseline[Stability]; b <= opts.Breaker.WarnLeave {
+		return nil, fmt.Errorf("state: stability baseline %v must exceed breaker warnLeave %v", b, opts.Breaker.WarnLeave)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	return &Engine{dir: dir, opts: opts, actors: map[string]*actorState{}}, nil
+}
+
+// Options returns the effective options (defaults filled in).
+func (e *Engine) Options() Options { return e.opts }
+
+func validActor(id string) error {
+	if id == "" || len(id) > 256 || !utf8.ValidString(id) {
+		return fmt.Errorf("%w: %q", ErrInvalidActor, id)
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w: %q", ErrInvalidActor, id)
+		}
+	}
+	return nil
+}
+
+// fileName escapes every byte outside [A-Za-z0-9_-] as %XX, so no actor ID
+// can name a path outside dir ("..", "/", NUL).
+func fileName(actor string) string {
+	var b strings.Builder
+	for i := 0; i < len(actor); i++ {
+		c := actor[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String() + ".json"
+}
+
+func actorFromFile(name string) (string, bool) {
+	name, ok := strings.CutSuffix(name, ".json")
+	if !ok {
+		return "", false
+	}
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		if name[i] != '%' {
+			b.WriteByte(name[i])
+			continue
+		}
+		if i+2 >= len(name) {
+			return "", false
+		}
+		var c byte
+		if _, err := fmt.Sscanf(name[i+1:i+3], "%02X", &c); err != nil {
+			return "", false
+		}
+		b.WriteByte(c)
+		i += 2
+	}
+	return b.String(), true
+}
+
+func (e *Engine) load(actor string) (*actorState, error) {
+	if st, ok := e.actors[actor]; ok {
+		return st, nil
+	}
+	p := filepath.Join(e.dir, fileName(actor))
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		st := &actorState{Version: 1, ActorID: actor, Values: e.opts.Persona.Baseline}
+		e.actors[actor] = st
+		return st, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state: load %s: %w", actor, err)
+	}
+	var st actorState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("state: load %s (%s): %w", actor, p, err)
+	}
+	if st.ActorID != actor {
+		return nil, fmt.Errorf("state: %s holds actor %q, not %q", p, st.ActorID, actor)
+	}
+	for i := range st.Values {
+		st.Values[i] = clamp01(st.Values[i])
+	}
+	e.actors[actor] = &st
+	return &st, nil
+}
+
+func (e *Engine) save(st *actorState) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("state: encode %s: %w", st.ActorID, err)
+	}
+	p := filepath.Join(e.dir, fileName(st.ActorID))
+	tmp, err := os.CreateTemp(e.dir, ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("state: save %s: %w", st.ActorID, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("state: save %s: %w", st.ActorID, err)
+	}
+	if !e.opts.NoSync {
+		if err := tmp.Sync(); err != nil {
+			tmp.Close()
+			return fmt.Errorf("state: save %s: %w", st.ActorID, err)
+		}
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("state: save %s: %w", st.ActorID, err)
+	}
+	if err := os.Rename(tmp.Name(), p); err != nil {
+		return fmt.Errorf("state: save %s: %w", st.ActorID, err)
+	}
+	if e.opts.NoSync {
+		return nil
+	}
+	if d, err := os.Open(e.dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// Decay returns v relaxed toward baseline b over dt with the given
+// half-life: b + (v−b)·2^(−dt/halfLife). dt ≤ 0 returns v unchanged.
+func Decay(v, b Vector, dt, halfLife time.Duration) Vector {
+	if dt <= 0 || halfLife <= 0 {
+		return v
+	}
+	f := math.Exp2(-float64(dt) / float64(halfLife))
+	var out Vector
+	for i := range v {
+		out[i] = clamp01(b[i] + (v[i]-b[i])*f)
+	}
+	return out
+}
+
+func (e *Engine) decayed(st *actorState, now time.Time) Vector {
+	if st.UpdatedAt.IsZero() {
+		return st.Values
+	}
+	return Decay(st.Values, e.opts.Persona.Baseline, now.Sub(st.UpdatedAt), e.opts.HalfLife)
+}
+
+// Observe classifies text as the stimulus of turn for actorID, applies it
+// and persists the result. Each call counts as one turn for the CRITICAL
+// cooldown. turn is recorded as the cause's turn number only.
+func (e *Engine) Observe(ctx context.Context, actorID string, turn int, text string) (Event, error) {
+	return e.Apply(ctx, actorID, turn, Classify(text))
+}
+
+// Apply is Observe with an already-classified stimulus. The category must be
+// known and the intensity in (0,1].
+func (e *Engine) Apply(ctx context.Context, actorID string, turn int, s Stimulus) (Event, error) {
+	if err := ctx.Err(); err != nil {
+		return Event{}, err
+	}
+	if err := validActor(actorID); err != nil {
+		return Event{}, err
+	}
+	if !s.Category.valid() {
+		return Event{}, fmt.Errorf("state: unknown stimulus category %q", s.Category)
+	}
+	if !(s.Intensity > 0 && s.Intensity <= 1) {
+		return Event{}, fmt.Errorf("state: stimulus intensity %v outside (0,1]", s.Intensity)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	stored, err := e.load(actorID)
+	if err != nil {
+		return Event{}, err
+	}
+	st := *stored // work on a copy; commit only after a successful save
+	st.Recent = append([]recent(nil), stored.Recent...)
+	st.History = append([]Change(nil), stored.History...)
+
+	now := e.opts.Now()
+	if now.Before(st.UpdatedAt) {
+		now = st.UpdatedAt // a clock that went backwards does not un-decay
+	}
+	b := e.opts.Breaker
+	base := e.opts.Persona.Baseline
+	before := e.decayed(&st, now)
+	decay := sub(before, st.Values)
+	ev := Event{ActorID: actorID, Turn: turn, Stimulus: s, Before: before, PrevLevel: st.Level}
+
+	// Decay alone may have moved the level (evaluated at turn start).
+	if lv := b.Next(st.Level, st.TurnsInCritical, before[Stability]); lv != st.Level {
+		ev.Changes = append(ev.Changes, Change{At: now, Turn: turn, Cause: CauseBreaker, Decay: decay, Values: before, Level: lv,
+			Note: fmt.Sprintf("%s → %s (stability %.3f after decay)", st.Level, lv, before[Stability])})
+		decay = Vector{}
+		st.Level = lv
+		if lv == Critical {
+			st.TurnsInCritical = 0
+		}
+	}
+	if st.Level == Critical {
+		st.TurnsInCritical++
+	}
+
+	// Habituation.
+	n := 0
+	start := max(0, len(st.Recent)-e.opts.Guard.Window)
+	for _, r := range st.Recent[start:] {
+		if r.Category == s.Category && now.Sub(r.At) < e.opts.HalfLife {
+			n++
+		}
+	}
+	factor := math.Pow(e.opts.Guard.Habituation, float64(n))
+	after := before
+	d := e.opts.Persona.Deltas[s.Category]
+	for i := range after {
+		after[i] = clamp01(after[i] + d[i]*s.Intensity*factor)
+	}
+	ev.Changes = append(ev.Changes, Change{At: now, Turn: turn, Cause: CauseStimulus, Stimulus: s.Category,
+		Intensity: s.Intensity, Habituation: round6(factor), Cues: s.Cues, Decay: decay, Delta: sub(after, before), Values: after})
+	stimIdx := len(ev.Changes) - 1
+
+	// Floor recovery.
+	g := e.opts.Guard
+	for i := range after {
+		low := after[i] < g.Margin && base[i] >= g.Margin
+		high := after[i] > 1-g.Margin && base[i] <= 1-g.Margin
+		if !low && !high {
+			st.Saturated[i] = 0
+			continue
+		}
+		st.Saturated[i]++
+		if st.Saturated[i] >= g.Turns {
+			prev := after
+			after[i] = clamp01(after[i] + (base[i]-after[i])/2)
+			st.Saturated[i] = 0
+			ev.Changes = append(ev.Changes, Change{At: now, Turn: turn, Cause: CauseFloorRecovery, Delta: sub(after, prev), Values: after,
+				Note: fmt.Sprintf("%s saturated for %d turns; pulled half-way to baseline %.2f", Dim(i), g.Turns, base[i])})
+		}
+	}
+
+	lv := b.Next(st.Level, st.TurnsInCritical, after[Stability])
+	for i := stimIdx; i < len(ev.Changes); i++ {
+		ev.Changes[i].Level = st.Level
+	}
+	if lv != st.Level {
+		note := fmt.Sprintf("%s → %s (stability %.3f", st.Level, lv, after[Stability])
+		if st.Level == Critical {
+			note += fmt.Sprintf(", %d turns in CRITICAL", st.TurnsInCritical)
+		}
+		ev.Changes = append(ev.Changes, Change{At: now, Turn: turn, Cause: CauseBreaker, Values: after, Level: lv, Note: note + ")"})
+		if lv == Critical {
+			st.TurnsInCritical = 0
+		}
+		st.Level = lv
+	}
+	if st.Level != Critical {
+		st.TurnsInCritical = 0
+	}
+
+	st.Values = after
+	st.UpdatedAt = now
+	st.Turns++
+	st.Recent = append(st.Recent, recent{Category: s.Category, At: now})
+	if len(st.Recent) > 32 {
+		st.Recent = st.Recent[len(st.Recent)-32:]
+	}
+	st.History = append(st.History, ev.Changes...)
+	if len(st.History) > e.opts.HistoryLimit {
+		st.History = st.History[len(st.History)-e.opts.HistoryLimit:]
+	}
+	if err := e.save(&st); err != nil {
+		return Event{}, err
+	}
+	*stored = st
+	ev.After = after
+	ev.Level = st.Level
+	return ev, nil
+}
+
+func sub(a, b Vector) Vector {
+	var out Vector
+	for i := range a {
+		out[i] = a[i] - b[i]
+	}
+	return out
+}
+
+func round6(x float64) float64 { return math.Round(x*1e6) / 1e6 }
+
+// Snapshot returns actorID's state now: decayed values, the breaker level
+// (re-evaluated on the decayed stability without persisting), and the
+// history. An actor never observed is at baseline in NORMAL.
+func (e *Engine) Snapshot(ctx context.Context, actorID string) (Snapshot, error) {
+	if err := ctx.Err(); err != nil {
+		return Snapshot{}, err
+	}
+	if err := validActor(actorID); err != nil {
+		return Snapshot{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st, err := e.load(actorID)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	now := e.opts.Now()
+	if now.Before(st.UpdatedAt) {
+		now = st.UpdatedAt
+	}
+	v := e.decayed(st, now)
+	return Snapshot{
+		ActorID: actorID, Persona: e.opts.Persona.Name, At: now, Values: v, Baseline: e.opts.Persona.Baseline,
+		Level:           e.opts.Breaker.Next(st.Level, st.TurnsInCritical, v[Stability]),
+		TurnsInCritical: st.TurnsInCritical, Turns: st.Turns, UpdatedAt: st.UpdatedAt,
+		History: append([]Change(nil), st.History...),
+	}, nil
+}
+
+// Level returns actorID's breaker level now (see Snapshot).
+func (e *Engine) Level(ctx context.Context, actorID string) (Level, error) {
+	s, err := e.Snapshot(ctx, actorID)
+	return s.Level, err
+}
+
+// Actors lists the actors with a state file, sorted.
+func (e *Engine) Actors(ctx context.Context) ([]string, error) {
+	ents, err := os.ReadDir(e.dir)
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	var out []string
+	for _, de := range ents {
+		if de.IsDir() || strings.HasPrefix(de.Name(), ".") {
+			continue
+		}
+		if a, ok := actorFromFile(de.Name()); ok && validActor(a) == nil {
+			out = append(out, a)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
