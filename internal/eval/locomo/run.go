@@ -180,7 +180,12 @@ func Run(ctx context.Context, convs []Conversation, opts Options) (*Report, erro
 				continue
 			}
 			start := time.Now()
-			hits, err := st.Search(ctx, memory.Query{NamespacePath: scope, Text: q.Question, TopK: maxK})
+			mq := memory.Query{NamespacePath: scope, Text: q.Question, TopK: maxK}
+			if opts.Level == LevelRecords {
+				// Records only: raw turns (episodic events) are not searched.
+				mq.Strategies = []memory.Strategy{memory.StrategyUserPreference, memory.StrategySemantic, memory.StrategySummary, memory.StrategyProcedural}
+			}
+			hits, err := st.Search(ctx, mq)
 			lat = append(lat, float64(time.Since(start).Microseconds())/1000)
 			if err != nil {
 				return nil, err

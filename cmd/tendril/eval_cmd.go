@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/mattn/go-isatty"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/tendrilai/tendril/internal/eval/locomo"
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/pipeline"
+)
+
+func init() { register(newEvalCmd) }
+
+func newEvalCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "eval",
+		Short: "Run retrieval benchmarks",
+	}
+	cmd.AddCommand(newEvalLocomoCmd(g))
+	return cmd
+}
+
+// locomoExtract runs the extraction pipeline (rules, gate, consolidation)
+// over one conversation's events, session by session.
+func locomoExtract(dir string) locomo.ExtractFunc {
+	return func(ctx context.Context, store memory.Store, agentID, actorID string, events []memory.Event) error {
+		p, err := pipeline.New(store, pipeline.Options{JobsPath: dir + "/jobs-" + strings.ReplaceAll(actorID, "/", "_") + ".db", AgentID: agentID})
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		bySession := map[string][]memory.Event{}
+		var order []string
+		for _, e := range events {
+			if _, ok := bySession[e.SessionID]; !ok {
+				order = append(order, e.SessionID)
+			}
+			bySession[e.SessionID] = append(bySession[e.SessionID], e)
+		}
+		for _, s := range order {
+			if err := p.RecordTurn(ctx, agentID, actorID, s, bySession[s]); err != nil {
+				return err
+			}
+			if err := p.Flush(ctx, agentID, actorID, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+func newEvalLocomoCmd(g *globals) *cobra.Command {
+	var data, level, ks, baseline string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "locomo --data FILE",
+		Short: "Measure memory retrieval on LoCoMo conversations (no model needed)",
+		Long: `eval locomo replays every LoCoMo conversation into a fresh embedded memory store (one actor
+per conversation, one session per LoCoMo session) and runs each question of categories
+1–4 against its own conversation. It reports turn-level recall@k, all@k and any@k per
+category, session-level recall@1/3/5, query latency p50/p95/p99 and ingest throughput.
+
+--level events searches the raw turns; --level records runs the extraction pipeline
+(rules, importance gate, consolidation) and counts recall through the records' sources.
+--baseline bm25 runs the plain BM25 reference (k1 1.2, b 0.75, lowercase alphanumeric
+tokens, English stop words, no stemming) instead of Tendril's ranking.
+
+Example:
+  tendril eval locomo --data ../shared/data/locomo/locomo-dev.json --json`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if data == "" {
+				return usagef("--data is required")
+			}
+			if level != locomo.LevelEvents && level != locomo.LevelRecords {
+				return usagef("--level must be events or records")
+			}
+			if baseline != "" && baseline != "bm25" {
+				return usagef("--baseline must be bm25")
+			}
+			var kk []int
+			for _, s := range strings.Split(ks, ",") {
+				k, err := strconv.Atoi(strings.TrimSpace(s))
+				if err != nil || k <= 0 {
+					return usagef("--k takes positive integers separated by commas, got %q", ks)
+				}
+				kk = append(kk, k)
+			}
+			convs, err := locomo.Load(data)
+			if err != nil {
+				return err
+			}
+			dir, err := os.MkdirTemp("", "tendril-locomo-*")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			opts := locomo.Options{Level: level, Ks: kk, Baseline: baseline, Dir: dir}
+			if level == locomo.LevelRecords {
+				opts.Extract = locomoExtract(dir)
+			}
+			var bar *progressbar.ProgressBar
+			if isatty.IsTerminal(os.Stderr.Fd()) {
+				opts.Progress = func(done, total int) {
+					if bar == nil {
+						bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetDescription("questions"))
+					}
+					bar.Set(done)
+				}
+			}
+			rep, err := locomo.Run(c.Context(), convs, opts)
+			if bar != nil {
+				bar.Finish()
+				fmt.Fprintln(os.Stderr)
+			}
+			if errors.Is(err, locomo.ErrRecordsUnavailable) {
+				return err
+			}
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(c.OutOrStdout(), rep.JSON())
+			}
+			rep.WriteText(c.OutOrStdout())
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&data, "data", "", "LoCoMo JSON file (a list of conversations)")
+	f.StringVar(&level, "level", "events", "what is searched: events (raw turns) or records (extracted records)")
+	f.StringVar(&ks, "k", "5,10,20,50", "cut-offs k for recall@k, comma-separated")
+	f.StringVar(&baseline, "baseline", "", "run a reference ranking instead: bm25")
+	f.BoolVar(&asJSON, "json", false, "print one JSON document (SPEC §4.8)")
+	return cmd
+}
