@@ -280,3 +280,21 @@ func (p *Pipeline) Gate() gate.Thresholds { return p.opts.Thresholds }
 
 // now is for tests that need the pipeline's clock.
 func (p *Pipeline) now() time.Time { return p.opts.Now() }
+
+// Describe is a short phrase for the memory_write tool's reply: "stored",
+// "staged for review (importance 0.55)", "dropped (importance 0.21)",
+// "already remembered" or "rejected earlier by the user".
+func (r WriteResult) Describe() string {
+	switch r.Outcome {
+	case OutcomeStored:
+		return "stored"
+	case OutcomeStaged:
+		return fmt.Sprintf("staged for review (importance %.2f)", r.Score)
+	case OutcomeMerged:
+		return "already remembered"
+	case OutcomeRejected:
+		return "rejected earlier by the user"
+	default:
+		return fmt.Sprintf("dropped (importance %.2f)", r.Score)
+	}
+}
