@@ -207,3 +207,24 @@ func TestFitnessCoachExample(t *testing.T) {
 		t.Fatalf("prompt section:\n%s", sec)
 	}
 }
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("---\nname: Sprout\nanchors: [a, b]\n---\nBody"))
+	f.Add([]byte("# Title\nbody"))
+	f.Add([]byte("---\n---\n"))
+	f.Add([]byte("---\nanchors: &a [*a]\n---\nx"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := persona.Parse(data)
+		if err != nil {
+			return
+		}
+		if p.Text == "" || p.Name == "" {
+			t.Fatalf("accepted %+v", p)
+		}
+		for _, a := range p.Anchors {
+			if strings.TrimSpace(a) == "" {
+				t.Fatalf("empty anchor kept: %q", p.Anchors)
+			}
+		}
+	})
+}

@@ -281,3 +281,40 @@ func TestCallCancelled(t *testing.T) {
 		t.Fatalf("count = %s", got)
 	}
 }
+
+// Concurrent calls across a server crash all complete, and the manager
+// starts exactly one replacement process.
+func TestConcurrentCallsAcrossCrash(t *testing.T) {
+	m := newManager(t, map[string]mcp.ServerConfig{"s": stdioConfig()})
+	tools, err := m.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := byName(t, tools)
+	pid, _ := strconv.Atoi(run(t, ts["s__pid"], `{}`))
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	var wg sync.WaitGroup
+	pids := make([]string, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pids[i], errs[i] = ts["s__pid"].Run(context.Background(), tool.Call{Args: json.RawMessage(`{}`)})
+		}()
+	}
+	wg.Wait()
+	distinct := map[string]bool{}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("call %d: %v", i, errs[i])
+		}
+		distinct[pids[i]] = true
+	}
+	if len(distinct) != 1 || distinct[strconv.Itoa(pid)] {
+		t.Fatalf("pids after crash = %v (old %d): want exactly one new process", distinct, pid)
+	}
+}
