@@ -37,6 +37,8 @@ type Options struct {
 	// Baseline "bm25" runs the README's plain BM25 reference instead of
 	// Tendril's ranking.
 	Baseline string
+	// Ranking overrides Tendril's ranking parameters (experiments).
+	Ranking *search.Params
 	// Extract runs the records pipeline (Level records).
 	Extract ExtractFunc
 	// Progress is called after each question (done, total).
@@ -115,6 +117,9 @@ func Run(ctx context.Context, convs []Conversation, opts Options) (*Report, erro
 	default:
 		return nil, fmt.Errorf("unknown baseline %q (want bm25)", opts.Baseline)
 	}
+	if opts.Ranking != nil && opts.Baseline == "" {
+		so.Ranking = opts.Ranking
+	}
 	st, err := sqlitestore.Open(dir, so)
 	if err != nil {
 		return nil, err
@@ -151,6 +156,13 @@ func Run(ctx context.Context, convs []Conversation, opts Options) (*Report, erro
 				return nil, fmt.Errorf("extract %s: %w", c.SampleID, err)
 			}
 		}
+		// Building the actor's ranking index is part of ingest, not of the
+		// first query.
+		start := time.Now()
+		if err := st.Prepare(ctx, c.SampleID); err != nil {
+			return nil, err
+		}
+		ingest += time.Since(start)
 		rep.Skipped += c.Skipped
 	}
 	if ingest > 0 {

@@ -68,11 +68,11 @@ func DefaultParams() Params {
 		K1:       1.2,
 		Fields: [NumFields]FieldParams{
 			FieldText:    {Weight: 1, B: 0.75},
-			FieldContext: {Weight: 0.3, B: 0.75},
+			FieldContext: {Weight: 0.5, B: 0.75},
 			FieldSpeaker: {Weight: 0.5, B: 0},
 			FieldDate:    {Weight: 0.5, B: 0},
 		},
-		SpeakerBoost: 0.25,
+		SpeakerBoost: 0.4,
 		TimeBoost:    0.3,
 	}
 }

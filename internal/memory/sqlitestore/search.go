@@ -373,3 +373,19 @@ func decodeVec(b []byte) []float32 {
 	}
 	return v
 }
+
+// Prepare builds the ranking index of an actor now rather than on its first
+// search (warm-up after bulk loads).
+func (s *Store) Prepare(ctx context.Context, actorID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.known(ctx, actorID) {
+		return nil
+	}
+	a, err := s.actor(ctx, actorID)
+	if err != nil {
+		return err
+	}
+	s.ensureIndex(ctx, a)
+	return nil
+}
