@@ -62,7 +62,24 @@ type Manager struct {
 var SafeEnv = []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "TZ", "TMPDIR", "GOCOVERDIR"}
 
 // ConnectTimeout bounds starting or connecting to one server.
-const ConnectTimeout = 30 * time.Second
+const ConnectTimeout = 15 * time.Second
+
+// After a failed connect, the next attempt waits RetryBackoff, doubling
+// per consecutive failure up to MaxRetryBackoff, so an unreachable server
+// does not slow every turn. Calls in the window fail at once with the last
+// error (wrapping ErrBackoff).
+const (
+	RetryBackoff    = time.Second
+	MaxRetryBackoff = time.Minute
+)
+
+// ErrBackoff is wrapped by errors returned while a server that failed to
+// connect waits before the next attempt.
+var ErrBackoff = errors.New("waiting before reconnecting")
+
+// MaxDescriptionRunes caps a server-provided tool description in the
+// prompt; servers are not trusted to keep them short.
+const MaxDescriptionRunes = 1024
 
 // Separator joins the server prefix and the tool name.
 const Separator = "__"
@@ -99,7 +116,7 @@ func NewManager(servers map[string]ServerConfig, logger *slog.Logger) *Manager {
 			prefix += "_" + hex.EncodeToString(sum[:4])
 		}
 		prefixes[prefix] = true
-		m.servers = append(m.servers, &server{name: name, prefix: prefix, cfg: cfg, logger: logger.With("mcp_server", name)})
+		m.servers = append(m.servers, &server{name: name, prefix: prefix, cfg: cfg, logger: logger.With("mcp_server", name), now: time.Now})
 	}
 	return m
 }
@@ -157,6 +174,11 @@ type server struct {
 	mu    sync.Mutex
 	conn  *conn
 	tools []tool.Tool // wrapped tools cached for conn; nil = list again
+	// Connect failures: count, time of the last one and its error.
+	failures int
+	failedAt time.Time
+	lastErr  error
+	now      func() time.Time
 }
 
 // conn is one live session; dead is closed when it ends.
@@ -187,10 +209,24 @@ func (s *server) session(ctx context.Context) (*conn, error) {
 		go s.conn.cs.Close() // reap the old process without holding the lock
 		s.conn, s.tools = nil, nil
 	}
+	if s.failures > 0 {
+		wait := RetryBackoff << min(s.failures-1, 6)
+		if wait > MaxRetryBackoff {
+			wait = MaxRetryBackoff
+		}
+		if left := wait - s.now().Sub(s.failedAt); left > 0 {
+			return nil, fmt.Errorf("%w (%s left, %d failures): %w", ErrBackoff, left.Round(time.Millisecond), s.failures, s.lastErr)
+		}
+	}
 	c, err := s.connect(ctx)
 	if err != nil {
+		if ctx.Err() == nil { // our own cancellation is not the server's fault
+			s.failures++
+			s.failedAt, s.lastErr = s.now(), err
+		}
 		return nil, err
 	}
+	s.failures, s.lastErr = 0, nil
 	s.conn = c
 	return c, nil
 }
@@ -448,6 +484,9 @@ func describe(server string, d *sdk.Tool) string {
 	}
 	if desc == "" {
 		desc = d.Name
+	}
+	if r := []rune(desc); len(r) > MaxDescriptionRunes {
+		desc = string(r[:MaxDescriptionRunes]) + "…"
 	}
 	return fmt.Sprintf("[MCP server %s, tool %s] %s", server, d.Name, desc)
 }
