@@ -90,12 +90,6 @@ func (s *Store) migrate(ctx context.Context) error {
 }
 
 func fsGlob() ([]string, error) {
-	names, err := fsGlobRaw()
-	sort.Strings(names)
-	return names, err
-}
-
-func fsGlobRaw() ([]string, error) {
 	entries, err := migrations.ReadDir("migrations")
 	if err != nil {
 		return nil, err
@@ -104,6 +98,7 @@ func fsGlobRaw() ([]string, error) {
 	for _, e := range entries {
 		out = append(out, "migrations/"+e.Name())
 	}
+	sort.Strings(out)
 	return out, nil
 }
 

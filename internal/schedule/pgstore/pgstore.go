@@ -1,0 +1,254 @@
+// Package pgstore is the scale-out schedule.Store on PostgreSQL (pgx/v5),
+// used when TENDRIL_DATABASE_URL is set. Several `tendril serve` instances
+// share the table schedule_jobs; a claim is one conditional UPDATE, so
+// Postgres row locking lets exactly one instance win each run.
+package pgstore
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tendrilai/tendril/internal/schedule"
+)
+
+//go:embed migrations/*.up.sql
+var migrations embed.FS
+
+// Store is a schedule.Store on Postgres.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var _ schedule.Store = (*Store)(nil)
+
+// Open connects to url ("postgres://...", libpq parameters such as
+// search_path allowed) and applies pending migrations under an advisory
+// lock, so instances starting together don't race.
+func Open(ctx context.Context, url string) (*Store, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("open schedule store: %w", err)
+	}
+	s := &Store{pool: pool}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open schedule store: %w", err)
+	}
+	return s, nil
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	entries, err := migrations.ReadDir("migrations")
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, "migrations/"+e.Name())
+	}
+	sort.Strings(names)
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	// 0x7363686564 = "sched"
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(495857198436)`); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schedule_migrations (version INTEGER PRIMARY KEY)`); err != nil {
+		return err
+	}
+	var version int
+	if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schedule_migrations`).Scan(&version); err != nil {
+		return err
+	}
+	for i, name := range names {
+		if i+1 <= version {
+			continue
+		}
+		b, err := migrations.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, string(b)); err != nil {
+			return fmt.Errorf("migration %s: %w", name, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO schedule_migrations (version) VALUES ($1)`, i+1); err != nil {
+			return err
+		}
+	}
+	return tx.Commit(ctx)
+}
+
+// Close closes the pool.
+func (s *Store) Close() error { s.pool.Close(); return nil }
+
+const cols = `id, name, kind, spec, tz, task, actor_id, channel, chat_id, session_id,
+	created_at, next_run, last_run, attempts, status, source, last_error`
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func scanJob(r pgx.Row) (schedule.Job, error) {
+	var j schedule.Job
+	var last *time.Time
+	err := r.Scan(&j.ID, &j.Name, &j.Kind, &j.Spec, &j.TZ, &j.Task, &j.ActorID, &j.Channel, &j.ChatID, &j.SessionID,
+		&j.CreatedAt, &j.NextRun, &last, &j.Attempts, &j.Status, &j.Source, &j.LastError)
+	j.CreatedAt, j.NextRun = j.CreatedAt.UTC(), j.NextRun.UTC()
+	if last != nil {
+		j.LastRun = last.UTC()
+	}
+	return j, err
+}
+
+func isUnique(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// Create implements schedule.Store.
+func (s *Store) Create(ctx context.Context, j schedule.Job) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO schedule_jobs (`+cols+`)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17)`,
+		j.ID, j.Name, j.Kind, j.Spec, j.TZ, j.Task, j.ActorID, j.Channel, j.ChatID, j.SessionID,
+		j.CreatedAt, j.NextRun, nullTime(j.LastRun), j.Attempts, j.Status, j.Source, j.LastError)
+	if isUnique(err) {
+		return fmt.Errorf("create job %s: %w", j.ID, schedule.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("create job %s: %w", j.ID, err)
+	}
+	return nil
+}
+
+// Get implements schedule.Store.
+func (s *Store) Get(ctx context.Context, id string) (schedule.Job, error) {
+	j, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+cols+` FROM schedule_jobs WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return schedule.Job{}, fmt.Errorf("job %q: %w", id, schedule.ErrNotFound)
+	}
+	if err != nil {
+		return schedule.Job{}, fmt.Errorf("get job %q: %w", id, err)
+	}
+	return j, nil
+}
+
+func (s *Store) query(ctx context.Context, q string, args ...any) ([]schedule.Job, error) {
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []schedule.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// List implements schedule.Store.
+func (s *Store) List(ctx context.Context, f schedule.Filter) ([]schedule.Job, error) {
+	jobs, err := s.query(ctx, `SELECT `+cols+` FROM schedule_jobs
+		WHERE ($1 = '' OR actor_id = $1) AND ($2 = '' OR source = $2) AND ($3 = '' OR name = $3)
+		ORDER BY next_run, id`, f.ActorID, string(f.Source), f.Name)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+func affected(tag pgconn.CommandTag, err error, what string, none error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s: %w", what, none)
+	}
+	return nil
+}
+
+// Update implements schedule.Store.
+func (s *Store) Update(ctx context.Context, j schedule.Job) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE schedule_jobs SET name=$1, kind=$2, spec=$3, tz=$4, task=$5, actor_id=$6,
+		channel=$7, chat_id=$8, session_id=$9, created_at=$10, next_run=$11, last_run=$12, attempts=$13, status=$14,
+		source=$15, last_error=$16 WHERE id=$17`,
+		j.Name, j.Kind, j.Spec, j.TZ, j.Task, j.ActorID, j.Channel, j.ChatID, j.SessionID,
+		j.CreatedAt, j.NextRun, nullTime(j.LastRun), j.Attempts, j.Status, j.Source, j.LastError, j.ID)
+	if isUnique(err) {
+		return fmt.Errorf("update job %s: %w", j.ID, schedule.ErrExists)
+	}
+	return affected(tag, err, "update job "+j.ID, schedule.ErrNotFound)
+}
+
+// Delete implements schedule.Store.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM schedule_jobs WHERE id = $1`, id)
+	return affected(tag, err, "delete job "+id, schedule.ErrNotFound)
+}
+
+// Due implements schedule.Store.
+func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]schedule.Job, error) {
+	jobs, err := s.query(ctx, `SELECT `+cols+` FROM schedule_jobs
+		WHERE status = 'active' AND next_run <= $1 AND (lease_until IS NULL OR lease_until <= $1)
+		ORDER BY next_run, id LIMIT $2`, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("due jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// NextWake implements schedule.Store.
+func (s *Store) NextWake(ctx context.Context) (time.Time, bool, error) {
+	var t *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT MIN(GREATEST(next_run, lease_until)) FROM schedule_jobs WHERE status = 'active'`).Scan(&t)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("next wake: %w", err)
+	}
+	if t == nil {
+		return time.Time{}, false, nil
+	}
+	return t.UTC(), true, nil
+}
+
+// Claim implements schedule.Store.
+func (s *Store) Claim(ctx context.Context, c schedule.Claim) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE schedule_jobs SET lease_owner = $1, lease_until = $2
+		WHERE id = $3 AND next_run = $4 AND status = 'active' AND (lease_until IS NULL OR lease_until <= $5)`,
+		c.Owner, c.Until, c.ID, c.NextRun, c.Now)
+	if err != nil {
+		return false, fmt.Errorf("claim job %s: %w", c.ID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Finish implements schedule.Store.
+func (s *Store) Finish(ctx context.Context, id, owner string, o schedule.Outcome) error {
+	if owner == "" {
+		return fmt.Errorf("finish job %s: %w", id, schedule.ErrLeaseLost)
+	}
+	if o.Delete {
+		tag, err := s.pool.Exec(ctx, `DELETE FROM schedule_jobs WHERE id = $1 AND lease_owner = $2`, id, owner)
+		return affected(tag, err, "finish job "+id, schedule.ErrLeaseLost)
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE schedule_jobs SET next_run = $1, last_run = $2, attempts = $3, status = $4,
+		last_error = $5, lease_owner = '', lease_until = NULL WHERE id = $6 AND lease_owner = $7`,
+		o.NextRun, nullTime(o.LastRun), o.Attempts, o.Status, o.LastError, id, owner)
+	return affected(tag, err, "finish job "+id, schedule.ErrLeaseLost)
+}
