@@ -70,10 +70,14 @@ func (p Problem) Error() string { return fmt.Sprintf("skill %q (%s): %v", p.Skil
 // MarshalJSON adds the error text as "error".
 func (p Problem) MarshalJSON() ([]byte, error) {
 	type plain Problem
+	msg := ""
+	if p.Err != nil {
+		msg = p.Err.Error()
+	}
 	return json.Marshal(struct {
 		plain
 		Error string `json:"error"`
-	}{plain(p), p.Err.Error()})
+	}{plain(p), msg})
 }
 
 // Errors a Problem wraps.

@@ -196,3 +196,10 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestProblemJSONWithoutErr(t *testing.T) {
+	b, err := json.Marshal(skill.Problem{Skill: "x", Path: "p"})
+	if err != nil || string(b) != `{"skill":"x","path":"p","error":""}` {
+		t.Fatalf("%s %v", b, err)
+	}
+}
