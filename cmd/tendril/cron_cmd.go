@@ -14,6 +14,7 @@ import (
 
 	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/schedule"
+	schedpg "github.com/tendrilai/tendril/internal/schedule/pgstore"
 	"github.com/tendrilai/tendril/internal/schedule/reminders"
 	schedsqlite "github.com/tendrilai/tendril/internal/schedule/sqlitestore"
 	"github.com/tendrilai/tendril/internal/tool"
@@ -21,9 +22,14 @@ import (
 
 func init() { register(newCronCmd) }
 
-// openScheduleStore opens the jobs store for cfg: SQLite at
-// $TENDRIL_HOME/schedule/jobs.db (the server uses the same function).
+// openScheduleStore opens the jobs store for cfg: Postgres (table
+// schedule_jobs) when cfg.DatabaseURL is set, else SQLite at
+// $TENDRIL_HOME/schedule/jobs.db. The server should use the same function so
+// that the CLI and every instance see one store.
 func openScheduleStore(ctx context.Context, cfg *config.Config) (schedule.Store, error) {
+	if cfg.DatabaseURL != "" {
+		return schedpg.Open(ctx, cfg.DatabaseURL)
+	}
 	return schedsqlite.Open(ctx, schedsqlite.DefaultPath(cfg.Home))
 }
 
@@ -52,7 +58,8 @@ reply to the job's chat, unless the reply is NOTHING_DUE. Kinds:
   every  a fixed interval: "90m", "12h", "7d" (minimum 1m)
   cron   a 5-field expression ("0 8 * * 1-5") in an IANA time zone (--tz, default UTC)
 
-Jobs live in $TENDRIL_HOME/schedule/jobs.db and are shared with a running "tendril
+Jobs live in $TENDRIL_HOME/schedule/jobs.db (in Postgres when TENDRIL_DATABASE_URL
+is set) and are shared with a running "tendril
 serve", which picks up changes within its poll interval (15s). Jobs from tendril.json
 (schedule.jobs) are synced at server start; the reminders tool adds jobs for users.
 
