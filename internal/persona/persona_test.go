@@ -5,12 +5,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/tendrilai/tendril/internal/persona"
 	"github.com/tendrilai/tendril/internal/skill"
+	"github.com/tendrilai/tendril/internal/tool/builtin"
 )
 
 func TestDefault(t *testing.T) {
@@ -227,4 +229,31 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The shipped skills only tell the model to call tools Tendril has.
+func TestSkillsNameRealTools(t *testing.T) {
+	known := map[string]bool{
+		builtin.NameWeather: true, builtin.NameNotes: true, builtin.NameNotesSearch: true,
+		builtin.NameMemorySearch: true, builtin.NameMemoryWrite: true, "reminders": true,
+	}
+	callRe := regexp.MustCompile("(?:[Cc]all|[Uu]se)(?: the)? `([a-z_]+)`")
+	for _, root := range []fs.FS{persona.Defaults(), os.DirFS(filepath.Join("..", "..", "examples", "fitness-coach"))} {
+		matches, _ := fs.Glob(root, "skills/*/SKILL.md")
+		if len(matches) != 3 {
+			t.Fatalf("skills = %v", matches)
+		}
+		for _, m := range matches {
+			data, _ := fs.ReadFile(root, m)
+			found := callRe.FindAllStringSubmatch(string(data), -1)
+			if len(found) == 0 {
+				t.Errorf("%s names no tool", m)
+			}
+			for _, f := range found {
+				if !known[f[1]] {
+					t.Errorf("%s tells the model to call unknown tool %q", m, f[1])
+				}
+			}
+		}
+	}
 }
