@@ -1,0 +1,982 @@
+package approval
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/tendrilai/tendril/internal/state"
+	"github.com/tendrilai/tendril/internal/tool"
+)
+
+// Errors callers branch on. Authorize and Decide wrap them with detail.
+var (
+	ErrLedgerBroken   = errors.New("approval: ledger failed verification; the gate is closed until an operator runs `tendril approvals reset`")
+	ErrNotFound       = errors.New("approval: no such request")
+	ErrInvalidID      = errors.New("approval: malformed request id")
+	ErrNotApproved    = errors.New("approval: request is still pending")
+	ErrDenied         = errors.New("approval: request was denied")
+	ErrExpired        = errors.New("approval: request expired")
+	ErrConsumed       = errors.New("approval: request already used")
+	ErrRulesChanged   = errors.New("approval: rules changed after the request; it is invalid")
+	ErrAlreadyDecided = errors.New("approval: request already decided")
+	ErrForbidden      = errors.New("approval: the effective rule now forbids this call")
+	ErrNotBroken      = errors.New("approval: ledger verifies; nothing to reset")
+	ErrInvalidCall    = errors.New("approval: invalid call")
+)
+
+// BindingError reports which bound field of an approved request differs
+// from the call being authorized. It wraps ErrBindingMismatch.
+type BindingError struct {
+	Field     string // agent_id, tool_name, args_hash, actor_id or session_id
+	Want, Got string
+}
+
+// ErrBindingMismatch is wrapped by every BindingError.
+var ErrBindingMismatch = errors.New("approval: call does not match the approved request")
+
+func (e *BindingError) Error() string {
+	return fmt.Sprintf("approval: %s differs from the approved request (approved %q, got %q)", e.Field, e.Want, e.Got)
+}
+func (e *BindingError) Unwrap() error { return ErrBindingMismatch }
+
+// Status is a request's state, derived from the ledger and the clock.
+type Status string
+
+// Request statuses.
+const (
+	StatusPending     Status = "pending"     // waiting for a decision
+	StatusApproved    Status = "approved"    // approved, not yet executed
+	StatusDenied      Status = "denied"      // an operator denied it
+	StatusExpired     Status = "expired"     // expires_at passed before it was used
+	StatusInvalidated Status = "invalidated" // rules were saved after it was created
+	StatusExecuted    Status = "executed"    // consumed by Authorize
+	StatusRejected    Status = "rejected"    // the ledger is broken: failed closed
+)
+
+// Call is one tool call presented to the gate.
+type Call struct {
+	AgentID   string
+	ActorID   string
+	SessionID string
+	Channel   string // stored with a request so a resumed turn replies there; not bound
+	Tool      string
+	Class     tool.Class
+	// Args is the JSON the model produced; empty means {}.
+	Args json.RawMessage
+	// Resume is an opaque JSON payload stored with a request when the
+	// verdict is Ask (the agent's paused tool batch), returned by Get and
+	// Pending; not bound and ignored for other verdicts.
+	Resume json.RawMessage
+}
+
+// Request is an approval request as stored and as shown to operators.
+type Request struct {
+	ID           string          `json:"id"`
+	AgentID      string          `json:"agent_id"`
+	ActorID      string          `json:"actor_id"`
+	SessionID    string          `json:"session_id"`
+	Channel      string          `json:"channel,omitempty"`
+	Tool         string          `json:"tool_name"`
+	Class        tool.Class      `json:"class"`
+	ArgsHash     string          `json:"args_hash"`
+	Args         json.RawMessage `json:"args"` // RFC 8785 canonical
+	CreatedAt    time.Time       `json:"created_at"`
+	ExpiresAt    time.Time       `json:"expires_at"`
+	RulesVersion int64           `json:"rules_version"`
+	Reason       string          `json:"reason,omitempty"` // why it asks
+	Resume       json.RawMessage `json:"resume,omitempty"`
+
+	Status    Status    `json:"status"`
+	DecidedBy string    `json:"decided_by,omitempty"`
+	DecidedAt time.Time `json:"decided_at,omitzero"`
+}
+
+// Exec identifies one recorded tool execution (its ledger seq).
+type Exec struct {
+	Seq       int64  `json:"seq"`
+	RequestID string `json:"request_id,omitempty"`
+	Tool      string `json:"tool_name"`
+	ArgsHash  string `json:"args_hash"`
+}
+
+// Decision is the gate's answer to Check.
+type Decision struct {
+	Verdict Verdict
+	Rule    Rule   // the effective rule
+	Reason  string // the deciding layer, for logs and the model
+	// Request is set for Ask: the persisted pending request.
+	Request *Request
+	// Exec is set for Allow: the recorded execution start.
+	Exec *Exec
+}
+
+// Options configure a Gate. Zero fields take defaults.
+type Options struct {
+	// Rules are per-tool rules. With SyncRules, Open saves them to the ledger
+	// when they differ from the ledger's (which invalidates open approvals);
+	// without, the ledger's rules are used (the CLI does this).
+	Rules     map[string]Rule
+	SyncRules bool
+	// ExecEnabled mirrors TENDRIL_ENABLE_EXEC_TOOLS=1.
+	ExecEnabled bool
+	// Expiry of a request; default 120 s.
+	Expiry time.Duration
+	// MaxArgsBytes bounds a call's args and resume payload each; default 1 MiB.
+	MaxArgsBytes int
+	// Now is the wall clock; default time.Now.
+	Now func() time.Time
+	// Monotonic is a process-local monotonic clock; default time.Since of a
+	// fixed start (Go's monotonic reading). Used only for YOLO windows.
+	Monotonic func() time.Duration
+	// By names this process in the ledger when it saves rules; default "config".
+	By string
+}
+
+// Gate is the approval gate over one ledger directory. Safe for concurrent
+// use; several processes may share a directory.
+type Gate struct {
+	dir, path string
+	opts      Options
+
+	mu       sync.Mutex
+	f        *os.File // ledger, O_APPEND
+	lock     *os.File
+	st       *ledgerState
+	broken   *VerifyReport
+	lastLine []byte
+	yoloMono time.Duration // monotonic deadline of the current YOLO window, 0 if none
+	yoloSeen int64         // seq of the yolo entry yoloMono was computed for
+	subs     []func(Request, bool)
+}
+
+// Open opens (creating if needed) the gate whose ledger is
+// <dir>/ledger.jsonl and verifies the whole ledger. A ledger that fails
+// verification does not make Open fail: the gate opens closed (Broken
+// reports why; every call is denied and every open request rejected) until
+// Reset. Errors are for I/O and invalid options only.
+func Open(dir string, opts Options) (*Gate, error) {
+	if opts.Expiry <= 0 {
+		opts.Expiry = 120 * time.Second
+	}
+	if opts.MaxArgsBytes <= 0 {
+		opts.MaxArgsBytes = 1 << 20
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Monotonic == nil {
+		start := time.Now()
+		opts.Monotonic = func() time.Duration { return time.Since(start) }
+	}
+	if opts.By == "" {
+		opts.By = "config"
+	}
+	for k, v := range opts.Rules {
+		if !validToolName(k) {
+			return nil, fmt.Errorf("approval: invalid tool name %q in rules", k)
+		}
+		if _, err := ParseRule(string(v)); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("approval: %w", err)
+	}
+	g := &Gate{dir: dir, path: filepath.Join(dir, "ledger.jsonl"), opts: opts}
+	lock, err := os.OpenFile(filepath.Join(dir, "ledger.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("approval: %w", err)
+	}
+	g.lock = lock
+	if err := g.withLock(func() error { return g.reload() }); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	if opts.SyncRules {
+		want := copyRules(opts.Rules)
+		g.mu.Lock()
+		same := g.broken != nil || maps.Equal(want, g.st.rules)
+		g.mu.Unlock()
+		if !same {
+			if err := g.SetRules(context.Background(), want, opts.By); err != nil {
+				g.Close()
+				return nil, err
+			}
+		}
+	}
+	return g, nil
+}
+
+// Path returns the ledger file path.
+func (g *Gate) Path() string { return g.path }
+
+// Close releases the files.
+func (g *Gate) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var err error
+	if g.f != nil {
+		err = g.f.Close()
+		g.f = nil
+	}
+	if g.lock != nil {
+		g.lock.Close()
+		g.lock = nil
+	}
+	return err
+}
+
+// OnDecision registers fn, called (outside the gate's lock, on the calling
+// goroutine) for every decision this gate applies: its own Decide, or one
+// another process wrote, seen by Refresh or any other call.
+func (g *Gate) OnDecision(fn func(req Request, approved bool)) {
+	g.mu.Lock()
+	g.subs = append(g.subs, fn)
+	g.mu.Unlock()
+}
+
+// withLock runs fn under the in-process mutex and the cross-process flock,
+// then fires decision callbacks.
+func (g *Gate) withLock(fn func() error) error {
+	g.mu.Lock()
+	if g.lock == nil {
+		g.mu.Unlock()
+		return errors.New("approval: gate closed")
+	}
+	if err := lockFile(g.lock); err != nil {
+		g.mu.Unlock()
+		return fmt.Errorf("approval: lock ledger: %w", err)
+	}
+	err := fn()
+	unlockFile(g.lock)
+	var fire []func()
+	if g.st != nil {
+		for _, d := range g.st.decisions {
+			if rs, ok := g.st.reqs[d.id]; ok {
+				req := g.requestLocked(rs)
+				approved := d.approved
+				for _, s := range g.subs {
+					fire = append(fire, func() { s(req, approved) })
+				}
+			}
+		}
+		g.st.decisions = nil
+	}
+	g.mu.Unlock()
+	for _, f := range fire {
+		f()
+	}
+	return err
+}
+
+// reload reads and verifies the whole ledger from disk. Caller holds locks.
+func (g *Gate) reload() error {
+	if g.f != nil {
+		g.f.Close()
+		g.f = nil
+	}
+	f, err := os.OpenFile(g.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("approval: open ledger: %w", err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("approval: read ledger: %w", err)
+	}
+	g.f = f
+	g.st = newLedgerState()
+	rep := g.st.load(b, g.path)
+	g.st.decisions = nil // history, not news
+	g.broken = nil
+	if !rep.OK {
+		g.broken = &rep
+	}
+	g.lastLine = lastLine(b[:g.st.offset])
+	g.yoloSeen = 0
+	g.updateYoloLocked()
+	return nil
+}
+
+func lastLine(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	i := bytes.LastIndexByte(b[:len(b)-1], '\n')
+	return append([]byte(nil), b[i+1:]...)
+}
+
+// catchUp applies what other processes appended since we last looked, and
+// notices a reset (file replaced) or tampering with the tail. Caller holds
+// locks.
+func (g *Gate) catchUp() error {
+	onDisk, err := os.Stat(g.path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return g.reload()
+		}
+		return fmt.Errorf("approval: stat ledger: %w", err)
+	}
+	ours, err := g.f.Stat()
+	if err != nil {
+		return fmt.Errorf("approval: stat ledger: %w", err)
+	}
+	if !os.SameFile(onDisk, ours) {
+		return g.reload() // an operator reset replaced the file
+	}
+	if g.broken != nil {
+		return nil
+	}
+	size := ours.Size()
+	if size < g.st.offset {
+		g.fail("ledger shrank from %d to %d bytes (truncated)", g.st.offset, size)
+		return nil
+	}
+	// The last line we accepted must still be there, byte for byte.
+	if n := int64(len(g.lastLine)); n > 0 {
+		buf := make([]byte, n)
+		if _, err := g.f.ReadAt(buf, g.st.offset-n); err != nil || !bytes.Equal(buf, g.lastLine) {
+			g.fail("line %d changed after it was written", g.st.lines)
+			return nil
+		}
+	}
+	if size == g.st.offset {
+		return nil
+	}
+	tail := make([]byte, size-g.st.offset)
+	if _, err := g.f.ReadAt(tail, g.st.offset); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("approval: read ledger: %w", err)
+	}
+	before := g.st.offset
+	rep := g.st.load(tail, g.path)
+	if !rep.OK {
+		g.broken = &rep
+	}
+	if g.st.offset > before {
+		full := make([]byte, g.st.offset-before)
+		copy(full, tail)
+		g.lastLine = lastLine(full)
+	}
+	g.updateYoloLocked()
+	return nil
+}
+
+func (g *Gate) fail(format string, a ...any) {
+	g.broken = &VerifyReport{Path: g.path, Entries: g.st.lines, HeadHash: g.st.head, HeadSeq: g.st.seq,
+		FirstBad: &BadEntry{Line: g.st.lines, Reason: fmt.Sprintf(format, a...)}}
+}
+
+// appendLocked writes one entry after catching up. Caller holds locks.
+func (g *Gate) appendLocked(e *entry) error {
+	if err := g.catchUp(); err != nil {
+		return err
+	}
+	if g.broken != nil {
+		return fmt.Errorf("%w (%s)", ErrLedgerBroken, g.broken.Error())
+	}
+	e.Seq = g.st.seq + 1
+	e.Prev = g.st.head
+	if e.At.IsZero() {
+		e.At = g.opts.Now()
+	}
+	line, err := encode(e)
+	if err != nil {
+		return err
+	}
+	// Check semantics on a dry run before writing: apply is all-or-nothing
+	// per entry, so apply first and roll back by reload on write failure.
+	if err := g.st.apply(e); err != nil {
+		return fmt.Errorf("approval: refusing to append invalid %s entry: %w", e.Type, err)
+	}
+	if _, err := g.f.Write(line); err != nil {
+		g.fail("append failed: %v", err)
+		return fmt.Errorf("approval: append: %w", err)
+	}
+	if err := g.f.Sync(); err != nil {
+		g.fail("fsync failed: %v", err)
+		return fmt.Errorf("approval: fsync: %w", err)
+	}
+	g.st.head, g.st.seq = e.Hash, e.Seq
+	g.st.offset += int64(len(line))
+	g.st.lines++
+	g.lastLine = line
+	g.updateYoloLocked()
+	return nil
+}
+
+// Broken returns the verification failure that closed the gate, or nil.
+func (g *Gate) Broken() *VerifyReport {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.broken == nil {
+		return nil
+	}
+	r := *g.broken
+	return &r
+}
+
+func validField(s string, max int) bool {
+	if len(s) > max || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *Gate) validateCall(c Call) (string, json.RawMessage, error) {
+	switch {
+	case !validToolName(c.Tool):
+		return "", nil, fmt.Errorf("%w: tool name %q", ErrInvalidCall, c.Tool)
+	case c.AgentID == "" || !validField(c.AgentID, 256):
+		return "", nil, fmt.Errorf("%w: agent id %q", ErrInvalidCall, c.AgentID)
+	case c.ActorID == "" || !validField(c.ActorID, 256):
+		return "", nil, fmt.Errorf("%w: actor id %q", ErrInvalidCall, c.ActorID)
+	case !validField(c.SessionID, 256) || !validField(c.Channel, 64):
+		return "", nil, fmt.Errorf("%w: session or channel", ErrInvalidCall)
+	case c.Class == "":
+		return "", nil, fmt.Errorf("%w: tool %s has no class", ErrInvalidCall, c.Tool)
+	case len(c.Args) > g.opts.MaxArgsBytes || len(c.Resume) > g.opts.MaxArgsBytes:
+		return "", nil, fmt.Errorf("%w: args or resume payload over %d bytes", ErrInvalidCall, g.opts.MaxArgsBytes)
+	}
+	args := c.Args
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	canon, err := Canonical(args)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: args: %v", ErrInvalidCall, err)
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), canon, nil
+}
+
+// Effective returns the rule that applies to a tool of this class at this
+// breaker level now (rules, breaker, floor and YOLO combined) with the
+// reason. A tool whose effective rule is never belongs off the tool list.
+func (g *Gate) Effective(name string, class tool.Class, level state.Level) (Rule, string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.effectiveLocked(name, class, level)
+}
+
+func (g *Gate) effectiveLocked(name string, class tool.Class, level state.Level) (Rule, string) {
+	return Effective(g.st.rules, name, class, level, g.opts.ExecEnabled, g.yoloActiveLocked())
+}
+
+// Check decides one call and records it: Allow appends an execute entry
+// (Decision.Exec), Ask appends a pending request (Decision.Request, with
+// call.Resume), Deny appends a deny entry. A closed (broken) gate denies
+// everything without appending. The error is for invalid calls and I/O.
+func (g *Gate) Check(ctx context.Context, c Call, level state.Level) (Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return Decision{}, err
+	}
+	argsHash, canon, err := g.validateCall(c)
+	if err != nil {
+		return Decision{}, err
+	}
+	if len(c.Resume) > 0 {
+		if _, err := Canonical(c.Resume); err != nil {
+			return Decision{}, fmt.Errorf("%w: resume payload: %v", ErrInvalidCall, err)
+		}
+	}
+	var d Decision
+	err = g.withLock(func() error {
+		if err := g.catchUp(); err != nil {
+			return err
+		}
+		if g.broken != nil {
+			d = Decision{Verdict: Deny, Rule: RuleNever, Reason: ErrLedgerBroken.Error()}
+			return nil
+		}
+		rule, reason := g.effectiveLocked(c.Tool, c.Class, level)
+		cr := &callRecord{AgentID: c.AgentID, ActorID: c.ActorID, SessionID: c.SessionID, Tool: c.Tool, Class: c.Class, ArgsHash: argsHash}
+		d = Decision{Rule: rule, Reason: reason}
+		switch rule {
+		case RuleAlways:
+			e := &entry{Type: EntryExecute, Call: cr, Reason: reason}
+			if err := g.appendLocked(e); err != nil {
+				return err
+			}
+			d.Verdict = Allow
+			d.Exec = &Exec{Seq: e.Seq, Tool: c.Tool, ArgsHash: argsHash}
+		case RuleAsk:
+			now := g.opts.Now().UTC()
+			id, err := ulid.New(ulid.Timestamp(now), rand.Reader)
+			if err != nil {
+				return fmt.Errorf("approval: request id: %w", err)
+			}
+			rec := &reqRecord{ID: id.String(), AgentID: c.AgentID, ActorID: c.ActorID, SessionID: c.SessionID, Channel: c.Channel,
+				Tool: c.Tool, Class: c.Class, ArgsHash: argsHash, Args: canon, CreatedAt: now, ExpiresAt: now.Add(g.opts.Expiry),
+				RulesVersion: g.st.rulesVersion, Reason: reason, Resume: c.Resume}
+			if err := g.appendLocked(&entry{At: now, Type: EntryRequest, Request: rec}); err != nil {
+				return err
+			}
+			d.Verdict = Ask
+			req := g.requestLocked(g.st.reqs[rec.ID])
+			d.Request = &req
+		default:
+			if err := g.appendLocked(&entry{Type: EntryDeny, Call: cr, Reason: reason}); err != nil {
+				return err
+			}
+			d.Verdict = Deny
+		}
+		return nil
+	})
+	if err != nil {
+		return Decision{}, err
+	}
+	return d, nil
+}
+
+func (g *Gate) statusLocked(rs *reqState) Status {
+	switch {
+	case rs.executed:
+		return StatusExecuted
+	case g.broken != nil:
+		return StatusRejected
+	case rs.decided && !rs.approved:
+		return StatusDenied
+	case rs.rec.RulesVersion != g.st.rulesVersion:
+		return StatusInvalidated
+	case !g.opts.Now().Before(rs.rec.ExpiresAt):
+		return StatusExpired
+	case rs.decided:
+		return StatusApproved
+	}
+	return StatusPending
+}
+
+func (g *Gate) requestLocked(rs *reqState) Request {
+	r := rs.rec
+	return Request{ID: r.ID, AgentID: r.AgentID, ActorID: r.ActorID, SessionID: r.SessionID, Channel: r.Channel,
+		Tool: r.Tool, Class: r.Class, ArgsHash: r.ArgsHash, Args: r.Args, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
+		RulesVersion: r.RulesVersion, Reason: r.Reason, Resume: r.Resume,
+		Status: g.statusLocked(rs), DecidedBy: rs.by, DecidedAt: rs.decidedAt}
+}
+
+// Decide records an operator's decision on a pending request. by names the
+// operator ("cli", "telegram:123"). Errors: ErrInvalidID, ErrNotFound,
+// ErrAlreadyDecided, ErrExpired, ErrRulesChanged, ErrLedgerBroken.
+func (g *Gate) Decide(ctx context.Context, requestID string, approve bool, by string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !ValidRequestID(requestID) {
+		return fmt.Errorf("%w: %q", ErrInvalidID, requestID)
+	}
+	if by == "" || !validField(by, 128) {
+		return fmt.Errorf("approval: decision needs a valid 'by'")
+	}
+	return g.withLock(func() error {
+		if err := g.catchUp(); err != nil {
+			return err
+		}
+		if g.broken != nil {
+			return fmt.Errorf("%w (%s)", ErrLedgerBroken, g.broken.Error())
+		}
+		rs, ok := g.st.reqs[requestID]
+		if !ok {
+			return fmt.Errorf("%w: %s", ErrNotFound, requestID)
+		}
+		switch g.statusLocked(rs) {
+		case StatusPending:
+		case StatusExpired:
+			return fmt.Errorf("%w: %s expired at %s", ErrExpired, requestID, rs.rec.ExpiresAt.Format(time.RFC3339))
+		case StatusInvalidated:
+			return fmt.Errorf("%w: %s", ErrRulesChanged, requestID)
+		default:
+			return fmt.Errorf("%w: %s is %s", ErrAlreadyDecided, requestID, g.statusLocked(rs))
+		}
+		return g.appendLocked(&entry{Type: EntryDecision, RequestID: requestID, Approved: &approve, By: by, Binding: binding(&rs.rec)})
+	})
+}
+
+// Authorize checks that call may run under the approved request requestID:
+// the gate is not broken; the request exists, was approved, has not been
+// used, has not expired (now < expires_at) and predates no rule change;
+// agent_id, tool_name, args_hash (recomputed from call.Args), actor_id and
+// session_id all match (a *BindingError otherwise); and the effective rule
+// at level does not now forbid it. On success it consumes the request and
+// records the execution start; the caller then runs the tool exactly once.
+// Refusals are also recorded in the ledger.
+func (g *Gate) Authorize(ctx context.Context, requestID string, c Call, level state.Level) (Exec, error) {
+	if err := ctx.Err(); err != nil {
+		return Exec{}, err
+	}
+	if !ValidRequestID(requestID) {
+		return Exec{}, fmt.Errorf("%w: %q", ErrInvalidID, requestID)
+	}
+	argsHash, _, err := g.validateCall(c)
+	if err != nil {
+		return Exec{}, err
+	}
+	var ex Exec
+	var refusal error
+	err = g.withLock(func() error {
+		if err := g.catchUp(); err != nil {
+			return err
+		}
+		if g.broken != nil {
+			refusal = fmt.Errorf("%w (%s)", ErrLedgerBroken, g.broken.Error())
+			return nil
+		}
+		refusal = g.authorizeLocked(requestID, c, argsHash, level)
+		cr := &callRecord{AgentID: c.AgentID, ActorID: c.ActorID, SessionID: c.SessionID, Tool: c.Tool, Class: c.Class, ArgsHash: argsHash}
+		if refusal != nil {
+			if _, known := g.st.reqs[requestID]; !known {
+				requestID = ""
+			}
+			return g.appendLocked(&entry{Type: EntryDeny, RequestID: requestID, Call: cr, Reason: refusal.Error()})
+		}
+		rs := g.st.reqs[requestID]
+		e := &entry{Type: EntryExecute, RequestID: requestID, Call: cr, Binding: binding(&rs.rec), Reason: "approved by " + rs.by}
+		if err := g.appendLocked(e); err != nil {
+			return err
+		}
+		ex = Exec{Seq: e.Seq, RequestID: requestID, Tool: c.Tool, ArgsHash: argsHash}
+		return nil
+	})
+	if err != nil {
+		return Exec{}, err
+	}
+	return ex, refusal
+}
+
+func (g *Gate) authorizeLocked(id string, c Call, argsHash string, level state.Level) error {
+	rs, ok := g.st.reqs[id]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	switch g.statusLocked(rs) {
+	case StatusApproved:
+	case StatusExecuted:
+		return fmt.Errorf("%w: %s", ErrConsumed, id)
+	case StatusDenied:
+		return fmt.Errorf("%w: %s", ErrDenied, id)
+	case StatusInvalidated:
+		return fmt.Errorf("%w: %s", ErrRulesChanged, id)
+	case StatusExpired:
+		return fmt.Errorf("%w: %s expired at %s", ErrExpired, id, rs.rec.ExpiresAt.Format(time.RFC3339Nano))
+	default:
+		return fmt.Errorf("%w: %s", ErrNotApproved, id)
+	}
+	r := rs.rec
+	for _, f := range []struct{ name, want, got string }{
+		{"agent_id", r.AgentID, c.AgentID},
+		{"tool_name", r.Tool, c.Tool},
+		{"args_hash", r.ArgsHash, argsHash},
+		{"actor_id", r.ActorID, c.ActorID},
+		{"session_id", r.SessionID, c.SessionID},
+	} {
+		if f.want != f.got {
+			return &BindingError{Field: f.name, Want: f.want, Got: f.got}
+		}
+	}
+	if c.Class != r.Class {
+		return &BindingError{Field: "class", Want: string(r.Class), Got: string(c.Class)}
+	}
+	if rule, reason := Effective(g.st.rules, c.Tool, c.Class, level, g.opts.ExecEnabled, false); rule == RuleNever {
+		return fmt.Errorf("%w: %s", ErrForbidden, reason)
+	}
+	return nil
+}
+
+// RecordResult appends the outcome of an execution started by Check (Allow)
+// or Authorize: ok, the SHA-256 of output, and runErr's text (truncated to
+// 512 bytes).
+func (g *Gate) RecordResult(ctx context.Context, ex Exec, output string, runErr error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ok := runErr == nil
+	sum := sha256.Sum256([]byte(output))
+	e := &entry{Type: EntryResult, ExecSeq: ex.Seq, OK: &ok, OutputHash: hex.EncodeToString(sum[:])}
+	if runErr != nil {
+		msg := runErr.Error()
+		if len(msg) > 512 {
+			msg = msg[:512]
+		}
+		e.Error = string(bytes.ToValidUTF8([]byte(msg), []byte("?")))
+	}
+	return g.withLock(func() error { return g.appendLocked(e) })
+}
+
+// Refresh applies entries other processes appended (decisions from the CLI,
+// rule changes, YOLO windows, a reset) and fires OnDecision for new
+// decisions. Call it periodically (e.g. every second) in the server. It
+// verifies every new entry; a tampered tail closes the gate.
+func (g *Gate) Refresh(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return g.withLock(g.catchUp)
+}
+
+// Get returns one request with its current status.
+func (g *Gate) Get(ctx context.Context, requestID string) (Request, error) {
+	if !ValidRequestID(requestID) {
+		return Request{}, fmt.Errorf("%w: %q", ErrInvalidID, requestID)
+	}
+	var r Request
+	err := g.withLock(func() error {
+		if err := g.catchUp(); err != nil {
+			return err
+		}
+		rs, ok := g.st.reqs[requestID]
+		if !ok {
+			return fmt.Errorf("%w: %s", ErrNotFound, requestID)
+		}
+		r = g.requestLocked(rs)
+		return nil
+	})
+	return r, err
+}
+
+// Pending returns the open requests (pending or approved-not-yet-executed),
+// oldest first. A broken gate has none: they are all rejected.
+func (g *Gate) Pending(ctx context.Context) ([]Request, error) {
+	all, err := g.List(ctx)
+	var out []Request
+	for _, r := range all {
+		if r.Status == StatusPending || r.Status == StatusApproved {
+			out = append(out, r)
+		}
+	}
+	return out, err
+}
+
+// List returns every request in the ledger with its status, oldest first.
+func (g *Gate) List(ctx context.Context) ([]Request, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []Request
+	err := g.withLock(func() error {
+		if err := g.catchUp(); err != nil {
+			return err
+		}
+		for _, id := range g.st.order {
+			out = append(out, g.requestLocked(g.st.reqs[id]))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Rules returns the current per-tool rules and their version.
+func (g *Gate) Rules() (map[string]Rule, int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return copyRules(g.st.rules), g.st.rulesVersion
+}
+
+// SetRules saves rules to the ledger. Every open approval is invalidated,
+// even if the rules are unchanged: saving is the act that counts.
+func (g *Gate) SetRules(ctx context.Context, rules map[string]Rule, by string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for k, v := range rules {
+		if !validToolName(k) {
+			return fmt.Errorf("approval: invalid tool name %q", k)
+		}
+		if _, err := ParseRule(string(v)); err != nil {
+			return err
+		}
+	}
+	return g.withLock(func() error {
+		if err := g.catchUp(); err != nil {
+			return err
+		}
+		return g.appendLocked(&entry{Type: EntryRules, Rules: copyRules(rules), RulesVersion: g.st.rulesVersion + 1, By: by})
+	})
+}
+
+// Yolo opens a YOLO window of d (capped at MaxYolo) in which ask is treated
+// as always; it never relaxes never, exec tools or the breaker. d ≤ 0 closes
+// the window. It returns the wall-clock end.
+//
+// The window ends at the earlier of two deadlines: the wall-clock until
+// stored in the ledger, and a monotonic deadline. Monotonic clocks are
+// process-local, so each process that sees the entry (this one at once,
+// others on Refresh or at start-up) sets its own monotonic deadline to
+// now_mono + min(d, until − now_wall). A wall clock stepped backwards
+// therefore cannot extend the window, and stepping it forward ends it early.
+func (g *Gate) Yolo(ctx context.Context, d time.Duration, by string) (time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, err
+	}
+	if d < 0 {
+		d = 0
+	}
+	if d > MaxYolo {
+		d = MaxYolo
+	}
+	now := g.opts.Now().UTC()
+	until := now.Add(d)
+	err := g.withLock(func() error {
+		return g.appendLocked(&entry{At: now, Type: EntryYolo, Until: &until, DurationMS: d.Milliseconds(), By: by})
+	})
+	return until, err
+}
+
+// updateYoloLocked computes the monotonic deadline for a newly seen yolo
+// entry.
+func (g *Gate) updateYoloLocked() {
+	e := g.st.yolo
+	if e == nil || e.Seq == g.yoloSeen {
+		return
+	}
+	g.yoloSeen = e.Seq
+	rem := e.Until.Sub(g.opts.Now())
+	if d := time.Duration(e.DurationMS) * time.Millisecond; d < rem {
+		rem = d
+	}
+	if rem <= 0 {
+		g.yoloMono = 0
+		return
+	}
+	g.yoloMono = g.opts.Monotonic() + rem
+}
+
+func (g *Gate) yoloActiveLocked() bool {
+	e := g.st.yolo
+	if e == nil || g.yoloMono == 0 || g.broken != nil {
+		return false
+	}
+	return g.opts.Now().Before(*e.Until) && g.opts.Monotonic() < g.yoloMono
+}
+
+// YoloUntil reports whether a YOLO window is open and its wall-clock end.
+func (g *Gate) YoloUntil() (time.Time, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.yoloActiveLocked() {
+		return time.Time{}, false
+	}
+	return *g.st.yolo.Until, true
+}
+
+// Verify re-reads and verifies the whole ledger on disk. A failure closes
+// the gate (fail closed) until Reset.
+func (g *Gate) Verify(ctx context.Context) (VerifyReport, error) {
+	if err := ctx.Err(); err != nil {
+		return VerifyReport{}, err
+	}
+	var rep VerifyReport
+	err := g.withLock(func() error {
+		var err error
+		rep, err = VerifyLedger(g.path)
+		if err != nil {
+			return err
+		}
+		if !rep.OK && g.broken == nil {
+			g.broken = &rep
+		}
+		return nil
+	})
+	return rep, err
+}
+
+// Reset is the operator's way out of a closed gate. It refuses
+// (ErrNotBroken) when the ledger verifies. Otherwise the broken ledger is
+// moved aside to ledger.jsonl.broken-<UTC time> (nothing is deleted) and a
+// new ledger starts with a reset entry naming by, reason, the archive, its
+// SHA-256, the first bad line and the last good hash, carrying over the last
+// good rules under a new rules version. Every request of the old ledger
+// stays rejected.
+func (g *Gate) Reset(ctx context.Context, by, reason string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if by == "" || !validField(by, 128) || !validField(reason, 1024) {
+		return errors.New("approval: reset needs a valid 'by' and reason")
+	}
+	return g.withLock(func() error {
+		if err := g.catchUp(); err != nil {
+			return err
+		}
+		b, err := os.ReadFile(g.path)
+		if err != nil {
+			return fmt.Errorf("approval: reset: %w", err)
+		}
+		st := newLedgerState()
+		rep := st.load(b, g.path)
+		if rep.OK && g.broken == nil {
+			return ErrNotBroken
+		}
+		if rep.OK {
+			rep = *g.broken
+		}
+		now := g.opts.Now().UTC()
+		archive := g.path + ".broken-" + now.Format("20060102T150405.000000000Z")
+		sum := sha256.Sum256(b)
+		tmp := filepath.Join(g.dir, ".ledger.reset.tmp")
+		e := &entry{Seq: 1, At: now, Type: EntryReset, Prev: genesis, By: by, Reason: reason,
+			Archived: filepath.Base(archive), ArchivedSHA256: hex.EncodeToString(sum[:]), LastGoodHash: rep.HeadHash,
+			Rules: copyRules(st.rules), RulesVersion: st.rulesVersion + 1}
+		if rep.FirstBad != nil {
+			e.BrokenLine = rep.FirstBad.Line
+		}
+		line, err := encode(e)
+		if err != nil {
+			return err
+		}
+		if err := writeSync(tmp, line); err != nil {
+			return fmt.Errorf("approval: reset: %w", err)
+		}
+		if err := os.Rename(g.path, archive); err != nil {
+			os.Remove(tmp)
+			return fmt.Errorf("approval: reset: archive: %w", err)
+		}
+		if err := os.Rename(tmp, g.path); err != nil {
+			return fmt.Errorf("approval: reset: %w", err)
+		}
+		syncDir(g.dir)
+		return g.reload()
+	})
+}
+
+func writeSync(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
