@@ -82,7 +82,7 @@ func (c *fakeClock) Waits() []time.Duration {
 
 // run advances the clock by step every few real milliseconds until the
 // test ends: an accelerated clock for debounce windows.
-func (c *fakeClock) run(t *testing.T, step time.Duration) {
+func (c *fakeClock) run(t testing.TB, step time.Duration) {
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	t.Cleanup(func() { close(stop); <-done })
@@ -172,7 +172,7 @@ func (m *fakeMemory) Forget(ctx context.Context, actor string) error {
 }
 
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *telegramtest.Server
 	ch    *Channel
 	inv   *fakeInvoker
@@ -184,7 +184,7 @@ type harness struct {
 
 // newHarness builds a channel against a fake Bot API; chat 70001 is
 // allowed unless opts changes AllowedChatIDs. It is not started.
-func newHarness(t *testing.T, mod func(*Options)) *harness {
+func newHarness(t testing.TB, mod func(*Options)) *harness {
 	t.Helper()
 	h := &harness{
 		t:     t,
@@ -300,7 +300,7 @@ func callbackUpdate(id int64, fromID, chatID int64, messageID int, data string) 
 
 // sampleUpdates reads shared/data/telegram/updates.jsonl with _comment
 // stripped, keyed by update_id, in file order.
-func sampleUpdates(t *testing.T) (ids []int64, bodies map[int64]string, comments map[int64]string) {
+func sampleUpdates(t testing.TB) (ids []int64, bodies map[int64]string, comments map[int64]string) {
 	t.Helper()
 	f, err := os.Open("../../../../shared/data/telegram/updates.jsonl")
 	if err != nil {

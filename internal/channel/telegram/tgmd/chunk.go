@@ -48,8 +48,7 @@ func tokenize(s string) []atom {
 		case '&':
 			if j := strings.IndexByte(s[i:], ';'); j > 0 && j <= 12 {
 				e := s[i : i+j+1]
-				u := html.UnescapeString(e)
-				atoms = append(atoms, atom{kind: atomEntity, s: e, units: UTF16Len(u)})
+				atoms = append(atoms, atom{kind: atomEntity, s: e, units: entityUnits(e)})
 				i += j + 1
 				continue
 			}
@@ -70,7 +69,22 @@ func tagName(s string) string {
 	if end < 0 {
 		end = len(s)
 	}
-	return strings.ToLower(s[:end])
+	n := s[:end]
+	for i := 0; i < len(n); i++ {
+		if n[i] >= 'A' && n[i] <= 'Z' {
+			return strings.ToLower(n)
+		}
+	}
+	return n
+}
+
+// entityUnits is the UTF-16 length of the character an entity stands for.
+func entityUnits(e string) int {
+	switch e {
+	case "&lt;", "&gt;", "&amp;", "&quot;":
+		return 1
+	}
+	return UTF16Len(html.UnescapeString(e))
 }
 
 // UTF16Len returns the length of s in UTF-16 code units, the unit Telegram
@@ -91,13 +105,28 @@ func UTF16Len(s string) int {
 // the text a user sees, without any Markdown syntax.
 func PlainText(s string) string {
 	var b strings.Builder
-	for _, a := range tokenize(s) {
-		switch a.kind {
-		case atomText:
-			b.WriteString(a.s)
-		case atomEntity:
-			b.WriteString(html.UnescapeString(a.s))
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		switch s[i] {
+		case '<':
+			if j := strings.IndexByte(s[i:], '>'); j > 0 {
+				i += j + 1
+				continue
+			}
+		case '&':
+			if j := strings.IndexByte(s[i:], ';'); j > 0 && j <= 12 {
+				b.WriteString(html.UnescapeString(s[i : i+j+1]))
+				i += j + 1
+				continue
+			}
 		}
+		j := strings.IndexAny(s[i+1:], "<&")
+		if j < 0 {
+			b.WriteString(s[i:])
+			break
+		}
+		b.WriteString(s[i : i+1+j])
+		i += 1 + j
 	}
 	return b.String()
 }
@@ -160,7 +189,7 @@ func Chunk(s string, limit int) []string {
 			if j > start && !smallPre[j] {
 				inPre := hasOpen(stack, "pre")
 				inCode := inPre || hasOpen(stack, "code")
-				c := candidate{idx: j, next: j, units: units, stack: append([]atom(nil), stack...), ok: true}
+				c := candidate{idx: j, next: j, units: units, stack: stack, ok: true}
 				prio := -1
 				switch {
 				case a.kind == atomText && a.s == "\n" && !inPre:
@@ -190,12 +219,13 @@ func Chunk(s string, limit int) []string {
 				break
 			}
 			units += a.units
+			// stack is never modified in place: candidates share it.
 			switch a.kind {
 			case atomOpen:
-				stack = append(stack, a)
+				stack = append(stack[:len(stack):len(stack)], a)
 			case atomClose:
 				if len(stack) > 0 {
-					stack = stack[:len(stack)-1]
+					stack = stack[: len(stack)-1 : len(stack)-1]
 				}
 			}
 		}
@@ -249,10 +279,17 @@ func appendChunk(chunks []string, reopen, body, open []atom) []string {
 	for i := len(open) - 1; i >= 0; i-- {
 		b.WriteString("</" + open[i].name + ">")
 	}
-	out := removeEmptyPairs(b.String())
-	if strings.TrimSpace(PlainText(out)) == "" {
+	visible := false
+	for _, a := range body {
+		if a.kind == atomEntity || a.kind == atomText && strings.TrimSpace(a.s) != "" {
+			visible = true
+			break
+		}
+	}
+	if !visible {
 		return chunks
 	}
+	out := removeEmptyPairs(b.String())
 	return append(chunks, strings.TrimRightFunc(out, func(r rune) bool { return r == '\n' || r == ' ' }))
 }
 
@@ -262,21 +299,54 @@ func removeEmptyPairs(s string) string {
 	if !strings.Contains(s, "></") {
 		return s
 	}
-	atoms := tokenize(s)
-	out := make([]atom, 0, len(atoms))
-	for _, a := range atoms {
-		if a.kind == atomClose && len(out) > 0 {
-			top := out[len(out)-1]
-			if top.kind == atomOpen && top.name == a.name {
-				out = out[:len(out)-1]
+	// out holds the result; opens records, for each open tag still without
+	// content, its name and where it starts in out.
+	type open struct {
+		name string
+		at   int
+	}
+	out := make([]byte, 0, len(s))
+	var opens []open
+	empty := false // nothing written since the last open tag
+	for i := 0; i < len(s); {
+		if s[i] == '<' {
+			if j := strings.IndexByte(s[i:], '>'); j > 0 {
+				t := s[i : i+j+1]
+				i += j + 1
+				if strings.HasPrefix(t, "</") {
+					name := tagName(t[2:])
+					if empty && len(opens) > 0 && opens[len(opens)-1].name == name {
+						out = out[:opens[len(opens)-1].at]
+						opens = opens[:len(opens)-1]
+						// The parent is empty again only if the pair was its
+						// first content.
+						empty = len(opens) > 0 && len(out) == opens[len(opens)-1].at+openLen(out, opens[len(opens)-1].at)
+						continue
+					}
+					if len(opens) > 0 {
+						opens = opens[:len(opens)-1]
+					}
+					out = append(out, t...)
+					empty = false
+					continue
+				}
+				opens = append(opens, open{tagName(t[1:]), len(out)})
+				out = append(out, t...)
+				empty = true
 				continue
 			}
 		}
-		out = append(out, a)
+		out = append(out, s[i])
+		i++
+		empty = false
 	}
-	var b strings.Builder
-	for _, a := range out {
-		b.WriteString(a.s)
+	return string(out)
+}
+
+// openLen returns the length of the open tag starting at out[at].
+func openLen(out []byte, at int) int {
+	if j := strings.IndexByte(string(out[at:]), '>'); j >= 0 {
+		return j + 1
 	}
-	return b.String()
+	return 0
 }
