@@ -233,6 +233,11 @@ type MCPServer struct {
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	URL     string            `json:"url,omitempty"`
+	// Headers are sent to a streamable HTTP server (e.g. Authorization).
+	Headers map[string]string `json:"headers,omitempty"`
+	// Class is the tool class of the server's tools: read, write (default)
+	// or exec.
+	Class string `json:"class,omitempty"`
 }
 
 // Default returns the configuration with every default filled in.
