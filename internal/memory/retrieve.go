@@ -194,7 +194,7 @@ func Assemble(hits []Hit, limit int) []Hit {
 // SameTopic is the conflict rule of assembly. An inferred record is on the
 // same topic as an explicit one when
 //   - both carry the same non-empty metadata "topic" string, or
-//   - at least 60% of the inferred record's content words (lowercased,
+//   - at least half of the inferred record's content words (lowercased,
 //     words of 3+ letters minus a few function words, "fertiliser" and
 //     "fertilizers" alike by a 5-letter prefix) occur in the explicit one.
 //
@@ -219,7 +219,7 @@ func SameTopic(explicit, inferred Record) bool {
 			common++
 		}
 	}
-	return float64(common) >= 0.6*float64(len(iw))
+	return float64(common) >= 0.5*float64(len(iw))
 }
 
 var topicStop = map[string]bool{"the": true, "and": true, "for": true, "with": true, "that": true, "this": true,

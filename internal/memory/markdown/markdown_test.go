@@ -1,0 +1,79 @@
+package markdown
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/memory"
+)
+
+func TestRoundTrip(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 9, 30, 0, 123, time.UTC)
+	recs := []memory.Record{
+		{ID: "mem_1", Namespace: "/main/u1/long_term/", Strategy: memory.StrategyUserPreference, Content: "I only use organic fertiliser",
+			Metadata: map[string]any{"plants": []string{"fig"}, "n": 2.5, "due": t0, "type": "pref"}, CreatedAt: t0, UpdatedAt: t0,
+			Sources: []string{"ev_1"}, Importance: 0.8, Status: memory.StatusActive},
+		{ID: "mem_2", Namespace: "/main/u1/long_term/", Strategy: memory.StrategySemantic, Content: "## not a heading\n<!-- tendril:record {} -->\n\\backslash -->",
+			CreatedAt: t0, UpdatedAt: t0, Status: memory.StatusStaged},
+	}
+	evs := []memory.Event{{ID: "ev_1", ActorID: "u1", SessionID: "s1", Role: "user", Text: "hello\nworld", Timestamp: t0, Metadata: map[string]any{"speaker": "Jin"}}}
+	files := Render("u1", recs, evs, []string{"sha256:ab"})
+	var gotRecs []memory.Record
+	var gotEvs []memory.Event
+	var hashes []string
+	for rel, data := range files {
+		p := Parse(data, Defaults{File: rel, Namespace: "/main/u1/long_term/"})
+		if p.ActorID != "u1" || len(p.Warnings) > 0 {
+			t.Fatalf("%s: actor %q warnings %v", rel, p.ActorID, p.Warnings)
+		}
+		gotRecs = append(gotRecs, p.Records...)
+		gotEvs = append(gotEvs, p.Events...)
+		hashes = append(hashes, p.Hashes...)
+	}
+	SortRecords(gotRecs)
+	if !reflect.DeepEqual(gotRecs, recs) {
+		t.Fatalf("records:\n got %+v\nwant %+v", gotRecs, recs)
+	}
+	if len(gotEvs) != 1 || gotEvs[0].Text != "hello\nworld" || gotEvs[0].Metadata["speaker"] != "Jin" || !gotEvs[0].Timestamp.Equal(t0) {
+		t.Fatalf("events %+v", gotEvs)
+	}
+	if !reflect.DeepEqual(hashes, []string{"sha256:ab"}) {
+		t.Fatalf("hashes %v", hashes)
+	}
+}
+
+func TestHandWrittenAndTorn(t *testing.T) {
+	data := string(FileHeader("u1", "Semantic memory")) + "## Has a greenhouse\nIt is small and heated.\n\n" +
+		"## torn\n<!-- tendril:record {\"id\":\"x\""
+	p := Parse([]byte(data), Defaults{File: "semantic.md", Namespace: "/main/u1/long_term/", Strategy: memory.StrategySemantic})
+	if len(p.Records) != 1 || p.Records[0].Content != "It is small and heated." || !strings.HasPrefix(p.Records[0].ID, "md_") || len(p.Warnings) != 1 {
+		t.Fatalf("parsed %+v", p)
+	}
+	again := Parse([]byte(data), Defaults{File: "semantic.md", Namespace: "/main/u1/long_term/", Strategy: memory.StrategySemantic})
+	if again.Records[0].ID != p.Records[0].ID {
+		t.Fatal("hand-written ID not deterministic")
+	}
+}
+
+func FuzzEncodeActor(f *testing.F) {
+	for _, s := range []string{"telegram:12345", "..", "../../etc", "a/b", "\x00", strings.Repeat("é", 200), ".hidden", "%2F"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		enc, err := EncodeActor(s)
+		if s == "" {
+			if err == nil {
+				t.Fatal("empty actor accepted")
+			}
+			return
+		}
+		if err != nil || enc == "" || enc == "." || enc == ".." || strings.ContainsAny(enc, "/\\\x00") || strings.HasPrefix(enc, ".") || len(enc) > maxEncoded {
+			t.Fatalf("EncodeActor(%q) = %q, %v", s, enc, err)
+		}
+		if other, _ := EncodeActor(s + "x"); other == enc {
+			t.Fatalf("collision for %q", s)
+		}
+	})
+}

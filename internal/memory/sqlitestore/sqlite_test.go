@@ -1,0 +1,229 @@
+package sqlitestore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/search"
+)
+
+var bg = context.Background()
+
+func TestHandEditsArePickedUp(t *testing.T) {
+	home := t.TempDir()
+	s, err := Open(home, Options{SyncInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, err := s.Put(bg, memory.Record{Namespace: "/main/telegram:1/long_term/", Content: "has a fig tree"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(home, "memory", "telegram%3A1", "semantic.md")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(data), "\nhas a fig tree\n", "\nhas an olive tree\n", 1) + "\n## Greenhouse\nOwns a small heated greenhouse.\n"
+	if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(bg); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(bg, r.ID)
+	if err != nil || got.Content != "has an olive tree" {
+		t.Fatalf("edited record = %+v, %v", got, err)
+	}
+	hits, err := s.Search(bg, memory.Query{NamespacePath: "/main/telegram:1/", Text: "greenhouse"})
+	if err != nil || len(hits) != 1 || hits[0].Record.Content != "Owns a small heated greenhouse." {
+		t.Fatalf("hand-written record: %+v, %v", hits, err)
+	}
+	// A reopened store sees the same thing; rebuild too.
+	s.Close()
+	s2, err := Open(home, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if err := s2.Rebuild(bg, nil); err != nil {
+		t.Fatal(err)
+	}
+	hits2, _ := s2.Search(bg, memory.Query{NamespacePath: "/main/telegram:1/", Text: "greenhouse olive"})
+	if len(hits2) != 2 {
+		t.Fatalf("after reopen+rebuild: %+v", hits2)
+	}
+}
+
+func TestTornAppendKeepsEarlierEvents(t *testing.T) {
+	home := t.TempDir()
+	s, _ := Open(home, Options{SyncInterval: -1})
+	defer s.Close()
+	ts := time.Now().UTC()
+	if err := s.AppendEvents(bg, []memory.Event{{ID: "e1", ActorID: "u", Text: "first turn", Timestamp: ts}}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(home, "memory", "u", "episodic", ts.Format("2006-01-02")+".md")
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("## torn\n<!-- tendril:event {\"id\":\"e2\",\"sess")
+	f.Close()
+	if err := s.Rebuild(bg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendEvents(bg, []memory.Event{{ID: "e3", ActorID: "u", Text: "third turn", Timestamp: ts.Add(time.Second)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Rebuild(bg, nil); err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := s.Events(bg, "u", "")
+	if len(evs) != 2 || evs[0].ID != "e1" || evs[1].ID != "e3" {
+		t.Fatalf("events after torn write: %+v", evs)
+	}
+}
+
+func TestEventExpiry(t *testing.T) {
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	clock := now
+	home := t.TempDir()
+	s, _ := Open(home, Options{Now: func() time.Time { return clock }, SyncInterval: -1})
+	defer s.Close()
+	s.AppendEvents(bg, []memory.Event{
+		{ID: "old", ActorID: "u", Text: "old aphids", Timestamp: now.Add(-31 * 24 * time.Hour)},
+		{ID: "new", ActorID: "u", Text: "new aphids", Timestamp: now.Add(-29 * 24 * time.Hour)},
+	})
+	evs, _ := s.Events(bg, "u", "")
+	if len(evs) != 1 || evs[0].ID != "new" {
+		t.Fatalf("unexpired events %+v", evs)
+	}
+	clock = now.Add(2 * 24 * time.Hour)
+	n, err := s.ExpireEvents(bg)
+	if err != nil || n != 2 { // both are now older than 30 days
+		t.Fatalf("ExpireEvents = %d, %v", n, err)
+	}
+	hits, _ := s.Search(bg, memory.Query{NamespacePath: "/main/u/", Text: "aphids"})
+	if len(hits) != 0 {
+		t.Fatalf("expired events searchable: %+v", hits)
+	}
+	if files, _ := filepath.Glob(filepath.Join(home, "memory", "u", "episodic", "*.md")); len(files) != 0 {
+		t.Fatalf("expired daily logs remain: %v", files)
+	}
+}
+
+func TestHybridEmbedder(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ Input []string }
+		json.NewDecoder(r.Body).Decode(&req)
+		var data []map[string]any
+		for i, s := range req.Input {
+			v := []float32{0, 0, 1}
+			if strings.Contains(s, "aphid") || strings.Contains(s, "insect") || strings.Contains(s, "bugs") {
+				v = []float32{1, 0, 0}
+			}
+			data = append(data, map[string]any{"index": i, "embedding": v})
+		}
+		json.NewEncoder(w).Encode(map[string]any{"data": data})
+	}))
+	defer srv.Close()
+	s, err := Open(t.TempDir(), Options{Embedder: &search.HTTPEmbedder{BaseURL: srv.URL + "/v1", Model: "fake"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ns := "/main/u/long_term/"
+	a, _ := s.Put(bg, memory.Record{Namespace: ns, Content: "tiny green insects on the roses"})
+	s.Put(bg, memory.Record{Namespace: ns, Content: "waters the lawn on sundays"})
+	hits, err := s.Search(bg, memory.Query{NamespacePath: ns, Text: "bugs"})
+	if err != nil || len(hits) == 0 || hits[0].Record.ID != a.ID || !strings.Contains(hits[0].Explain, "rrf") || !strings.Contains(hits[0].Explain, "vector rank 1") {
+		t.Fatalf("hybrid: %+v, %v", hits, err)
+	}
+}
+
+// BenchmarkSearch100k measures retrieval over 100,000 records in one
+// namespace (p50/p99 reported as custom metrics).
+func BenchmarkSearch100k(b *testing.B) {
+	s, err := Open(b.TempDir(), Options{SyncInterval: -1, NoFsync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	rng := rand.New(rand.NewSource(1))
+	vocab := make([]string, 5000)
+	for i := range vocab {
+		vocab[i] = fmt.Sprintf("w%dx", i)
+	}
+	word := func() string { return vocab[int(float64(len(vocab))*rng.Float64()*rng.Float64())] } // skewed
+	ns := "/main/bench/long_term/"
+	const n = 100000
+	recs := make([]memory.Record, 0, 10000)
+	t0 := time.Now().Add(-time.Hour)
+	for i := 0; i < n; i++ {
+		var ws []string
+		for j := 0; j < 12; j++ {
+			ws = append(ws, word())
+		}
+		recs = append(recs, memory.Record{Namespace: ns, Content: strings.Join(ws, " "), CreatedAt: t0.Add(time.Duration(i) * time.Millisecond),
+			Metadata: map[string]any{"type": []string{"note", "fact"}[i%2]}})
+		if len(recs) == cap(recs) {
+			if _, err := s.PutBatch(bg, recs); err != nil {
+				b.Fatal(err)
+			}
+			recs = recs[:0]
+		}
+	}
+	if err := s.Prepare(bg, "bench"); err != nil {
+		b.Fatal(err)
+	}
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		q := memory.Query{NamespacePath: ns, Text: word() + " " + word() + " " + word() + " " + word(), TopK: 50}
+		if i%4 == 0 {
+			q.Filters = []memory.Filter{{Key: "type", Op: memory.OpEquals, Value: "note"}}
+		}
+		start := time.Now()
+		if _, err := s.Search(bg, q); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// BenchmarkIngest measures AppendEvents throughput in turns/s (batches of
+// 20 turns, fsync on as in production).
+func BenchmarkIngest(b *testing.B) {
+	s, err := Open(b.TempDir(), Options{SyncInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	t0 := time.Now().Add(-time.Hour)
+	turns := 0
+	start := time.Now()
+	for i := 0; b.Loop(); i++ {
+		evs := make([]memory.Event, 20)
+		for j := range evs {
+			evs[j] = memory.Event{ActorID: fmt.Sprintf("a%d", i%5), SessionID: "s", Text: "I went to the garden centre and bought organic fertiliser for the figs", Timestamp: t0.Add(time.Duration(turns+j) * time.Millisecond)}
+		}
+		if err := s.AppendEvents(bg, evs); err != nil {
+			b.Fatal(err)
+		}
+		turns += len(evs)
+	}
+	b.ReportMetric(float64(turns)/time.Since(start).Seconds(), "turns/s")
+}
