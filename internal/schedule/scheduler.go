@@ -201,6 +201,11 @@ func (s *Scheduler) loop(ctx context.Context, done chan struct{}) {
 			d = time.Second
 		}
 		select {
+		case <-s.wake: // don't start a timer only to abandon it
+			continue
+		default:
+		}
+		select {
 		case <-ctx.Done():
 			return
 		case <-s.wake:
