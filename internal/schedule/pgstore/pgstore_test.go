@@ -27,7 +27,9 @@ func baseURL() string {
 // freshSchema creates an empty schema and returns a URL whose connections
 // use it; it is dropped when the test ends. The test is skipped when
 // Postgres is unreachable.
-func freshSchema(t *testing.T) string {
+func freshSchema(t *testing.T) string { return freshSchemaTB(t) }
+
+func freshSchemaTB(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
