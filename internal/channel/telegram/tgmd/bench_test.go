@@ -56,3 +56,19 @@ func BenchmarkGoldmarkHTML(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRender and BenchmarkChunk split BenchmarkRenderChunk.
+func BenchmarkRender(b *testing.B) {
+	b.SetBytes(int64(len(benchReply)))
+	for b.Loop() {
+		tgmd.Render(benchReply)
+	}
+}
+
+func BenchmarkChunk(b *testing.B) {
+	html := tgmd.Render(benchReply)
+	b.SetBytes(int64(len(benchReply)))
+	for b.Loop() {
+		tgmd.Chunk(html, tgmd.MaxChunk)
+	}
+}

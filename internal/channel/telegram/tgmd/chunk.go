@@ -20,11 +20,38 @@ const (
 	atomClose
 )
 
+// atom is one rune, entity or tag of the HTML, by byte offsets; it holds no
+// pointers so large replies tokenize cheaply.
 type atom struct {
-	kind  atomKind
-	s     string // exact source text
-	name  string // tag name for open/close
-	units int    // visible UTF-16 units
+	start, end int32
+	kind       atomKind
+	units      uint8 // visible UTF-16 units
+	tag        tagID // for open and close tags
+	ch         byte  // the byte of a one-byte text atom, else 0
+}
+
+type tagID uint8
+
+const (
+	tagOther tagID = iota
+	tagPre
+	tagCode
+	tagBlockquote
+	tagA
+)
+
+func tagIDOf(name string) tagID {
+	switch name {
+	case "pre":
+		return tagPre
+	case "code":
+		return tagCode
+	case "blockquote":
+		return tagBlockquote
+	case "a":
+		return tagA
+	}
+	return tagOther
 }
 
 // tokenize splits Telegram HTML into runes, entities and tags. It trusts its
@@ -37,29 +64,36 @@ func tokenize(s string) []atom {
 		case '<':
 			if j := strings.IndexByte(s[i:], '>'); j > 0 {
 				t := s[i : i+j+1]
+				a := atom{start: int32(i), end: int32(i + j + 1), kind: atomOpen}
 				if strings.HasPrefix(t, "</") {
-					atoms = append(atoms, atom{kind: atomClose, s: t, name: tagName(t[2:])})
+					a.kind, a.tag = atomClose, tagIDOf(tagName(t[2:]))
 				} else {
-					atoms = append(atoms, atom{kind: atomOpen, s: t, name: tagName(t[1:])})
+					a.tag = tagIDOf(tagName(t[1:]))
 				}
+				atoms = append(atoms, a)
 				i += j + 1
 				continue
 			}
 		case '&':
 			if j := strings.IndexByte(s[i:], ';'); j > 0 && j <= 12 {
-				e := s[i : i+j+1]
-				atoms = append(atoms, atom{kind: atomEntity, s: e, units: entityUnits(e)})
+				atoms = append(atoms, atom{start: int32(i), end: int32(i + j + 1), kind: atomEntity, units: uint8(entityUnits(s[i : i+j+1]))})
 				i += j + 1
 				continue
 			}
 		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		u := 1
-		if r > 0xFFFF {
-			u = 2
+		a := atom{start: int32(i), kind: atomText, units: 1}
+		if c := s[i]; c < utf8.RuneSelf {
+			a.ch = c
+			i++
+		} else {
+			r, n := utf8.DecodeRuneInString(s[i:])
+			if r > 0xFFFF {
+				a.units = 2
+			}
+			i += n
 		}
-		atoms = append(atoms, atom{kind: atomText, s: s[i : i+n], units: u})
-		i += n
+		a.end = int32(i)
+		atoms = append(atoms, a)
 	}
 	return atoms
 }
@@ -152,21 +186,21 @@ func Chunk(s string, limit int) []string {
 	// preLen[i] is the visible length of the pre element opened at atoms[i].
 	smallPre := make([]bool, len(atoms)) // atoms inside a pre that fits in a chunk
 	for i := 0; i < len(atoms); i++ {
-		if atoms[i].kind != atomOpen || atoms[i].name != "pre" {
+		if atoms[i].kind != atomOpen || atoms[i].tag != tagPre {
 			continue
 		}
 		units, depth, j := 0, 0, i
 		for ; j < len(atoms); j++ {
 			a := atoms[j]
-			if a.kind == atomOpen && a.name == "pre" {
+			if a.kind == atomOpen && a.tag == tagPre {
 				depth++
-			} else if a.kind == atomClose && a.name == "pre" {
+			} else if a.kind == atomClose && a.tag == tagPre {
 				depth--
 				if depth == 0 {
 					break
 				}
 			}
-			units += a.units
+			units += int(a.units)
 		}
 		if units <= limit {
 			for k := i + 1; k <= j && k < len(atoms); k++ {
@@ -187,23 +221,23 @@ func Chunk(s string, limit int) []string {
 		for j := start; j < len(atoms); j++ {
 			a := atoms[j]
 			if j > start && !smallPre[j] {
-				inPre := hasOpen(stack, "pre")
-				inCode := inPre || hasOpen(stack, "code")
+				inPre := hasOpen(stack, tagPre)
+				inCode := inPre || hasOpen(stack, tagCode)
 				c := candidate{idx: j, next: j, units: units, stack: stack, ok: true}
 				prio := -1
 				switch {
-				case a.kind == atomText && a.s == "\n" && !inPre:
+				case a.kind == atomText && a.ch == '\n' && !inPre:
 					c.next = j + 1
 					prio = 3
-					if j+1 < len(atoms) && atoms[j+1].s == "\n" {
+					if j+1 < len(atoms) && atoms[j+1].ch == '\n' {
 						prio = 4
 					}
-				case a.kind == atomOpen && (a.name == "pre" || a.name == "blockquote"):
+				case a.kind == atomOpen && (a.tag == tagPre || a.tag == tagBlockquote):
 					prio = 3
-				case a.kind == atomText && a.s == "\n" && inPre:
+				case a.kind == atomText && a.ch == '\n' && inPre:
 					c.next = j + 1
 					prio = 2
-				case a.kind == atomText && a.s == " " && !inCode:
+				case a.kind == atomText && a.ch == ' ' && !inCode:
 					c.next = j + 1
 					prio = 1
 				case a.kind == atomText || a.kind == atomEntity:
@@ -214,11 +248,11 @@ func Chunk(s string, limit int) []string {
 				}
 				fallback = c
 			}
-			if units+a.units > limit {
+			if units+int(a.units) > limit {
 				end = j
 				break
 			}
-			units += a.units
+			units += int(a.units)
 			// stack is never modified in place: candidates share it.
 			switch a.kind {
 			case atomOpen:
@@ -230,7 +264,7 @@ func Chunk(s string, limit int) []string {
 			}
 		}
 		if end < 0 {
-			chunks = appendChunk(chunks, reopen, atoms[start:], nil)
+			chunks = appendChunk(chunks, s, reopen, atoms[start:], nil)
 			break
 		}
 		cut := fallback
@@ -248,46 +282,46 @@ func Chunk(s string, limit int) []string {
 		if !cut.ok { // cannot happen with limit >= 16; guard against a loop
 			cut = candidate{idx: end, next: end, stack: stack, ok: true}
 		}
-		chunks = appendChunk(chunks, reopen, atoms[start:cut.idx], cut.stack)
+		chunks = appendChunk(chunks, s, reopen, atoms[start:cut.idx], cut.stack)
 		start = cut.next
 		reopen = cut.stack
 		// Leading blank lines of a piece outside pre carry nothing.
-		for start < len(atoms) && atoms[start].s == "\n" && !hasOpen(reopen, "pre") {
+		for start < len(atoms) && atoms[start].ch == '\n' && !hasOpen(reopen, tagPre) {
 			start++
 		}
 	}
 	return chunks
 }
 
-func hasOpen(stack []atom, name string) bool {
+func hasOpen(stack []atom, tag tagID) bool {
 	for _, a := range stack {
-		if a.name == name {
+		if a.tag == tag {
 			return true
 		}
 	}
 	return false
 }
 
-func appendChunk(chunks []string, reopen, body, open []atom) []string {
-	var b strings.Builder
-	for _, a := range reopen {
-		b.WriteString(a.s)
-	}
-	for _, a := range body {
-		b.WriteString(a.s)
-	}
-	for i := len(open) - 1; i >= 0; i-- {
-		b.WriteString("</" + open[i].name + ">")
-	}
+func appendChunk(chunks []string, src string, reopen, body, open []atom) []string {
 	visible := false
 	for _, a := range body {
-		if a.kind == atomEntity || a.kind == atomText && strings.TrimSpace(a.s) != "" {
+		if a.kind == atomEntity || a.kind == atomText && a.ch != ' ' && a.ch != '\n' && a.ch != '\t' && a.ch != '\r' {
 			visible = true
 			break
 		}
 	}
 	if !visible {
 		return chunks
+	}
+	var b strings.Builder
+	for _, a := range reopen {
+		b.WriteString(src[a.start:a.end])
+	}
+	if len(body) > 0 {
+		b.WriteString(src[body[0].start:body[len(body)-1].end])
+	}
+	for i := len(open) - 1; i >= 0; i-- {
+		b.WriteString("</" + tagName(src[open[i].start+1:open[i].end]) + ">")
 	}
 	out := removeEmptyPairs(b.String())
 	return append(chunks, strings.TrimRightFunc(out, func(r rune) bool { return r == '\n' || r == ' ' }))

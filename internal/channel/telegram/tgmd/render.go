@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/yuin/goldmark/ast"
@@ -29,6 +30,10 @@ import (
 // newParser builds a CommonMark parser with GFM tables and strikethrough.
 // Link reference definitions are deliberately not recognised: a model's
 // stray "[x]: y" line would otherwise vanish from the reply.
+// sharedParser is built once; goldmark parsers keep per-parse state in
+// the parse context, so one parser serves concurrent calls.
+var sharedParser = sync.OnceValue(newParser)
+
 func newParser() parser.Parser {
 	return parser.NewParser(
 		parser.WithBlockParsers(parser.DefaultBlockParsers()...),
@@ -43,7 +48,7 @@ func newParser() parser.Parser {
 // U+FFFD. The result is one string; use Chunk to split it for sendMessage.
 func Render(markdown string) string {
 	src := []byte(strings.ToValidUTF8(markdown, "\uFFFD"))
-	doc := newParser().Parse(text.NewReader(src))
+	doc := sharedParser().Parse(text.NewReader(src))
 	r := &renderer{src: src}
 	r.blocks(doc, 0)
 	return removeEmptyPairs(strings.TrimSpace(r.buf.String()))
@@ -434,7 +439,7 @@ func (r *renderer) link(dest []byte, label func(), title []byte) {
 	labelled := func() {
 		start := r.buf.Len()
 		label()
-		if strings.TrimSpace(PlainText(r.buf.String()[start:])) == "" {
+		if strings.TrimSpace(PlainText(string(r.buf.Bytes()[start:]))) == "" {
 			r.text(dest)
 		}
 	}

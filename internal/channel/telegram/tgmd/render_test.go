@@ -275,3 +275,15 @@ func FuzzRender(f *testing.F) {
 		checkProperty(t, md)
 	})
 }
+
+func TestRenderConcurrent(t *testing.T) {
+	done := make(chan string)
+	for i := range 8 {
+		go func() { done <- tgmd.Render(adversarial[i%len(adversarial)] + "\n\n**x** [l](https://a.b)") }()
+	}
+	for range 8 {
+		if _, err := telegramtest.ValidateHTML(<-done); err != nil {
+			t.Error(err)
+		}
+	}
+}
