@@ -7,6 +7,24 @@
 // Definitions come from three sources: tendril.json (SyncConfigJobs), the
 // CLI (`tendril cron ...`) and the `reminders` tool (package
 // schedule/reminders).
+//
+// Run semantics:
+//   - A run calls Runner.RunJob (package schedule/agentrunner makes it an
+//     agent turn with invocation_type=cron); a reply that is only
+//     NOTHING_DUE sends nothing, anything else goes to Deliverer.Deliver.
+//   - After a run the next slot is the first regular slot after the time
+//     the run ended, so slots missed while the server was down collapse
+//     into one run at start-up.
+//   - A failed run (runner or delivery error) is retried after 60s, 120s and
+//     300s (Options.Backoff), but never later than the next regular slot.
+//     After the last retry the job waits for its next regular slot; an `at`
+//     job becomes StatusFailed (it stays listed; `tendril cron run` retries).
+//   - An `at` job is deleted after a successful run.
+//   - A run is claimed in the store with a lease before it starts; only the
+//     claimer runs it, so instances sharing a store fire each run once. If
+//     an instance dies mid-run the run is retried after the lease expires.
+//   - Cron across DST: see Job.nextAfter (02:30 on a spring-forward day is
+//     skipped; on a fall-back day it fires once).
 package schedule
 
 import (

@@ -41,6 +41,7 @@ func (s *Scheduler) Remove(ctx context.Context, id string) error {
 // active. The running server (this one, or whichever instance polls the
 // store first, within Options.PollInterval) runs it; after that run the job
 // continues on its regular schedule (an `at` job is deleted on success).
+// While a run of the job is in flight, the request is absorbed by that run.
 func (s *Scheduler) RunNow(ctx context.Context, id string) (Job, error) {
 	j, err := s.store.Get(ctx, id)
 	if err != nil {
