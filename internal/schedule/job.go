@@ -307,7 +307,7 @@ func parseDuration(s string) (time.Duration, error) {
 			continue
 		}
 		n, err := strconv.ParseFloat(rest[:i], 64)
-		if err != nil || n < 0 || n > 1e5 {
+		if err != nil || n < 0 || n*float64(u.unit) > float64(maxSpan) {
 			return 0, fmt.Errorf("bad number %q", rest[:i])
 		}
 		total += time.Duration(n * float64(u.unit))
@@ -323,8 +323,15 @@ func parseDuration(s string) (time.Duration, error) {
 		}
 		total += d
 	}
+	if total > maxSpan {
+		return 0, errors.New("longer than 100 years")
+	}
 	return total, nil
 }
+
+// maxSpan bounds intervals and relative times, far below time.Duration's
+// ~292-year range so sums cannot overflow.
+const maxSpan = 100 * 365 * 24 * time.Hour
 
 var relUnits = map[string]time.Duration{
 	"s": time.Second, "sec": time.Second, "secs": time.Second, "second": time.Second, "seconds": time.Second,
@@ -388,14 +395,20 @@ func parseRelative(s string) (time.Duration, error) {
 	var total time.Duration
 	for i := 0; i < len(toks); i += 2 {
 		n, err := strconv.ParseFloat(toks[i], 64)
-		if err != nil || n < 0 || n > 1e6 {
+		if err != nil || n < 0 {
 			return 0, fmt.Errorf("bad number %q", toks[i])
 		}
 		u, ok := relUnits[toks[i+1]]
 		if !ok {
 			return 0, fmt.Errorf("unknown unit %q", toks[i+1])
 		}
+		if n*float64(u) > float64(maxSpan) {
+			return 0, errors.New("longer than 100 years")
+		}
 		total += time.Duration(n * float64(u))
+		if total > maxSpan {
+			return 0, errors.New("longer than 100 years")
+		}
 	}
 	if total <= 0 {
 		return 0, errors.New("duration must be positive")
