@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -91,8 +92,9 @@ type Scheduler struct {
 	log    *slog.Logger
 	clock  Clock
 
-	wake chan struct{}
-	sem  chan struct{}
+	wake     chan struct{}
+	sem      chan struct{}
+	inFlight atomic.Int64
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc
@@ -282,8 +284,14 @@ func (s *Scheduler) dispatchInto(ctx context.Context, wg *sync.WaitGroup, block 
 	return started, nil
 }
 
+// InFlight returns how many runs this instance has in progress (for
+// /ping's HealthyBusy).
+func (s *Scheduler) InFlight() int { return int(s.inFlight.Load()) }
+
 // run executes one claimed run and records its outcome.
 func (s *Scheduler) run(ctx context.Context, j Job) {
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
 	log := s.log.With("job", j.ID, "name", j.Name, "slot", j.NextRun)
 	rctx, cancel := context.WithTimeout(ctx, s.opts.Lease*9/10)
 	defer cancel()

@@ -509,7 +509,13 @@ func TestStopReleasesRunInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-started
+	if n := s.InFlight(); n != 1 {
+		t.Errorf("InFlight = %d during a run, want 1", n)
+	}
 	s.Stop()
+	if n := s.InFlight(); n != 0 {
+		t.Errorf("InFlight = %d after Stop, want 0", n)
+	}
 	got, err := e.store.Get(context.Background(), j.ID)
 	if err != nil {
 		t.Fatal(err)
