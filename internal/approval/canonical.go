@@ -32,6 +32,17 @@ const maxDepth = 256
 // RFC 8785 §3.2.2.2 prescribes. Errors wrap ErrNotCanonicalizable and give
 // the byte offset.
 func Canonical(in json.RawMessage) ([]byte, error) {
+	v, err := parse(in)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	b.Grow(len(in))
+	write(&b, v)
+	return b.Bytes(), nil
+}
+
+func parse(in []byte) (*node, error) {
 	p := parser{s: in}
 	p.ws()
 	v, err := p.value(0)
@@ -42,10 +53,19 @@ func Canonical(in json.RawMessage) ([]byte, error) {
 	if p.i != len(p.s) {
 		return nil, p.errf("trailing data")
 	}
-	var b bytes.Buffer
-	b.Grow(len(in))
-	write(&b, v)
-	return b.Bytes(), nil
+	return v, nil
+}
+
+// without returns a shallow copy of object n minus member key.
+func (n *node) without(key string) *node {
+	c := *n
+	c.obj = nil
+	for _, m := range n.obj {
+		if m.key != key {
+			c.obj = append(c.obj, m)
+		}
+	}
+	return &c
 }
 
 // ArgsHash is the hex SHA-256 of Canonical(args): the args_hash binding of
@@ -377,23 +397,16 @@ func write(b *bytes.Buffer, n *node) {
 		}
 		b.WriteByte(']')
 	case kObj:
-		type keyed struct {
-			u16 []uint16
-			m   member
-		}
-		ms := make([]keyed, len(n.obj))
-		for i, m := range n.obj {
-			ms[i] = keyed{utf16.Encode([]rune(m.key)), m}
-		}
-		slices.SortFunc(ms, func(a, b keyed) int { return slices.Compare(a.u16, b.u16) })
+		ms := slices.Clone(n.obj)
+		slices.SortFunc(ms, func(a, b member) int { return compareUTF16(a.key, b.key) })
 		b.WriteByte('{')
 		for i, m := range ms {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			writeString(b, m.m.key)
+			writeString(b, m.key)
 			b.WriteByte(':')
-			write(b, m.m.val)
+			write(b, m.val)
 		}
 		b.WriteByte('}')
 	}
@@ -405,8 +418,14 @@ func write(b *bytes.Buffer, n *node) {
 func writeString(b *bytes.Buffer, s string) {
 	const hexd = "0123456789abcdef"
 	b.WriteByte('"')
+	start := 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b.WriteString(s[start:i])
+		start = i + 1
 		switch c {
 		case '"':
 			b.WriteString(`\"`)
@@ -423,16 +442,50 @@ func writeString(b *bytes.Buffer, s string) {
 		case '\t':
 			b.WriteString(`\t`)
 		default:
-			if c < 0x20 {
-				b.WriteString(`\u00`)
-				b.WriteByte(hexd[c>>4])
-				b.WriteByte(hexd[c&0xF])
-			} else {
-				b.WriteByte(c)
-			}
+			b.WriteString(`\u00`)
+			b.WriteByte(hexd[c>>4])
+			b.WriteByte(hexd[c&0xF])
 		}
 	}
+	b.WriteString(s[start:])
 	b.WriteByte('"')
+}
+
+// compareUTF16 orders strings by their UTF-16 code units without
+// allocating: UTF-8 byte order equals code-point order, which differs from
+// UTF-16 order only between supplementary characters (surrogates D800–DFFF)
+// and U+E000–U+FFFF.
+func compareUTF16(a, b string) int {
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		if ra != rb {
+			return cmpInt(utf16Key(ra), utf16Key(rb))
+		}
+		a, b = a[na:], b[nb:]
+	}
+	return cmpInt(len(a), len(b))
+}
+
+// utf16Key maps a rune to its first UTF-16 code unit, widened so that ties
+// between supplementary runes sharing a high surrogate still order by code
+// point.
+func utf16Key(r rune) int {
+	if r >= 0x10000 {
+		hi, lo := utf16.EncodeRune(r)
+		return int(hi)<<16 | int(lo)
+	}
+	return int(r) << 16
+}
+
+func cmpInt(a, b int) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // FormatNumber formats a finite float64 as ECMAScript's

@@ -388,7 +388,7 @@ func (g *Gate) appendLocked(e *entry) error {
 		return err
 	}
 	if g.broken != nil {
-		return fmt.Errorf("%w (%s)", ErrLedgerBroken, g.broken.Error())
+		return fmt.Errorf("%w (%s)", ErrLedgerBroken, g.broken.Summary())
 	}
 	e.Seq = g.st.seq + 1
 	e.Prev = g.st.head
@@ -593,7 +593,7 @@ func (g *Gate) Decide(ctx context.Context, requestID string, approve bool, by st
 			return err
 		}
 		if g.broken != nil {
-			return fmt.Errorf("%w (%s)", ErrLedgerBroken, g.broken.Error())
+			return fmt.Errorf("%w (%s)", ErrLedgerBroken, g.broken.Summary())
 		}
 		rs, ok := g.st.reqs[requestID]
 		if !ok {
@@ -638,7 +638,7 @@ func (g *Gate) Authorize(ctx context.Context, requestID string, c Call, level st
 			return err
 		}
 		if g.broken != nil {
-			refusal = fmt.Errorf("%w (%s)", ErrLedgerBroken, g.broken.Error())
+			refusal = fmt.Errorf("%w (%s)", ErrLedgerBroken, g.broken.Summary())
 			return nil
 		}
 		refusal = g.authorizeLocked(requestID, c, argsHash, level)

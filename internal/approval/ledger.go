@@ -133,8 +133,8 @@ type VerifyReport struct {
 	FirstBad *BadEntry `json:"first_bad,omitempty"`
 }
 
-// Error describes a failed report, "" when OK.
-func (r VerifyReport) Error() string {
+// Summary describes a failed report in one line, "" when OK.
+func (r VerifyReport) Summary() string {
 	if r.FirstBad == nil {
 		return ""
 	}
@@ -150,12 +150,18 @@ func decodeLine(line []byte, prevHash string, prevSeq int64) (*entry, error) {
 	if len(line) == 0 {
 		return nil, errors.New("empty line")
 	}
-	c, err := Canonical(line)
+	n, err := parse(line)
 	if err != nil {
 		return nil, fmt.Errorf("not canonical JSON: %v", err)
 	}
-	if !bytes.Equal(c, line) {
+	var buf bytes.Buffer
+	buf.Grow(len(line))
+	write(&buf, n)
+	if !bytes.Equal(buf.Bytes(), line) {
 		return nil, errors.New("not in RFC 8785 canonical form")
+	}
+	if n.k != kObj {
+		return nil, errors.New("entry is not an object")
 	}
 	var e entry
 	dec := json.NewDecoder(bytes.NewReader(line))
@@ -168,17 +174,9 @@ func decodeLine(line []byte, prevHash string, prevSeq int64) (*entry, error) {
 		return nil, errors.New("missing or malformed hash")
 	}
 	// Recompute over the canonical form without "hash".
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(line, &m); err != nil {
-		return nil, fmt.Errorf("bad entry: %v", err)
-	}
-	delete(m, "hash")
-	raw, _ := json.Marshal(m)
-	cc, err := Canonical(raw)
-	if err != nil {
-		return nil, fmt.Errorf("bad entry: %v", err)
-	}
-	sum := sha256.Sum256(cc)
+	buf.Reset()
+	write(&buf, n.without("hash"))
+	sum := sha256.Sum256(buf.Bytes())
 	if hex.EncodeToString(sum[:]) != claimed {
 		return nil, errors.New("hash mismatch (entry altered)")
 	}
@@ -205,7 +203,11 @@ func VerifyLedger(path string) (VerifyReport, error) {
 	if err != nil {
 		return VerifyReport{Path: path}, fmt.Errorf("approval: read ledger: %w", err)
 	}
-	st := newLedgerState()
-	rep := st.load(b, path)
-	return rep, nil
+	return VerifyBytes(b, path), nil
+}
+
+// VerifyBytes verifies ledger content b (as read from path, which is only
+// used in the report).
+func VerifyBytes(b []byte, path string) VerifyReport {
+	return newLedgerState().load(b, path)
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package approval
+
+const raceEnabled = false
