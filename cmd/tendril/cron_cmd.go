@@ -33,6 +33,24 @@ func openScheduleStore(ctx context.Context, cfg *config.Config) (schedule.Store,
 	return schedsqlite.Open(ctx, schedsqlite.DefaultPath(cfg.Home))
 }
 
+// scheduleJobSpecs maps tendril.json schedule.jobs onto the scheduler's
+// specs, for Scheduler.SyncConfigJobs at server start. Channel and chat
+// default from the actor ("telegram:123" → telegram, 123).
+func scheduleJobSpecs(cfg *config.Config) []schedule.JobSpec {
+	var out []schedule.JobSpec
+	for _, j := range cfg.Schedule.Jobs {
+		ch, chat := reminders.ChatOf(tool.Call{Channel: j.Channel, ActorID: j.ActorID})
+		if j.ChatID != "" {
+			chat = j.ChatID
+		}
+		out = append(out, schedule.JobSpec{
+			Name: j.Name, Kind: schedule.Kind(j.Kind), At: j.At, Every: j.Every, Cron: j.Cron, TZ: j.TZ,
+			Task: j.Task, ActorID: j.ActorID, Channel: ch, ChatID: chat, Source: schedule.SourceConfig,
+		})
+	}
+	return out
+}
+
 // openCronScheduler opens the store and a management-only scheduler (no
 // runner: the CLI never runs jobs itself).
 func openCronScheduler(cmd *cobra.Command, g *globals) (*schedule.Scheduler, func(), error) {
