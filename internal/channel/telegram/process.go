@@ -85,6 +85,15 @@ func senderOf(m *message) sender {
 	return s
 }
 
+// sessionKey names the sender's conversation slot: the chat for a DM, the
+// chat and user in a group (so /new there affects only the sender).
+func (s sender) sessionKey(chatID int64) string {
+	if s.chatType == "dm" {
+		return strconv.FormatInt(chatID, 10)
+	}
+	return fmt.Sprintf("%d:%d", chatID, s.userID)
+}
+
 // allowedChat reports whether chatID (or, in a group, the sending user) is
 // on the allow-list from config or pairing.
 func (c *Channel) allowedChat(ctx context.Context, chatID, userID int64) (bool, error) {
@@ -200,9 +209,13 @@ func (c *Channel) handleMessage(ctx context.Context, kind string, parts []*messa
 		text = "[Replying to: " + replyContext(m) + "]\n" + text
 	}
 
-	sessionID, err := c.store.sessionID(ctx, chatID)
+	sessionID, err := c.store.sessionID(ctx, s.sessionKey(chatID))
 	if err != nil {
 		return "", "", err
+	}
+	if sessionID == "" && s.chatType == "group" {
+		// Never continue a person's private conversation in a group.
+		sessionID = fmt.Sprintf("tg-%d-%d", chatID, s.userID)
 	}
 	req := agent.Request{
 		Message:        text,
@@ -319,7 +332,10 @@ func (c *Channel) runCommand(ctx context.Context, chatID int64, s sender, cmd, a
 			"Commands:\n- /new: start a new conversation\n- /memory: what I remember about you\n- /forget: forget what I remember about you\n- /approve <id>: approve a pending action")
 	case "new":
 		id := fmt.Sprintf("tg-%d-%s", chatID, randomHex(6))
-		if err := c.store.setSessionID(ctx, chatID, id); err != nil {
+		if s.chatType == "group" {
+			id = fmt.Sprintf("tg-%d-%d-%s", chatID, s.userID, randomHex(6))
+		}
+		if err := c.store.setSessionID(ctx, s.sessionKey(chatID), id); err != nil {
 			return true, "", err
 		}
 		return true, "command /new", c.Send(ctx, chatID, "Started a new conversation.")

@@ -83,6 +83,10 @@ func TestReplaySamples(t *testing.T) {
 	if sid := byText["I only use organic fertiliser. My petunias wilt every afternoon in this heat."].SessionID; sid != "" {
 		t.Errorf("session before /new = %q, want default", sid)
 	}
+	// A group turn never continues the sender's private session.
+	if sid := byText["when should we prune the fig?"].SessionID; sid != "tg--1001234567890-70001" {
+		t.Errorf("group session = %q, want one per group and sender", sid)
+	}
 	// Ignored kinds.
 	for id, want := range map[int64]string{
 		815000012: "ignored: group message without mention",

@@ -97,8 +97,8 @@ CREATE TABLE IF NOT EXISTS allowed (
 	via      TEXT NOT NULL DEFAULT '',
 	added_ms INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS chat_sessions (
-	chat_id    INTEGER PRIMARY KEY,
+CREATE TABLE IF NOT EXISTS sessions (
+	key        TEXT PRIMARY KEY, -- "<chat id>" for a DM, "<chat id>:<user id>" in a group
 	session_id TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS approval_messages (
@@ -360,18 +360,18 @@ func (s *Store) isAllowed(ctx context.Context, chatID int64) (bool, error) {
 	return n > 0, err
 }
 
-func (s *Store) sessionID(ctx context.Context, chatID int64) (string, error) {
+func (s *Store) sessionID(ctx context.Context, key string) (string, error) {
 	var id string
-	err := s.db.QueryRowContext(ctx, `SELECT session_id FROM chat_sessions WHERE chat_id = ?`, chatID).Scan(&id)
+	err := s.db.QueryRowContext(ctx, `SELECT session_id FROM sessions WHERE key = ?`, key).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
 	return id, err
 }
 
-func (s *Store) setSessionID(ctx context.Context, chatID int64, id string) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO chat_sessions(chat_id, session_id) VALUES(?,?)
-		ON CONFLICT(chat_id) DO UPDATE SET session_id = excluded.session_id`, chatID, id)
+func (s *Store) setSessionID(ctx context.Context, key, id string) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions(key, session_id) VALUES(?,?)
+		ON CONFLICT(key) DO UPDATE SET session_id = excluded.session_id`, key, id)
 	return err
 }
 

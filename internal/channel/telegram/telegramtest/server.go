@@ -27,7 +27,7 @@ import (
 const (
 	BotID       = 42
 	BotUsername = "tendril_test_bot"
-	Token       = "42:TEST-TOKEN"
+	Token       = "42:TEST-TOKEN" // a token whose bot id matches BotID
 )
 
 // Call is one recorded Bot API request.
@@ -82,7 +82,8 @@ type failure struct {
 // Server is a running fake Bot API. Its zero value is not usable; call New.
 type Server struct {
 	*httptest.Server
-	// Token is the bot token requests must carry; Token by default.
+	// Token, when set, is the only bot token accepted (others get 401
+	// Unauthorized); empty accepts any token.
 	Token string
 
 	mu       sync.Mutex
@@ -105,7 +106,6 @@ func New(t testing.TB) *Server {
 // NewServer starts a fake server; the caller closes it.
 func NewServer() *Server {
 	s := &Server{
-		Token:    Token,
 		files:    map[string]File{},
 		failures: map[string][]failure{},
 		nextID:   1000,
@@ -262,7 +262,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.changed = make(chan struct{})
 		s.mu.Unlock()
 	}()
-	if token != s.Token {
+	if s.Token != "" && token != s.Token {
 		call.Status, call.Error = http.StatusUnauthorized, "Unauthorized"
 		writeError(w, call.Status, call.Error, 0)
 		return
@@ -358,7 +358,7 @@ func (s *Server) serveFile(w http.ResponseWriter, rest string) {
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
-	if token != s.Token || !found {
+	if s.Token != "" && token != s.Token || !found {
 		http.NotFound(w, nil)
 		return
 	}

@@ -97,6 +97,7 @@ func TestServerSpeaksBotAPI(t *testing.T) {
 	if n := len(srv.Calls("sendMessage")); n != 3 {
 		t.Fatalf("%d sendMessage calls recorded, want 3", n)
 	}
+	srv.Token = telegramtest.Token
 	bad, _ := bot.New("1:WRONG", bot.WithServerURL(srv.URL), bot.WithSkipGetMe())
 	if _, err := bad.GetMe(ctx); !errors.Is(err, bot.ErrorUnauthorized) {
 		t.Fatalf("wrong token: %v", err)
