@@ -2,9 +2,14 @@ package telegramtest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-telegram/bot"
 
@@ -102,4 +107,44 @@ func TestServerSpeaksBotAPI(t *testing.T) {
 	if _, err := bad.GetMe(ctx); !errors.Is(err, bot.ErrorUnauthorized) {
 		t.Fatalf("wrong token: %v", err)
 	}
+}
+
+func TestHelpers(t *testing.T) {
+	srv := telegramtest.New(t)
+	var got []byte
+	hook := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Telegram-Bot-Api-Secret-Token") != "s" {
+			w.WriteHeader(401)
+			return
+		}
+		got, _ = io.ReadAll(r.Body)
+	})
+	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	body := telegramtest.TextUpdate(7, 70001, 70001, "Dana", "hi <there>", at)
+	if code, err := telegramtest.PostUpdate(context.Background(), hook, "s", body); err != nil || code != 200 {
+		t.Fatalf("PostUpdate = %d, %v", code, err)
+	}
+	var u struct {
+		UpdateID int64 `json:"update_id"`
+		Message  struct {
+			Date int64  `json:"date"`
+			Text string `json:"text"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(got, &u); err != nil || u.UpdateID != 7 || u.Message.Text != "hi <there>" || u.Message.Date != at.Unix() {
+		t.Fatalf("update %s (%v)", got, err)
+	}
+	b, _ := bot.New("1:x", bot.WithServerURL(srv.URL), bot.WithSkipGetMe())
+	if _, err := b.SendMessage(context.Background(), &bot.SendMessageParams{ChatID: 3, Text: "<b>a</b> &amp; b", ParseMode: "HTML"}); err != nil {
+		t.Fatal(err)
+	}
+	if p := srv.Messages(3)[0].Plain(); p != "a & b" {
+		t.Fatalf("Plain = %q", p)
+	}
+}
+
+func httptestServer(t *testing.T, h http.HandlerFunc) string {
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s.URL
 }
