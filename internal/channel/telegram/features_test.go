@@ -264,6 +264,15 @@ func TestApprovalButtons(t *testing.T) {
 	if alerts != 4 {
 		t.Fatalf("%d alerts, want 4 (foreign user, forged message, unknown request, already decided)", alerts)
 	}
+	// Someone else cannot /approve a request shown to another user.
+	h.post(textUpdate(8, 70009, 70009, "/approve req-a"))
+	h.waitDone(8)
+	if len(h.appr.Calls()) != 1 {
+		t.Fatal("/approve by another user reached the approver")
+	}
+	if m := h.srv.Messages(70009); len(m) != 1 || !strings.Contains(m[0].Text, "Only the person who asked") {
+		t.Fatalf("/approve by another user answered %+v", m)
+	}
 	// /approve <id> and /deny <id> go through the same approver.
 	h.appr.err = errors.New("approval expired")
 	h.post(textUpdate(7, 70001, 70001, "/deny req-z"))

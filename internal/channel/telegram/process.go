@@ -372,7 +372,13 @@ func (c *Channel) runCommand(ctx context.Context, chatID int64, s sender, cmd, a
 		if arg == "" {
 			return true, "command /" + cmd, c.Send(ctx, chatID, "Usage: /"+cmd+" <request id>")
 		}
-		return true, "command /" + cmd, c.decide(ctx, chatID, s.actorID, strings.Fields(arg)[0], cmd == "approve", nil)
+		id := strings.Fields(arg)[0]
+		if am, err := c.store.approvalMessage(ctx, id); err != nil {
+			return true, "", err
+		} else if am != nil && am.ActorID != s.actorID {
+			return true, "command /" + cmd + " refused: another actor's request", c.Send(ctx, chatID, "Only the person who asked can decide this.")
+		}
+		return true, "command /" + cmd, c.decide(ctx, chatID, s.actorID, id, cmd == "approve", nil)
 	}
 	return false, "", nil
 }
