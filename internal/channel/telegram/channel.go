@@ -346,6 +346,7 @@ func (c *Channel) Start(ctx context.Context) error {
 	}
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	c.running = true
+	c.workers = map[int64]*worker{} // workers of an earlier run have exited
 	needName := c.username == ""
 	c.mu.Unlock()
 	if needName {
@@ -448,6 +449,11 @@ func (c *Channel) runWorker(chatID int64, w *worker) {
 		select {
 		case <-c.ctx.Done():
 			idle.Stop()
+			c.mu.Lock()
+			if c.workers[chatID] == w {
+				delete(c.workers, chatID)
+			}
+			c.mu.Unlock()
 			return
 		case <-w.kick:
 		case <-timer:

@@ -233,3 +233,20 @@ func TestDedupTTL(t *testing.T) {
 func itoa(i int64) string { b, _ := json.Marshal(i); return string(b) }
 
 var _ = telegramtest.BotID
+
+func TestRestartAfterStop(t *testing.T) {
+	h := newHarness(t, nil)
+	h.start()
+	h.post(textUpdate(800, 70001, 70001, "before"))
+	h.waitDone(800)
+	if err := h.ch.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.post(textUpdate(801, 70001, 70001, "while stopped"))
+	h.start()
+	h.post(textUpdate(802, 70001, 70001, "after"))
+	h.waitDone(801, 802)
+	if n := len(h.srv.Messages(70001)); n != 3 {
+		t.Fatalf("%d replies, want 3", n)
+	}
+}
