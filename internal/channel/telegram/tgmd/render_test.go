@@ -287,3 +287,38 @@ func TestRenderConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestChunkSmallLimits stresses cutting: random Markdown chunked at small
+// limits must give valid pieces within the limit that keep every letter and
+// digit of the unchunked HTML.
+func TestChunkSmallLimits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	n := 300
+	if testing.Short() {
+		n = 40
+	}
+	for range n {
+		md := randomMarkdown(rng, 20+rng.IntN(200))
+		html := tgmd.Render(md)
+		limit := 16 + rng.IntN(200)
+		want := alnumCounts(tgmd.PlainText(html))
+		got := map[rune]int{}
+		for _, c := range tgmd.Chunk(html, limit) {
+			text, err := telegramtest.ValidateHTML(c)
+			if err != nil {
+				t.Fatalf("limit %d: chunk rejected: %v\nchunk %q\nhtml %q", limit, err, c, html)
+			}
+			if u := tgmd.UTF16Len(text); u > limit {
+				t.Fatalf("chunk of %d units over limit %d: %q", u, limit, c)
+			}
+			for r, k := range alnumCounts(text) {
+				got[r] += k
+			}
+		}
+		for r, k := range want {
+			if got[r] != k {
+				t.Fatalf("limit %d: %q appears %d times in chunks, %d in html %q\nchunks %q", limit, r, got[r], k, html, tgmd.Chunk(html, limit))
+			}
+		}
+	}
+}
