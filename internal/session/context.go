@@ -142,7 +142,7 @@ func BuildContextFrom(ctx context.Context, st Store, key Key, leaf string, lim L
 	}
 	n := 0
 	if lim.MaxHistoryMessages > 0 {
-		n = 2*lim.MaxHistoryMessages + contextMargin
+		n = lim.MaxHistoryMessages + contextMargin
 	}
 	for {
 		path, err := st.Path(ctx, key, leaf, n)

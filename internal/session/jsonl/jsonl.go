@@ -44,6 +44,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -243,14 +244,13 @@ func (ss *sess) loadLocked() error {
 		return fmt.Errorf("load session %s: %w", ss.key, err)
 	}
 	defer unlockFile(f)
-	data, err := readAll(f)
+	good, bad, err := ss.scan(f)
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("load session %s: %w", ss.key, err)
 	}
-	good := ss.index(data)
-	if good < int64(len(data)) {
-		if err := ss.quarantine(f, data[good:], good); err != nil {
+	if len(bad) > 0 {
+		if err := ss.quarantine(f, bad, good); err != nil {
 			f.Close()
 			return fmt.Errorf("load session %s: %w", ss.key, err)
 		}
@@ -260,38 +260,79 @@ func (ss *sess) loadLocked() error {
 	return nil
 }
 
-func readAll(f *os.File) ([]byte, error) {
+// scanChunk is the read size of scan; tests shrink it.
+var scanChunk = 4 << 20
+
+// scan reads the file in chunks and indexes every complete line. It
+// returns the length of the good prefix (up to the last complete, valid
+// line) and the bytes after it: a tail without newline (a torn write) and a
+// last line that is not valid JSON.
+func (ss *sess) scan(f *os.File) (good int64, bad []byte, err error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
-	data := make([]byte, fi.Size())
-	n, err := f.ReadAt(data, 0)
-	if err != nil && n != len(data) {
-		return nil, err
+	if est := fi.Size() / 256; est > 0 {
+		ss.recs = make([]rec, 0, est)
+		ss.ids = make(map[string]int32, est)
 	}
-	return data[:n], nil
-}
-
-// index scans data (the whole file) into the index and returns the length
-// of its good prefix: everything up to the last complete, valid line.
-func (ss *sess) index(data []byte) int64 {
-	var off int64
-	for len(data) > 0 {
-		nl := bytes.IndexByte(data, '\n')
-		if nl < 0 {
-			return off // torn: no newline
+	buf := make([]byte, 0, scanChunk)
+	var base int64   // file offset of buf[0]
+	ps, pe := -1, -1 // the pending (latest complete) line, relative to buf
+	ls := 0          // start of the next line, relative to buf
+	for eof := false; !eof; {
+		if len(buf) == cap(buf) {
+			keep := ls
+			if ps >= 0 {
+				keep = ps
+			}
+			if keep == 0 { // one line fills the buffer: grow it
+				nb := make([]byte, len(buf), 2*cap(buf))
+				copy(nb, buf)
+				buf = nb
+			} else {
+				n := copy(buf, buf[keep:])
+				buf = buf[:n]
+				base += int64(keep)
+				ls -= keep
+				if ps >= 0 {
+					ps, pe = ps-keep, pe-keep
+				}
+			}
 		}
-		line := data[:nl]
-		last := nl == len(data)-1
-		if last && !json.Valid(line) {
-			return off // a complete-looking but invalid last line
+		n, rerr := f.Read(buf[len(buf):cap(buf)])
+		if rerr == io.EOF || (rerr == nil && n == 0) {
+			eof = true
+		} else if rerr != nil {
+			return 0, nil, rerr
 		}
-		ss.indexLine(line, off)
-		off += int64(nl + 1)
-		data = data[nl+1:]
+		from := len(buf)
+		buf = buf[:len(buf)+n]
+		for {
+			nl := bytes.IndexByte(buf[from:], '\n')
+			if nl < 0 {
+				break
+			}
+			nl += from
+			if ps >= 0 {
+				ss.indexLine(buf[ps:pe], base+int64(ps))
+			}
+			ps, pe = ls, nl
+			ls, from = nl+1, nl+1
+		}
 	}
-	return off
+	good = base + int64(ls)
+	if ps >= 0 {
+		if json.Valid(buf[ps:pe]) {
+			ss.indexLine(buf[ps:pe], base+int64(ps))
+		} else {
+			good = base + int64(ps)
+		}
+	}
+	if rel := int(good - base); rel < len(buf) {
+		bad = append([]byte(nil), buf[rel:]...)
+	}
+	return good, bad, nil
 }
 
 var (
@@ -332,60 +373,62 @@ func (ss *sess) indexLine(line []byte, off int64) {
 		ss.setLeafID(r.LeafID)
 	case r.Type == "session":
 	case r.ID != "" && r.Role != "":
-		p := ""
+		var p []byte
 		if r.ParentID != nil {
-			p = *r.ParentID
+			p = []byte(*r.ParentID)
 		}
-		ss.addNode(r.ID, p, off, len(line))
+		ss.addNode([]byte(r.ID), p, off, len(line))
 	default:
 		ss.st.log.Warn("session: skipping unknown record", "file", ss.path, "offset", off)
 	}
 }
 
 // fastNode extracts id and parentId from a line our encoder wrote:
-// {"id":"…","parentId":null|"…",… with no escapes in either ID.
-func fastNode(line []byte) (id, parent string, ok bool) {
+// {"id":"…","parentId":null|"…",… with no escapes in either ID. The slices
+// alias line.
+func fastNode(line []byte) (id, parent []byte, ok bool) {
 	if !bytes.HasPrefix(line, pfxNode) {
-		return "", "", false
+		return nil, nil, false
 	}
 	rest := line[len(pfxNode):]
 	q := bytes.IndexByte(rest, '"')
-	if q < 0 || bytes.IndexByte(rest[:q], '\\') >= 0 {
-		return "", "", false
+	if q <= 0 || bytes.IndexByte(rest[:q], '\\') >= 0 {
+		return nil, nil, false
 	}
-	id = string(rest[:q])
+	id = rest[:q]
 	rest = rest[q+1:]
 	if !bytes.HasPrefix(rest, pfxParent) {
-		return "", "", false
+		return nil, nil, false
 	}
 	rest = rest[len(pfxParent):]
 	switch {
 	case bytes.HasPrefix(rest, []byte("null")):
-		return id, "", true
+		return id, nil, true
 	case len(rest) > 0 && rest[0] == '"':
 		rest = rest[1:]
 		q = bytes.IndexByte(rest, '"')
 		if q < 0 || bytes.IndexByte(rest[:q], '\\') >= 0 {
-			return "", "", false
+			return nil, nil, false
 		}
-		return id, string(rest[:q]), true
+		return id, rest[:q], true
 	}
-	return "", "", false
+	return nil, nil, false
 }
 
-func (ss *sess) addNode(id, parent string, off int64, n int) {
-	if _, dup := ss.ids[id]; dup {
-		ss.st.log.Warn("session: skipping duplicate node", "file", ss.path, "id", id)
+func (ss *sess) addNode(idb, parent []byte, off int64, n int) {
+	if _, dup := ss.ids[string(idb)]; dup {
+		ss.st.log.Warn("session: skipping duplicate node", "file", ss.path, "id", string(idb))
 		return
 	}
 	p := int32(-1)
-	if parent != "" {
-		if i, ok := ss.ids[parent]; ok {
+	if len(parent) > 0 {
+		if i, ok := ss.ids[string(parent)]; ok {
 			p = i
 		} else {
-			ss.st.log.Warn("session: node with unknown parent treated as a root", "file", ss.path, "id", id, "parentId", parent)
+			ss.st.log.Warn("session: node with unknown parent treated as a root", "file", ss.path, "id", string(idb), "parentId", string(parent))
 		}
 	}
+	id := string(idb)
 	i := int32(len(ss.recs))
 	ss.recs = append(ss.recs, rec{off: off, n: int32(n), parent: p})
 	ss.ids[id] = i
@@ -657,7 +700,7 @@ func (ss *sess) readNode(i int32) (session.Node, error) {
 		return session.Node{}, fmt.Errorf("read session %s at %d: %w", ss.key, r.off, err)
 	}
 	var n session.Node
-	if err := json.Unmarshal(buf, &n); err != nil {
+	if err := n.UnmarshalJSON(buf); err != nil { // direct: skips a second validation pass
 		return session.Node{}, fmt.Errorf("read session %s at %d: %w", ss.key, r.off, err)
 	}
 	return n, nil
@@ -724,7 +767,7 @@ func (s *Store) Nodes(ctx context.Context, k session.Key) ([]session.Node, error
 	}
 	out := make([]session.Node, len(ss.recs))
 	for i, r := range ss.recs {
-		if err := json.Unmarshal(data[r.off:r.off+int64(r.n)], &out[i]); err != nil {
+		if err := out[i].UnmarshalJSON(data[r.off : r.off+int64(r.n)]); err != nil {
 			return nil, fmt.Errorf("read session %s at %d: %w", k, r.off, err)
 		}
 	}

@@ -2,6 +2,7 @@ package jsonl_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -182,5 +183,46 @@ func TestSecondProcessAppend(t *testing.T) {
 func TestOpenRejectsPolicy(t *testing.T) {
 	if _, err := jsonl.Open(t.TempDir(), jsonl.Options{Fsync: "sometimes"}); err == nil {
 		t.Fatal("unknown fsync policy accepted")
+	}
+}
+
+// TestLongLinesAcrossChunks loads lines longer than the read chunk (shrunk
+// to 4 KiB) and many lines crossing chunk boundaries, then a torn tail
+// after them.
+func TestLongLinesAcrossChunks(t *testing.T) {
+	defer jsonl.SetScanChunk(4096)()
+	dir := t.TempDir()
+	st, _ := jsonl.Open(dir, jsonl.Options{Fsync: jsonl.FsyncNever})
+	parent := ""
+	var want []string
+	for i := 0; i < 40; i++ {
+		id := fmt.Sprintf("n%d", i)
+		text := strings.Repeat("p", 300+i*1013)
+		if i == 20 {
+			text = strings.Repeat("L", 9<<12)
+		}
+		if err := st.Append(ctx, key, node(id, parent, text)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, id)
+		parent = id
+	}
+	st.Close()
+	f, _ := os.OpenFile(jsonl.PathFor(dir, key), os.O_WRONLY|os.O_APPEND, 0)
+	f.WriteString(`{"id":"torn","parentId":"n39","role":"us`)
+	f.Close()
+	st, _ = jsonl.Open(dir, jsonl.Options{})
+	defer st.Close()
+	got, err := st.Nodes(ctx, key)
+	if err != nil || len(got) != 40 {
+		t.Fatalf("%d nodes, %v", len(got), err)
+	}
+	for i, n := range got {
+		if n.ID != want[i] || (i == 20 && len(n.Text) != 9<<12) {
+			t.Fatalf("node %d = %s (%d bytes)", i, n.ID, len(n.Text))
+		}
+	}
+	if leaf, _ := st.Leaf(ctx, key); leaf != "n39" {
+		t.Fatalf("leaf %s", leaf)
 	}
 }

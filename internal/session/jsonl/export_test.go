@@ -1,0 +1,8 @@
+package jsonl
+
+// SetScanChunk sets the load read size and returns a func restoring it.
+func SetScanChunk(n int) func() {
+	old := scanChunk
+	scanChunk = n
+	return func() { scanChunk = old }
+}
