@@ -407,3 +407,26 @@ func TestTypingRepeatsWhileWorking(t *testing.T) {
 		t.Fatalf("typing continued after the reply (%d -> %d)", n, m)
 	}
 }
+
+func TestTransientFailuresRetried(t *testing.T) {
+	h := newHarness(t, nil)
+	h.clock.auto = true
+	h.srv.Fail("sendMessage", 2, 502, "Bad Gateway", 0)
+	if err := h.ch.Send(context.Background(), 70001, "after the outage"); err != nil {
+		t.Fatal(err)
+	}
+	if msgs := h.srv.Messages(70001); len(msgs) != 1 {
+		t.Fatalf("messages %+v", msgs)
+	}
+	if w := h.clock.Waits(); len(w) != 2 || w[0] != time.Second || w[1] != 2*time.Second {
+		t.Fatalf("backoff waits %v, want [1s 2s]", w)
+	}
+	// A 403 (blocked by the user) is not retried.
+	h.srv.Fail("sendMessage", 1, 403, "Forbidden: bot was blocked by the user", 0)
+	if err := h.ch.Send(context.Background(), 70001, "x"); err == nil || !strings.Contains(err.Error(), "blocked") {
+		t.Fatalf("403: %v", err)
+	}
+	if w := h.clock.Waits(); len(w) != 2 {
+		t.Fatalf("403 was retried: waits %v", w)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -107,22 +109,43 @@ func (c *Channel) sendHTML(ctx context.Context, chatID int64, html string, marku
 	return msg.ID, nil
 }
 
-// retry runs f, waiting out 429 answers for their retry_after.
+// retry runs f, waiting out 429 answers for their retry_after and
+// retrying transient failures (network errors, Telegram 5xx) with backoff
+// 1 s, 2 s, 4 s, …, up to Options.SendRetries times. Other errors return at
+// once.
 func (c *Channel) retry(ctx context.Context, f func() error) error {
 	for attempt := 0; ; attempt++ {
 		err := f()
-		var tm *bot.TooManyRequestsError
-		if !errors.As(err, &tm) || attempt >= c.opts.SendRetries {
+		if err == nil || attempt >= c.opts.SendRetries || ctx.Err() != nil {
 			return err
 		}
-		wait := time.Duration(max(tm.RetryAfter, 1)) * time.Second
-		c.log.Info("telegram: rate limited", "retry_after", wait)
+		var wait time.Duration
+		var tm *bot.TooManyRequestsError
+		switch {
+		case errors.As(err, &tm):
+			wait = time.Duration(max(tm.RetryAfter, 1)) * time.Second
+			c.log.Info("telegram: rate limited", "retry_after", wait)
+		case transient(err):
+			wait = time.Second << min(attempt, 5)
+			c.log.Warn("telegram: transient Bot API failure; retrying", "wait", wait, "err", redact(err, c.opts.BotToken))
+		default:
+			return err
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-c.clock.After(wait):
 		}
 	}
+}
+
+var serverError = regexp.MustCompile(`error response from telegram for method \w+, 5\d\d `)
+
+// transient reports a failure worth retrying: no HTTP answer at all, or a
+// 5xx from the Bot API.
+func transient(err error) bool {
+	var ue *url.Error
+	return errors.As(err, &ue) || serverError.MatchString(err.Error())
 }
 
 func (c *Channel) answerCallback(ctx context.Context, id, text string, alert bool) error {
