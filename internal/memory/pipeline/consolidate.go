@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -38,44 +39,85 @@ type Result struct {
 	Score      float64       `json:"score"`
 	Record     memory.Record `json:"record"` // the written or merged record; zero when dropped
 	Superseded []string      `json:"superseded,omitempty"`
+
+	written []memory.Record // every record this candidate wrote, as stored
 }
 
 // consolidateAll consolidates candidates oldest first against one
-// namespace, re-reading it between candidates so that a later candidate
-// sees what an earlier one wrote.
-func (p *Pipeline) consolidateAll(ctx context.Context, actorID, ns string, cands []extract.Candidate) ([]Result, error) {
+// namespace, whose records (from list) are passed in and kept up to date
+// with what each candidate writes, so a later candidate sees an earlier
+// one without re-reading the store (each read after a write would rebuild
+// the store's ranking index).
+func (p *Pipeline) consolidateAll(ctx context.Context, actorID, ns string, cands []extract.Candidate, existing []memory.Record) ([]Result, error) {
 	sortByTime(cands)
+	existing = append([]memory.Record(nil), existing...)
 	var out []Result
-	existing, err := p.list(ctx, ns)
-	if err != nil {
-		return nil, err
-	}
 	for _, c := range cands {
 		r, err := p.consolidate(ctx, actorID, ns, c, existing)
 		if err != nil {
 			return out, err
 		}
 		out = append(out, r)
-		if r.Outcome == OutcomeMerged || r.Outcome == OutcomeStaged || r.Outcome == OutcomeStored {
-			if existing, err = p.list(ctx, ns); err != nil {
-				return out, err
+		existing = applyWritten(existing, r.written)
+	}
+	return out, nil
+}
+
+// applyWritten replaces records by ID, appending new ones.
+func applyWritten(existing, written []memory.Record) []memory.Record {
+	for _, w := range written {
+		found := false
+		for i := range existing {
+			if existing[i].ID == w.ID {
+				existing[i] = w
+				found = true
+				break
 			}
 		}
+		if !found {
+			existing = append(existing, w)
+		}
+	}
+	return existing
+}
+
+// Lister is an optional fast path a memory.Store may implement: list the
+// records a Query with empty Text selects, without ranking. The pipeline
+// lists a namespace before every consolidation; a store whose Search
+// rebuilds a ranking index after each write pays that rebuild for every
+// listing unless it implements Lister.
+type Lister interface {
+	List(ctx context.Context, q memory.Query) ([]memory.Record, error)
+}
+
+// listQuery lists through Lister when the store has it, else Search.
+func (p *Pipeline) listQuery(ctx context.Context, q memory.Query) ([]memory.Record, error) {
+	q.Text = ""
+	if l, ok := p.store.(Lister); ok {
+		return l.List(ctx, q)
+	}
+	hits, err := p.store.Search(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]memory.Record, len(hits))
+	for i, h := range hits {
+		out[i] = h.Record
 	}
 	return out, nil
 }
 
 // list returns every active, staged and superseded record of a namespace.
 func (p *Pipeline) list(ctx context.Context, ns string) ([]memory.Record, error) {
-	hits, err := p.store.Search(ctx, memory.Query{Namespace: ns,
+	recs, err := p.listQuery(ctx, memory.Query{Namespace: ns,
 		Statuses: []memory.Status{memory.StatusActive, memory.StatusStaged, memory.StatusSuperseded}, TopK: p.opts.ListLimit})
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", ns, err)
 	}
-	out := make([]memory.Record, 0, len(hits))
-	for _, h := range hits {
-		if !isEvent(h.Record) {
-			out = append(out, h.Record)
+	out := recs[:0]
+	for _, r := range recs {
+		if !isEvent(r) {
+			out = append(out, r)
 		}
 	}
 	return out, nil
@@ -131,11 +173,11 @@ func (p *Pipeline) consolidate(ctx context.Context, actorID, ns string, c extrac
 	if c.Time.IsZero() {
 		stated = now
 	}
-	hash := memory.ContentHash(c.Content)
-	ctoks := gate.Tokens(c.Content)
+	hash := hashOf(c.Content)
+	ctoks := tokensOf(c.Content)
 	for _, r := range existing {
-		dup := memory.ContentHash(r.Content) == hash ||
-			(r.Strategy == c.Strategy && gate.Jaccard(ctoks, gate.Tokens(r.Content)) >= p.opts.DuplicateOverlap)
+		dup := hashOf(r.Content) == hash ||
+			(r.Strategy == c.Strategy && gate.Jaccard(ctoks, tokensOf(r.Content)) >= p.opts.DuplicateOverlap)
 		if !dup {
 			continue
 		}
@@ -156,7 +198,7 @@ func (p *Pipeline) consolidate(ctx context.Context, actorID, ns string, c extrac
 		if err != nil {
 			return Result{}, fmt.Errorf("merge into %s: %w", r.ID, err)
 		}
-		return Result{Outcome: OutcomeMerged, Score: r.Importance, Record: put}, nil
+		return Result{Outcome: OutcomeMerged, Score: r.Importance, Record: put, written: []memory.Record{put}}, nil
 	}
 
 	var others []string
@@ -172,10 +214,10 @@ func (p *Pipeline) consolidate(ctx context.Context, actorID, ns string, c extrac
 	c.Time = stated
 	if outcome == gate.Staged {
 		rec, err := p.put(ctx, ns, c, score, outcome, now)
-		return Result{Outcome: OutcomeStaged, Score: score, Record: rec}, err
+		return Result{Outcome: OutcomeStaged, Score: score, Record: rec, written: []memory.Record{rec}}, err
 	}
-	rec, sup, err := p.storeAndSupersede(ctx, ns, c, score, now, existing)
-	return Result{Outcome: OutcomeStored, Score: score, Record: rec, Superseded: sup}, err
+	rec, sup, written, err := p.storeAndSupersede(ctx, ns, c, score, now, existing)
+	return Result{Outcome: OutcomeStored, Score: score, Record: rec, Superseded: sup, written: written}, err
 }
 
 func topicOf(r memory.Record) string {
@@ -236,7 +278,7 @@ func (p *Pipeline) newRecord(ns string, c extract.Candidate, score float64, now 
 
 // storeAndSupersede writes c as active and supersedes the active records of
 // its topic.
-func (p *Pipeline) storeAndSupersede(ctx context.Context, ns string, c extract.Candidate, score float64, now time.Time, existing []memory.Record) (memory.Record, []string, error) {
+func (p *Pipeline) storeAndSupersede(ctx context.Context, ns string, c extract.Candidate, score float64, now time.Time, existing []memory.Record) (memory.Record, []string, []memory.Record, error) {
 	rec := p.newRecord(ns, c, score, now)
 	old := contradicted(rec, existing)
 	var ids []string
@@ -248,12 +290,13 @@ func (p *Pipeline) storeAndSupersede(ctx context.Context, ns string, c extract.C
 	}
 	put, err := p.store.Put(ctx, rec)
 	if err != nil {
-		return memory.Record{}, nil, fmt.Errorf("put %s record: %w", rec.Strategy, err)
+		return memory.Record{}, nil, nil, fmt.Errorf("put %s record: %w", rec.Strategy, err)
 	}
-	if err := p.supersede(ctx, put, old, now); err != nil {
-		return put, nil, err
+	olds, err := p.supersede(ctx, put, old, now)
+	if err != nil {
+		return put, nil, nil, err
 	}
-	return put, ids, nil
+	return put, ids, append([]memory.Record{put}, olds...), nil
 }
 
 // contradicted lists the active records on rec's topic with other content.
@@ -262,10 +305,10 @@ func contradicted(rec memory.Record, existing []memory.Record) []memory.Record {
 	if topic == "" {
 		return nil
 	}
-	hash := memory.ContentHash(rec.Content)
+	hash := hashOf(rec.Content)
 	var out []memory.Record
 	for _, r := range existing {
-		if r.ID == rec.ID || r.Status != memory.StatusActive || topicOf(r) != topic || memory.ContentHash(r.Content) == hash {
+		if r.ID == rec.ID || r.Status != memory.StatusActive || topicOf(r) != topic || hashOf(r.Content) == hash {
 			continue
 		}
 		out = append(out, r)
@@ -273,11 +316,12 @@ func contradicted(rec memory.Record, existing []memory.Record) []memory.Record {
 	return out
 }
 
-func (p *Pipeline) supersede(ctx context.Context, by memory.Record, old []memory.Record, now time.Time) error {
+func (p *Pipeline) supersede(ctx context.Context, by memory.Record, old []memory.Record, now time.Time) ([]memory.Record, error) {
 	at, ok := timeMeta(by.Metadata[keyStatedAt])
 	if !ok {
 		at = now
 	}
+	var out []memory.Record
 	for _, o := range old {
 		md := mergeMeta(o.Metadata, nil)
 		md[keySupersededBy] = by.ID
@@ -285,9 +329,61 @@ func (p *Pipeline) supersede(ctx context.Context, by memory.Record, old []memory
 		o.Metadata = md
 		o.Status = memory.StatusSuperseded
 		o.UpdatedAt = now
-		if _, err := p.store.Put(ctx, o); err != nil {
-			return fmt.Errorf("supersede %s: %w", o.ID, err)
+		put, err := p.store.Put(ctx, o)
+		if err != nil {
+			return out, fmt.Errorf("supersede %s: %w", o.ID, err)
 		}
+		out = append(out, put)
 	}
-	return nil
+	return out, nil
+}
+
+// memo caches memory.ContentHash and gate.Tokens by content: consolidation
+// compares each candidate with every record of a namespace, and record
+// contents repeat across candidates and calls. It holds at most memoMax
+// entries and starts afresh when full.
+type memo struct {
+	mu     sync.Mutex
+	hashes map[string]string
+	toks   map[string][]string
+}
+
+const memoMax = 20000
+
+var contentMemo = &memo{hashes: map[string]string{}, toks: map[string][]string{}}
+
+func hashOf(content string) string {
+	m := contentMemo
+	m.mu.Lock()
+	h, ok := m.hashes[content]
+	m.mu.Unlock()
+	if ok {
+		return h
+	}
+	h = memory.ContentHash(content)
+	m.mu.Lock()
+	if len(m.hashes) >= memoMax {
+		m.hashes = map[string]string{}
+	}
+	m.hashes[content] = h
+	m.mu.Unlock()
+	return h
+}
+
+func tokensOf(content string) []string {
+	m := contentMemo
+	m.mu.Lock()
+	t, ok := m.toks[content]
+	m.mu.Unlock()
+	if ok {
+		return t
+	}
+	t = gate.Tokens(content)
+	m.mu.Lock()
+	if len(m.toks) >= memoMax {
+		m.toks = map[string][]string{}
+	}
+	m.toks[content] = t
+	m.mu.Unlock()
+	return t
 }

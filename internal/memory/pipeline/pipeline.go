@@ -394,6 +394,14 @@ func (p *Pipeline) extractSession(ctx context.Context, agentID, actorID, session
 		return fmt.Errorf("events: %w", err)
 	}
 	fresh := eventsAfter(events, cur)
+	// Read everything before writing anything: a read after a write costs
+	// the store an index rebuild.
+	var summaries []memory.Record
+	if summarize && len(events) > 0 {
+		if summaries, err = p.summaries(ctx, agentID, actorID, sessionID); err != nil {
+			return err
+		}
+	}
 	if len(fresh) > 0 {
 		cands, err := p.opts.Extractor.Extract(ctx, fresh)
 		if err != nil {
@@ -403,12 +411,18 @@ func (p *Pipeline) extractSession(ctx context.Context, agentID, actorID, session
 		if err != nil {
 			return err
 		}
-		if _, err := p.consolidateAll(ctx, actorID, ns, cands); err != nil {
-			return err
+		if len(cands) > 0 {
+			existing, err := p.list(ctx, ns)
+			if err != nil {
+				return err
+			}
+			if _, err := p.consolidateAll(ctx, actorID, ns, cands, existing); err != nil {
+				return err
+			}
 		}
 	}
 	if summarize && len(events) > 0 {
-		if err := p.summarize(ctx, agentID, actorID, sessionID, events); err != nil {
+		if err := p.summarize(ctx, agentID, actorID, sessionID, events, summaries); err != nil {
 			return err
 		}
 	}
@@ -447,8 +461,23 @@ func (p *Pipeline) episodic(agentID, actorID, sessionID string) (string, error) 
 	return memory.Namespace(p.opts.EpisodicTemplate, memory.NamespaceVars{AgentID: agentID, ActorID: actorID, SessionID: sessionID})
 }
 
-// summarize writes or updates the session's SUMMARIZATION record.
-func (p *Pipeline) summarize(ctx context.Context, agentID, actorID, sessionID string, events []memory.Event) error {
+// summaries lists the session's SUMMARIZATION records, any status.
+func (p *Pipeline) summaries(ctx context.Context, agentID, actorID, sessionID string) ([]memory.Record, error) {
+	ns, err := p.episodic(agentID, actorID, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := p.listQuery(ctx, memory.Query{Namespace: ns, Strategies: []memory.Strategy{memory.StrategySummary},
+		Statuses: []memory.Status{memory.StatusActive, memory.StatusStaged, memory.StatusRejected, memory.StatusSuperseded}, TopK: p.opts.ListLimit})
+	if err != nil {
+		return nil, fmt.Errorf("list summaries %s: %w", ns, err)
+	}
+	return recs, nil
+}
+
+// summarize writes or updates the session's SUMMARIZATION record; existing
+// are the session's summaries (from summaries).
+func (p *Pipeline) summarize(ctx context.Context, agentID, actorID, sessionID string, events []memory.Event, existing []memory.Record) error {
 	// A summary must not re-propose what the user rejected: leave out the
 	// utterances a rejected candidate came from.
 	kept := make([]memory.Event, 0, len(events))
@@ -475,18 +504,12 @@ func (p *Pipeline) summarize(ctx context.Context, agentID, actorID, sessionID st
 	if err != nil {
 		return err
 	}
-	hits, err := p.store.Search(ctx, memory.Query{Namespace: ns, Strategies: []memory.Strategy{memory.StrategySummary},
-		Statuses: []memory.Status{memory.StatusActive, memory.StatusStaged, memory.StatusRejected, memory.StatusSuperseded}, TopK: p.opts.ListLimit})
-	if err != nil {
-		return fmt.Errorf("list summaries %s: %w", ns, err)
-	}
 	now := p.opts.Now().UTC()
 	if rej, err := p.rejected(ctx, actorID, c.Content); err != nil || rej {
 		return err
 	}
 	_, score, outcome := p.opts.Thresholds.Evaluate(c.GateInput(nil))
-	for _, h := range hits {
-		r := h.Record
+	for _, r := range existing {
 		if r.Status == memory.StatusRejected || r.Status == memory.StatusSuperseded {
 			continue
 		}

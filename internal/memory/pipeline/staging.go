@@ -40,15 +40,15 @@ func (p *Pipeline) Staged(ctx context.Context, actorID string) ([]memory.Record,
 	var out []memory.Record
 	seen := map[string]bool{}
 	for _, ag := range agents {
-		hits, err := p.store.Search(ctx, memory.Query{NamespacePath: scopePath(ag, actorID),
+		recs, err := p.listQuery(ctx, memory.Query{NamespacePath: scopePath(ag, actorID),
 			Statuses: []memory.Status{memory.StatusStaged}, TopK: p.opts.ListLimit})
 		if err != nil {
 			return nil, fmt.Errorf("staged %s/%s: %w", ag, actorID, err)
 		}
-		for _, h := range hits {
-			if h.Record.Status == memory.StatusStaged && !isEvent(h.Record) && !seen[h.Record.ID] {
-				seen[h.Record.ID] = true
-				out = append(out, h.Record)
+		for _, r := range recs {
+			if r.Status == memory.StatusStaged && !isEvent(r) && !seen[r.ID] {
+				seen[r.ID] = true
+				out = append(out, r)
 			}
 		}
 	}
@@ -102,7 +102,7 @@ func (p *Pipeline) Approve(ctx context.Context, id string) (memory.Record, error
 	if err != nil {
 		return memory.Record{}, fmt.Errorf("approve %s: %w", id, err)
 	}
-	if err := p.supersede(ctx, put, old, now); err != nil {
+	if _, err := p.supersede(ctx, put, old, now); err != nil {
 		return put, err
 	}
 	return put, nil
@@ -216,13 +216,12 @@ func (p *Pipeline) Harvest(ctx context.Context, agentID, actorID string) (n int,
 	if err != nil {
 		return 0, err
 	}
-	hits, err := p.store.Search(ctx, memory.Query{NamespacePath: root, Strategies: []memory.Strategy{memory.StrategyEpisodic},
+	notes, err := p.listQuery(ctx, memory.Query{NamespacePath: root, Strategies: []memory.Strategy{memory.StrategyEpisodic},
 		Statuses: []memory.Status{memory.StatusActive}, TopK: p.opts.ListLimit})
 	if err != nil {
 		return 0, fmt.Errorf("harvest notes: %w", err)
 	}
-	for _, h := range hits {
-		r := h.Record
+	for _, r := range notes {
 		if isEvent(r) {
 			continue // read above as an event
 		}
@@ -250,7 +249,11 @@ func (p *Pipeline) Harvest(ctx context.Context, agentID, actorID string) (n int,
 	if err != nil {
 		return 0, err
 	}
-	res, err := p.consolidateAll(ctx, actorID, ns, cands)
+	existing, err := p.list(ctx, ns)
+	if err != nil {
+		return 0, err
+	}
+	res, err := p.consolidateAll(ctx, actorID, ns, cands, existing)
 	for _, r := range res {
 		if r.Outcome == OutcomeStored || r.Outcome == OutcomeStaged {
 			n++
