@@ -350,7 +350,10 @@ func (c *Channel) Start(ctx context.Context) error {
 	needName := c.username == ""
 	c.mu.Unlock()
 	if needName {
-		if me, err := c.bot.GetMe(ctx); err == nil && me != nil {
+		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		me, err := c.bot.GetMe(gctx)
+		cancel()
+		if err == nil && me != nil {
 			c.mu.Lock()
 			c.username = me.Username
 			c.mu.Unlock()
