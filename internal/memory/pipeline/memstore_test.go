@@ -21,8 +21,9 @@ type memStore struct {
 	mu      sync.Mutex
 	records map[string]memory.Record
 	events  []memory.Event
-	puts    int
-	failPut error // when set, Put fails
+	puts     int
+	searches int
+	failPut  error // when set, Put fails
 }
 
 func newMemStore() *memStore { return &memStore{records: map[string]memory.Record{}} }
@@ -70,6 +71,11 @@ func (s *memStore) Get(_ context.Context, id string) (memory.Record, error) {
 func (s *memStore) Search(_ context.Context, q memory.Query) ([]memory.Hit, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.searches++
+	return s.search(q)
+}
+
+func (s *memStore) search(q memory.Query) ([]memory.Hit, error) {
 	if (q.Namespace == "") == (q.NamespacePath == "") {
 		return nil, memory.ErrInvalidQuery
 	}
@@ -107,10 +113,10 @@ func (s *memStore) Search(_ context.Context, q memory.Query) ([]memory.Hit, erro
 		return hits[i].Record.ID < hits[j].Record.ID
 	})
 	k := q.TopK
-	if k <= 0 {
+	if k <= 0 && len(qt) > 0 {
 		k = 50
 	}
-	if len(hits) > k {
+	if k > 0 && len(hits) > k {
 		hits = hits[:k]
 	}
 	return hits, nil
@@ -205,4 +211,22 @@ func (s *rejectingStore) MarkRejected(_ context.Context, actorID, content string
 	defer s.mu.Unlock()
 	s.rej[actorID+"\x00"+memory.ContentHash(content)] = true
 	return nil
+}
+
+// listingStore adds the Lister fast path to memStore.
+type listingStore struct {
+	*memStore
+	lists int
+}
+
+func (s *listingStore) List(_ context.Context, q memory.Query) ([]memory.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lists++
+	hits, err := s.search(q)
+	out := make([]memory.Record, len(hits))
+	for i, h := range hits {
+		out[i] = h.Record
+	}
+	return out, err
 }

@@ -566,3 +566,30 @@ func TestActorsAreIsolated(t *testing.T) {
 		}
 	})
 }
+
+func TestListerFastPath(t *testing.T) {
+	ls := &listingStore{memStore: newMemStore()}
+	clk := newClock()
+	p, err := New(ls, Options{JobsPath: filepath.Join(t.TempDir(), "jobs.db"), Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, s := range []string{"I live in Busan", "I have a fig tree"} {
+		if err := p.RecordTurn(ctx, "main", "u1", "s1", []memory.Event{{Role: "user", Text: s}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Flush(ctx, "main", "u1", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Staged(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if ls.lists == 0 || ls.searches != 0 {
+		t.Fatalf("lists %d, searches %d: listing must go through Lister", ls.lists, ls.searches)
+	}
+	if got := len(ls.all("u1")); got != 3 { // two facts and the summary
+		t.Fatalf("records %q", contents(ls.all("u1")))
+	}
+}
