@@ -98,22 +98,20 @@ func encode(e *entry) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("approval: encode entry: %w", err)
 	}
-	c, err := Canonical(raw)
+	n, err := parse(raw)
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(c)
+	var buf bytes.Buffer
+	buf.Grow(len(raw) + 80)
+	write(&buf, n)
+	sum := sha256.Sum256(buf.Bytes())
 	e.Hash = hex.EncodeToString(sum[:])
-	// Insert "hash" in canonical position: re-canonicalize with the member.
-	raw, err = json.Marshal(e)
-	if err != nil {
-		return nil, fmt.Errorf("approval: encode entry: %w", err)
-	}
-	line, err := Canonical(raw)
-	if err != nil {
-		return nil, err
-	}
-	return append(line, '\n'), nil
+	n.obj = append(n.obj, member{key: "hash", val: &node{k: kStr, str: e.Hash}})
+	buf.Reset()
+	write(&buf, n)
+	buf.WriteByte('\n')
+	return buf.Bytes(), nil
 }
 
 // BadEntry locates the first entry that failed verification.
