@@ -328,6 +328,27 @@ func TestMemoryAndForget(t *testing.T) {
 	}
 }
 
+func TestMemoryCommandsPrivateOnly(t *testing.T) {
+	const group = -100777
+	h := newHarness(t, func(o *Options) { o.AllowedChatIDs = []int64{group}; o.GroupReplyAll = true })
+	h.mem.facts["telegram:70001"] = []string{"secret fact"}
+	h.start()
+	h.post(textUpdate(1, group, 70001, "/memory"))
+	h.post(textUpdate(2, group, 70001, "/forget"))
+	h.waitDone(1, 2)
+	for _, m := range h.srv.Messages(group) {
+		if strings.Contains(m.Text, "secret fact") || len(m.Buttons()) > 0 {
+			t.Fatalf("group got %q", m.Text)
+		}
+		if !strings.Contains(m.Text, "private chat") {
+			t.Fatalf("group reply %q", m.Text)
+		}
+	}
+	if n := len(h.srv.Messages(group)); n != 2 {
+		t.Fatalf("%d replies", n)
+	}
+}
+
 func TestPhotoOver20MB(t *testing.T) {
 	h := newHarness(t, nil)
 	h.srv.AddHugeFile("HUGE", 30<<20)

@@ -339,6 +339,13 @@ func (c *Channel) runCommand(ctx context.Context, chatID int64, s sender, cmd, a
 			return true, "", err
 		}
 		return true, "command /new", c.Send(ctx, chatID, "Started a new conversation.")
+	case "memory", "forget":
+		if s.chatType != "dm" {
+			// What Tendril remembers about someone is private.
+			return true, "command /" + cmd + " refused in a group", c.Send(ctx, chatID, "For privacy, use /"+cmd+" in a private chat with me.")
+		}
+	}
+	switch cmd {
 	case "memory":
 		if c.deps.Memory == nil {
 			return true, "command /memory", c.Send(ctx, chatID, "Memory is not available right now.")
