@@ -250,3 +250,19 @@ func TestRestartAfterStop(t *testing.T) {
 		t.Fatalf("%d replies, want 3", n)
 	}
 }
+
+func TestStoreIsDurable(t *testing.T) {
+	st, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var mode string
+	var sync int
+	if err := st.db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("journal_mode = %q (%v), want wal", mode, err)
+	}
+	if err := st.db.QueryRow(`PRAGMA synchronous`).Scan(&sync); err != nil || sync != 2 {
+		t.Fatalf("synchronous = %d (%v), want 2 (FULL): every commit is fsynced before the 200", sync, err)
+	}
+}
