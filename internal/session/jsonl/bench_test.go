@@ -203,3 +203,45 @@ func cpuTime() time.Duration {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkAppendTurnPaired interleaves the two sides of BenchmarkAppendTurn
+// in every iteration, so disk and CPU noise hit both alike; it reports
+// store-ns/op, baseline-ns/op and their ratio.
+func BenchmarkAppendTurnPaired(b *testing.B) {
+	dir := b.TempDir()
+	st, _ := jsonl.Open(dir, jsonl.Options{})
+	defer st.Close()
+	f, err := os.OpenFile(filepath.Join(dir, "baseline.jsonl"), os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	var storeT, baseT time.Duration
+	parent, i := "", 0
+	for b.Loop() {
+		nodes := turn(i, parent)
+		t0 := time.Now()
+		if err := st.Append(ctx, key, nodes...); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		var buf []byte
+		for _, n := range nodes {
+			line, _ := json.Marshal(n)
+			buf = append(append(buf, line...), '\n')
+		}
+		if _, err := f.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		storeT += t1.Sub(t0)
+		baseT += time.Since(t1)
+		parent = nodes[1].ID
+		i++
+	}
+	b.ReportMetric(float64(storeT.Nanoseconds())/float64(b.N), "store-ns/op")
+	b.ReportMetric(float64(baseT.Nanoseconds())/float64(b.N), "baseline-ns/op")
+	b.ReportMetric(float64(storeT)/float64(baseT), "ratio")
+}
