@@ -6,3 +6,6 @@ func SetScanChunk(n int) func() {
 	scanChunk = n
 	return func() { scanChunk = old }
 }
+
+// OpenFiles reports how many sessions hold an open file.
+func OpenFiles(s *Store) int64 { return s.open.Load() }

@@ -75,7 +75,11 @@ type Options struct {
 	Fsync         string        // FsyncAlways (""), FsyncBatch or FsyncNever
 	BatchInterval time.Duration // FsyncBatch period; default 100ms
 	Logger        *slog.Logger  // torn lines and skipped records; default slog.Default()
-	Now           func() time.Time
+	// MaxOpen bounds the sessions kept loaded, each holding one open file
+	// and its index; the least recently used idle one is unloaded (and
+	// reloaded from its file on next use) beyond it. Default 512.
+	MaxOpen int
+	Now     func() time.Time
 }
 
 // Store is the JSONL session store. It implements session.Store and is safe
@@ -89,6 +93,8 @@ type Store struct {
 	mu       sync.Mutex
 	sessions map[string]*sess
 	closed   bool
+	tick     atomic.Int64 // LRU clock
+	open     atomic.Int64 // sessions holding an open file
 
 	stop chan struct{}
 	done chan struct{}
@@ -111,6 +117,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.MaxOpen <= 0 {
+		opts.MaxOpen = 512
 	}
 	lg := opts.Logger
 	if lg == nil {
@@ -155,6 +164,7 @@ func (s *Store) get(k session.Key) (*sess, error) {
 		ss = &sess{st: s, key: k, path: p, leaf: -1}
 		s.sessions[p] = ss
 	}
+	ss.used.Store(s.tick.Add(1))
 	return ss, nil
 }
 
@@ -172,7 +182,8 @@ type sess struct {
 
 	wmu    sync.Mutex // the one writer; also guards loading and f's lifetime
 	loaded atomic.Bool
-	dirty  atomic.Bool // FsyncBatch: written since the last fsync
+	dirty  atomic.Bool  // FsyncBatch: written since the last fsync
+	used   atomic.Int64 // Store.tick at last use
 
 	mu     sync.RWMutex // guards the index below
 	f      *os.File     // nil when the file does not exist
@@ -191,6 +202,21 @@ func (ss *sess) ensure() error {
 	ss.wmu.Lock()
 	defer ss.wmu.Unlock()
 	return ss.refreshLocked()
+}
+
+// rlock loads the index if needed and returns with mu read-locked and the
+// index loaded (an eviction between loading and locking is retried).
+func (ss *sess) rlock() error {
+	for {
+		if err := ss.ensure(); err != nil {
+			return err
+		}
+		ss.mu.RLock()
+		if ss.loaded.Load() {
+			return nil
+		}
+		ss.mu.RUnlock()
+	}
 }
 
 // refreshLocked loads the index, or reloads it when another process
@@ -226,10 +252,7 @@ func (ss *sess) loadLocked() error {
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.f != nil {
-		ss.f.Close()
-		ss.f = nil
-	}
+	ss.closeFileLocked()
 	ss.recs, ss.ids, ss.leaf, ss.leafID, ss.size = nil, map[string]int32{}, -1, "", 0
 	f, err := os.OpenFile(ss.path, os.O_RDWR|os.O_APPEND, 0)
 	if errors.Is(err, os.ErrNotExist) {
@@ -256,8 +279,55 @@ func (ss *sess) loadLocked() error {
 		}
 	}
 	ss.f, ss.size = f, good
+	ss.st.open.Add(1)
 	ss.loaded.Store(true)
+	ss.st.evict(ss)
 	return nil
+}
+
+// closeFileLocked closes the session file; mu held.
+func (ss *sess) closeFileLocked() error {
+	if ss.f == nil {
+		return nil
+	}
+	err := ss.f.Close()
+	ss.f = nil
+	ss.st.open.Add(-1)
+	return err
+}
+
+// evict unloads least recently used idle sessions while more than MaxOpen
+// hold a file. keep (the caller's session, whose locks are held) is never
+// chosen; busy sessions are skipped.
+func (s *Store) evict(keep *sess) {
+	for s.open.Load() > int64(s.opts.MaxOpen) {
+		s.mu.Lock()
+		var victim *sess
+		for _, x := range s.sessions {
+			if x == keep || !x.loaded.Load() {
+				continue
+			}
+			if victim == nil || x.used.Load() < victim.used.Load() {
+				victim = x
+			}
+		}
+		s.mu.Unlock()
+		if victim == nil || !victim.wmu.TryLock() {
+			return
+		}
+		if !victim.mu.TryLock() {
+			victim.wmu.Unlock()
+			return
+		}
+		if victim.dirty.Swap(false) && victim.f != nil {
+			_ = victim.f.Sync()
+		}
+		victim.loaded.Store(false)
+		victim.closeFileLocked()
+		victim.recs, victim.ids, victim.leaf, victim.leafID, victim.size = nil, nil, -1, "", 0
+		victim.mu.Unlock()
+		victim.wmu.Unlock()
+	}
 }
 
 // scanChunk is the read size of scan; tests shrink it.
@@ -585,6 +655,8 @@ func (ss *sess) write(b []byte) (int64, error) {
 			ss.mu.Lock()
 			ss.f, ss.size = nf, 0
 			ss.mu.Unlock()
+			ss.st.open.Add(1)
+			ss.st.evict(ss)
 			created = true
 		}
 		f = ss.f
@@ -646,10 +718,9 @@ func (s *Store) Leaf(ctx context.Context, k session.Key) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := ss.ensure(); err != nil {
+	if err := ss.rlock(); err != nil {
 		return "", err
 	}
-	ss.mu.RLock()
 	defer ss.mu.RUnlock()
 	return ss.leafID, nil
 }
@@ -716,10 +787,9 @@ func (s *Store) Path(ctx context.Context, k session.Key, leafID string, max int)
 	if err != nil {
 		return nil, err
 	}
-	if err := ss.ensure(); err != nil {
+	if err := ss.rlock(); err != nil {
 		return nil, err
 	}
-	ss.mu.RLock()
 	defer ss.mu.RUnlock()
 	i, ok := ss.ids[leafID]
 	if !ok {
@@ -753,10 +823,9 @@ func (s *Store) Nodes(ctx context.Context, k session.Key) ([]session.Node, error
 	if err != nil {
 		return nil, err
 	}
-	if err := ss.ensure(); err != nil {
+	if err := ss.rlock(); err != nil {
 		return nil, err
 	}
-	ss.mu.RLock()
 	defer ss.mu.RUnlock()
 	if len(ss.recs) == 0 {
 		return nil, nil
@@ -870,10 +939,7 @@ func (s *Store) Clear(ctx context.Context, k session.Key) error {
 	defer ss.wmu.Unlock()
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.f != nil {
-		ss.f.Close()
-		ss.f = nil
-	}
+	ss.closeFileLocked()
 	ss.recs, ss.ids, ss.leaf, ss.leafID, ss.size = nil, map[string]int32{}, -1, "", 0
 	ss.loaded.Store(true)
 	err = os.Remove(ss.path)
@@ -909,13 +975,10 @@ func (s *Store) Close() error {
 	for _, x := range ss {
 		x.wmu.Lock()
 		x.mu.Lock()
-		if x.f != nil {
-			if x.dirty.Swap(false) {
-				errs = append(errs, x.f.Sync())
-			}
-			errs = append(errs, x.f.Close())
-			x.f = nil
+		if x.f != nil && x.dirty.Swap(false) {
+			errs = append(errs, x.f.Sync())
 		}
+		errs = append(errs, x.closeFileLocked())
 		x.mu.Unlock()
 		x.wmu.Unlock()
 	}

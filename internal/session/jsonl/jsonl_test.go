@@ -17,8 +17,19 @@ import (
 var ctx = context.Background()
 
 func TestConformance(t *testing.T) {
-	for _, policy := range []string{jsonl.FsyncAlways, jsonl.FsyncBatch, jsonl.FsyncNever} {
-		t.Run(policy, func(t *testing.T) {
+	variants := []struct {
+		name string
+		opts jsonl.Options
+	}{
+		{"always", jsonl.Options{Fsync: jsonl.FsyncAlways}},
+		{"batch", jsonl.Options{Fsync: jsonl.FsyncBatch}},
+		{"never", jsonl.Options{Fsync: jsonl.FsyncNever}},
+		// Two loaded sessions at most: sessions are unloaded and reloaded
+		// all the time, also under concurrent use.
+		{"never-maxopen2", jsonl.Options{Fsync: jsonl.FsyncNever, MaxOpen: 2}},
+	}
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
 			var mu sync.Mutex
 			dirs := map[*testing.T]string{}
 			sessiontest.Exercise(t, func(t *testing.T) session.Store {
@@ -29,7 +40,7 @@ func TestConformance(t *testing.T) {
 					dirs[t] = dir
 				}
 				mu.Unlock()
-				st, err := jsonl.Open(dir, jsonl.Options{Fsync: policy})
+				st, err := jsonl.Open(dir, v.opts)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -224,5 +235,34 @@ func TestLongLinesAcrossChunks(t *testing.T) {
 	}
 	if leaf, _ := st.Leaf(ctx, key); leaf != "n39" {
 		t.Fatalf("leaf %s", leaf)
+	}
+}
+
+// TestMaxOpen: beyond MaxOpen loaded sessions the least recently used is
+// unloaded, and comes back intact from its file.
+func TestMaxOpen(t *testing.T) {
+	st, _ := jsonl.Open(t.TempDir(), jsonl.Options{MaxOpen: 3, Fsync: jsonl.FsyncNever})
+	defer st.Close()
+	for round := 0; round < 3; round++ {
+		for i := 0; i < 10; i++ {
+			k := session.Key{AgentID: "main", Channel: "telegram", ID: fmt.Sprint(i)}
+			leaf, err := st.Leaf(ctx, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Append(ctx, k, node(fmt.Sprintf("r%d", round), leaf, "x")); err != nil {
+				t.Fatal(err)
+			}
+			if n := jsonl.OpenFiles(st); n > 3 {
+				t.Fatalf("%d open files with MaxOpen 3", n)
+			}
+		}
+	}
+	for i := 0; i < 10; i++ {
+		k := session.Key{AgentID: "main", Channel: "telegram", ID: fmt.Sprint(i)}
+		got, err := session.BuildContext(ctx, st, k, session.Limits{})
+		if err != nil || len(got) != 3 || got[2].ID != "r2" {
+			t.Fatalf("session %d: %+v %v", i, got, err)
+		}
 	}
 }
