@@ -14,6 +14,7 @@ import (
 	"github.com/tendrilai/tendril/internal/agent"
 	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/metrics"
+	"github.com/tendrilai/tendril/internal/model"
 	"github.com/tendrilai/tendril/internal/runtime"
 	"github.com/tendrilai/tendril/internal/session"
 	"github.com/tendrilai/tendril/internal/session/jsonl"
@@ -66,13 +67,16 @@ func openApp(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, e
 	a.sessions = st
 	a.closers = append(a.closers, st.Close)
 
-	models, err := buildModels(cfg, a.metrics)
+	router, err := buildModels(ctx, cfg, a.metrics)
 	if err != nil {
 		return nil, err
 	}
-	a.models = models
+	if !router.Configured() {
+		a.modelErr = model.ErrNotConfigured
+	}
+	a.models = router
 
-	deps := agent.Deps{Sessions: st, Models: models}
+	deps := agent.Deps{Sessions: st, Models: router}
 	ctxCfg := session.DefaultContextConfig()
 	ctxCfg.Default = session.Limits{MaxHistoryMessages: cfg.Session.MaxHistoryMessages, MaxHistoryTokens: cfg.Session.MaxHistoryTokens}
 	for k, v := range cfg.Session.ChannelOverrides {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/tendrilai/tendril/internal/agent"
 	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/metrics"
+	"github.com/tendrilai/tendril/internal/model"
+	"github.com/tendrilai/tendril/internal/model/providers"
 	"github.com/tendrilai/tendril/internal/persona"
 	"github.com/tendrilai/tendril/internal/runtime"
 	"github.com/tendrilai/tendril/internal/skill"
@@ -65,5 +68,31 @@ func (a *app) mount(srv *runtime.Server) error { return nil }
 // ready re-checks dependencies lazily on every invocation.
 func (a *app) ready(ctx context.Context) error { return nil }
 
-// buildModels builds the model router from the config.
-func buildModels(cfg *config.Config, m *metrics.Metrics) (agent.Models, error) { return nil, nil }
+// buildModels builds the model router from the config. With no MODEL_ID it
+// returns a Router that answers every turn with model.ErrNotConfigured.
+func buildModels(ctx context.Context, cfg *config.Config, m *metrics.Metrics) (*model.Router, error) {
+	p := cfg.Providers
+	r, err := providers.NewRouter(ctx, model.RouterOptions{
+		TextRef:    cfg.Model.ID,
+		VisionRef:  cfg.Model.VisionID,
+		Fallbacks:  cfg.Model.Fallbacks,
+		Timeout:    cfg.Model.Timeout.D(),
+		MaxRetries: cfg.Model.MaxRetries,
+		MaxTokens:  cfg.Model.MaxTokens,
+		Observe: func(provider, name string, d time.Duration, err error) {
+			outcome := "ok"
+			if err != nil {
+				outcome = "error"
+			}
+			m.ModelDuration.WithLabelValues(provider, name, outcome).Observe(d.Seconds())
+		},
+	}, providers.Options{
+		AnthropicAPIKey: p.AnthropicAPIKey, AnthropicBaseURL: p.AnthropicBaseURL,
+		OpenAIAPIKey: p.OpenAIAPIKey, OpenAIBaseURL: p.OpenAIBaseURL, OllamaBaseURL: p.OllamaBaseURL,
+		AWSRegion: p.AWSRegion, BedrockEndpoint: p.BedrockEndpoint,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("models: %w", err)
+	}
+	return r, nil
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/model/modeltest"
+)
+
+// openAIEnv points the binary at an OpenAI-compatible fake.
+func openAIEnv(fake *modeltest.Server) []string {
+	return []string{"MODEL_ID=openai/gpt-test", "OPENAI_BASE_URL=" + fake.BaseURL(), "OPENAI_API_KEY=test-key"}
+}
+
+func TestE2EServeAgainstOpenAIFake(t *testing.T) {
+	fake := modeltest.NewOpenAI(t)
+	p := startServe(t, t.TempDir(), openAIEnv(fake)...)
+
+	resp, err := http.Get(p.URL + "/ping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ping map[string]any
+	json.NewDecoder(resp.Body).Decode(&ping)
+	resp.Body.Close()
+	if ping["status"] != "Healthy" || ping["time_of_last_update"] == nil {
+		t.Fatalf("ping %v", ping)
+	}
+
+	fake.Push(modeltest.Reply{Text: "Water your fig deeply once a week."})
+	status, out := invoke(t, p.URL, map[string]any{"message": "How often should I water my fig?", "user_id": "api:dana"})
+	if status != 200 || out["ok"] != true || out["text"] != "Water your fig deeply once a week." {
+		t.Fatalf("%d %v", status, out)
+	}
+	seen := fake.Requests()
+	if len(seen) != 1 || seen[0].Model != "gpt-test" || !strings.Contains(seen[0].System, "Sprout") ||
+		seen[0].LastUserText() != "How often should I water my fig?" {
+		t.Fatalf("model saw %+v", seen)
+	}
+
+	// SSE framing.
+	fake.Push(modeltest.Reply{Text: strings.Repeat("stream me ", 60)})
+	req, _ := http.NewRequest("POST", p.URL+"/invocations", strings.NewReader(`{"message":"hi","actor_id":"api:dana"}`))
+	req.Header.Set("Accept", "text/event-stream")
+	sresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames []map[string]any
+	sc := bufio.NewScanner(sresp.Body)
+	for sc.Scan() {
+		if l := sc.Text(); strings.HasPrefix(l, "data: ") {
+			var f map[string]any
+			if err := json.Unmarshal([]byte(l[6:]), &f); err != nil {
+				t.Fatalf("bad frame %q", l)
+			}
+			frames = append(frames, f)
+		} else if l != "" {
+			t.Fatalf("non-SSE line %q", l)
+		}
+	}
+	sresp.Body.Close()
+	if len(frames) < 3 || frames[len(frames)-1]["type"] != "final" || frames[len(frames)-1]["ok"] != true {
+		t.Fatalf("frames %v", frames)
+	}
+
+	// 400 and 413.
+	for _, tc := range []struct {
+		body   string
+		status int
+	}{
+		{`{"message": "unterminated`, 400},
+		{`{"actor_id":"api:x"}`, 400},
+		{`{"message":"` + strings.Repeat("a", 9<<20) + `","actor_id":"api:x"}`, 413},
+	} {
+		r, err := http.Post(p.URL+"/invocations", "application/json", bytes.NewReader([]byte(tc.body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e map[string]any
+		json.NewDecoder(r.Body).Decode(&e)
+		r.Body.Close()
+		if r.StatusCode != tc.status || e["ok"] != false || e["error"] != "INVALID_REQUEST" {
+			t.Fatalf("body %.40q: %d %v", tc.body, r.StatusCode, e)
+		}
+	}
+
+	// Malformed provider JSON is a clear MODEL_ERROR, not a crash.
+	fake.Push(modeltest.Reply{Body: `{"choices": [`})
+	status, out = invoke(t, p.URL, map[string]any{"message": "again", "actor_id": "api:dana"})
+	if status != 502 || out["error"] != "MODEL_ERROR" {
+		t.Fatalf("malformed provider reply: %d %v", status, out)
+	}
+}
+
+func TestE2ESIGTERMLetsTheSlowTurnFinish(t *testing.T) {
+	fake := modeltest.NewOpenAI(t)
+	p := startServe(t, t.TempDir(), openAIEnv(fake)...)
+	fake.Push(modeltest.Reply{Text: "finished despite shutdown", Delay: 1500 * time.Millisecond})
+	type result struct {
+		status int
+		out    map[string]any
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, o := invoke(t, p.URL, map[string]any{"message": "slow one", "actor_id": "api:u"})
+		done <- result{s, o}
+	}()
+	// Wait until the turn is in flight.
+	for {
+		resp, err := http.Get(p.URL + "/ping")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ping map[string]any
+		json.NewDecoder(resp.Body).Decode(&ping)
+		resp.Body.Close()
+		if ping["status"] == "HealthyBusy" {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := p.stop(t); err != nil {
+		t.Fatalf("exit status after SIGTERM: %v\n%s", err, p.logs.String())
+	}
+	r := <-done
+	if r.status != 200 || r.out["text"] != "finished despite shutdown" {
+		t.Fatalf("in-flight turn: %d %v", r.status, r.out)
+	}
+	// The process is gone: no new work is accepted.
+	if _, err := http.Get(p.URL + "/ping"); err == nil {
+		t.Fatal("server still answering after shutdown")
+	}
+}
