@@ -19,7 +19,7 @@ import (
 const crashEnv = "TENDRIL_SESSION_CRASH_CHILD"
 
 // crashChild appends turns forever, printing "ack <user> <assistant>" after
-// each Append returns. Every fourth turn carries a 32–128 KiB reply so
+// each Append returns. Every fourth turn carries a 16–64 KiB reply so
 // that a SIGKILL can land inside the write(2) and tear it (Linux lets a
 // fatal signal end a multi-page write early).
 func crashChild(dir string) {
@@ -41,7 +41,7 @@ func crashChild(dir string) {
 		u, a := session.NewNodeID(), session.NewNodeID()
 		reply := "ok"
 		if i%4 == 3 {
-			reply = strings.Repeat("z", (1+rand.IntN(4))<<15)
+			reply = strings.Repeat("z", (1+rand.IntN(4))<<14)
 		}
 		if err := st.Append(ctx, key,
 			session.Node{ID: u, ParentID: leaf, Role: session.RoleUser, Text: "turn"},
