@@ -196,20 +196,20 @@ func (g *classGate) Check(_ context.Context, call GateCall, l Level, resume json
 	g.resume[id] = resume
 	return GateDecision{Verdict: Ask, RequestID: id, ExpiresAt: time.Now().Add(2 * time.Minute)}, nil
 }
-func (g *classGate) Authorize(_ context.Context, id string, call GateCall) error {
+func (g *classGate) Authorize(_ context.Context, id string, call GateCall, _ Level) (any, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	p, ok := g.pending[id]
 	if !ok || !g.approved[id] {
-		return errors.New("not approved")
+		return nil, errors.New("not approved")
 	}
 	if p.Tool != call.Tool || string(p.Args) != string(call.Args) || p.ActorID != call.ActorID {
-		return errors.New("binding mismatch")
+		return nil, errors.New("binding mismatch")
 	}
 	delete(g.pending, id)
-	return nil
+	return id, nil
 }
-func (g *classGate) RecordExecution(context.Context, GateCall, string, error) error { return nil }
+func (g *classGate) RecordExecution(context.Context, any, string, error) error { return nil }
 
 func newTestAgent(t *testing.T, m Models, deps Deps) (*Agent, *memStore) {
 	t.Helper()

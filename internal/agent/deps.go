@@ -50,18 +50,22 @@ type GateCall struct {
 	AgentID   string
 	ActorID   string
 	SessionID string
+	Channel   string
 	Tool      string
 	Class     tool.Class
 	Args      json.RawMessage
 }
 
 // GateDecision is the gate's answer. For Ask, RequestID names the pending
-// approval request and ExpiresAt its deadline.
+// approval request and ExpiresAt its deadline. For Allow, Exec is the
+// gate's handle on the recorded execution start, passed back to
+// RecordExecution.
 type GateDecision struct {
 	Verdict   Verdict
 	Reason    string
 	RequestID string
 	ExpiresAt time.Time
+	Exec      any
 }
 
 // Gate is the approval gate (SPEC §6.3) as the turn sees it.
@@ -73,10 +77,11 @@ type Gate interface {
 	// resume, the opaque state needed to continue the turn after a restart.
 	Check(ctx context.Context, call GateCall, level Level, resume json.RawMessage) (GateDecision, error)
 	// Authorize verifies that requestID was approved for exactly this call
-	// (every binding) and consumes it. It returns an error otherwise.
-	Authorize(ctx context.Context, requestID string, call GateCall) error
+	// (every binding, at the current level) and consumes it. It returns the
+	// execution handle, or an error when anything differs.
+	Authorize(ctx context.Context, requestID string, call GateCall, level Level) (exec any, err error)
 	// RecordExecution appends the outcome of a tool run to the ledger.
-	RecordExecution(ctx context.Context, call GateCall, requestID string, execErr error) error
+	RecordExecution(ctx context.Context, exec any, output string, execErr error) error
 }
 
 // Persona is the system prompt's fixed part.

@@ -305,7 +305,7 @@ func countTurnMessages(t *turn) int {
 func (a *Agent) runTools(ctx context.Context, t *turn) (*Result, error) {
 	for len(t.Results) < len(t.PendingUses) {
 		use := t.PendingUses[len(t.Results)]
-		out, isErr, pending, err := a.callTool(ctx, t, use, "")
+		out, isErr, pending, err := a.callTool(ctx, t, use, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -331,7 +331,7 @@ func (a *Agent) finishToolBatch(t *turn) {
 // callTool runs one tool call through the gate. approvedID names an
 // approval request that the caller has already authorized for this call. It returns the tool result text and
 // whether it is an error, or a pending approval.
-func (a *Agent) callTool(ctx context.Context, t *turn, use model.Block, approvedID string) (string, bool, *PendingApproval, error) {
+func (a *Agent) callTool(ctx context.Context, t *turn, use model.Block, approvedExec any) (string, bool, *PendingApproval, error) {
 	tl := t.tools[use.Name]
 	if tl == nil {
 		a.countTool(use.Name, "refused")
@@ -341,9 +341,10 @@ func (a *Agent) callTool(ctx context.Context, t *turn, use model.Block, approved
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	call := GateCall{AgentID: a.opt.AgentID, ActorID: t.Req.ActorID, SessionID: t.Key.ID, Tool: use.Name, Class: tl.Class(), Args: args}
+	call := a.gateCall(t, use.Name, tl.Class(), args)
+	exec := approvedExec
 	if a.deps.Gate != nil {
-		if approvedID == "" {
+		if exec == nil {
 			// The resume payload must say the user node is persisted:
 			// pause persists it before the request is visible to anyone.
 			wasSent := t.UserNodeSent
@@ -358,6 +359,7 @@ func (a *Agent) callTool(ctx context.Context, t *turn, use model.Block, approved
 				a.countTool(use.Name, "gate_error")
 				return "approval gate unavailable: " + err.Error(), true, nil, nil
 			}
+			exec = dec.Exec
 			switch dec.Verdict {
 			case Deny:
 				a.countTool(use.Name, "denied")
@@ -376,7 +378,7 @@ func (a *Agent) callTool(ctx context.Context, t *turn, use model.Block, approved
 	}
 	out, err := tool.Run(ctx, tl, tool.Call{AgentID: a.opt.AgentID, ActorID: t.Req.ActorID, SessionID: t.Key.ID, Channel: t.Req.Channel, Args: args}, a.opt.ToolTimeout)
 	if a.deps.Gate != nil {
-		if lerr := a.deps.Gate.RecordExecution(ctx, call, approvedID, err); lerr != nil {
+		if lerr := a.deps.Gate.RecordExecution(ctx, exec, out, err); lerr != nil {
 			a.opt.Logger.Error("audit ledger append failed", "tool", use.Name, "err", lerr)
 		}
 	}
@@ -386,6 +388,10 @@ func (a *Agent) callTool(ctx context.Context, t *turn, use model.Block, approved
 	}
 	a.countTool(use.Name, "ok")
 	return out, false, nil, nil
+}
+
+func (a *Agent) gateCall(t *turn, name string, class tool.Class, args json.RawMessage) GateCall {
+	return GateCall{AgentID: a.opt.AgentID, ActorID: t.Req.ActorID, SessionID: t.Key.ID, Channel: t.Req.Channel, Tool: name, Class: class, Args: args}
 }
 
 func (a *Agent) countTool(name, outcome string) {
@@ -522,13 +528,13 @@ func (a *Agent) Resume(ctx context.Context, requestID string, approved bool, rea
 		if tl == nil {
 			return nil, fmt.Errorf("tool %q is no longer available", use.Name)
 		}
-		call := GateCall{AgentID: a.opt.AgentID, ActorID: t.Req.ActorID, SessionID: t.Key.ID, Tool: use.Name, Class: tl.Class(), Args: args}
 		// A request that cannot be redeemed (replayed, expired, changed
 		// arguments) resumes nothing and persists nothing.
-		if err := a.deps.Gate.Authorize(ctx, requestID, call); err != nil {
+		exec, err := a.deps.Gate.Authorize(ctx, requestID, a.gateCall(&t, use.Name, tl.Class(), args), t.Level)
+		if err != nil {
 			return nil, fmt.Errorf("approval %s: %w", requestID, err)
 		}
-		out, isErr, _, err = a.callTool(ctx, &t, use, requestID)
+		out, isErr, _, err = a.callTool(ctx, &t, use, exec)
 		if err != nil {
 			return nil, err
 		}
