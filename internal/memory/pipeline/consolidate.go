@@ -48,19 +48,77 @@ type Result struct {
 // with what each candidate writes, so a later candidate sees an earlier
 // one without re-reading the store (each read after a write would rebuild
 // the store's ranking index).
+//
+// The writes are collected and stored together at the end — in one
+// transaction when the store implements BatchPutter — so a crash leaves
+// all or (with BatchPutter) none of a batch, and the rerun merges.
 func (p *Pipeline) consolidateAll(ctx context.Context, actorID, ns string, cands []extract.Candidate, existing []memory.Record) ([]Result, error) {
 	sortByTime(cands)
 	existing = append([]memory.Record(nil), existing...)
+	b := &batch{idx: map[string]int{}}
 	var out []Result
 	for _, c := range cands {
-		r, err := p.consolidate(ctx, actorID, ns, c, existing)
+		r, err := p.consolidate(ctx, actorID, ns, c, existing, b)
 		if err != nil {
 			return out, err
 		}
 		out = append(out, r)
 		existing = applyWritten(existing, r.written)
 	}
+	if err := b.flush(ctx, p.store); err != nil {
+		return out, err
+	}
 	return out, nil
+}
+
+// BatchPutter is an optional fast path a memory.Store may implement:
+// store many records at once, atomically (sqlitestore.Store.PutBatch).
+type BatchPutter interface {
+	PutBatch(ctx context.Context, recs []memory.Record) ([]memory.Record, error)
+}
+
+// sink receives the records consolidation writes.
+type sink interface {
+	put(ctx context.Context, r memory.Record) (memory.Record, error)
+}
+
+// direct writes each record to the store at once.
+type direct struct{ st memory.Store }
+
+func (d direct) put(ctx context.Context, r memory.Record) (memory.Record, error) { return d.st.Put(ctx, r) }
+
+// batch queues records (the last version of each ID wins) for flush.
+type batch struct {
+	recs []memory.Record
+	idx  map[string]int
+}
+
+func (b *batch) put(_ context.Context, r memory.Record) (memory.Record, error) {
+	if i, ok := b.idx[r.ID]; ok {
+		b.recs[i] = r
+	} else {
+		b.idx[r.ID] = len(b.recs)
+		b.recs = append(b.recs, r)
+	}
+	return r, nil
+}
+
+func (b *batch) flush(ctx context.Context, st memory.Store) error {
+	if len(b.recs) == 0 {
+		return nil
+	}
+	if bp, ok := st.(BatchPutter); ok {
+		if _, err := bp.PutBatch(ctx, b.recs); err != nil {
+			return fmt.Errorf("put %d records: %w", len(b.recs), err)
+		}
+		return nil
+	}
+	for _, r := range b.recs {
+		if _, err := st.Put(ctx, r); err != nil {
+			return fmt.Errorf("put %s record %s: %w", r.Strategy, r.ID, err)
+		}
+	}
+	return nil
 }
 
 // applyWritten replaces records by ID, appending new ones.
@@ -159,7 +217,7 @@ func (p *Pipeline) markRejected(ctx context.Context, actorID, content string) er
 //     active records on other topics (an update on the same topic is news,
 //     not repetition): dropped, staged or stored;
 //  4. a stored candidate supersedes every active record on the same topic.
-func (p *Pipeline) consolidate(ctx context.Context, actorID, ns string, c extract.Candidate, existing []memory.Record) (Result, error) {
+func (p *Pipeline) consolidate(ctx context.Context, actorID, ns string, c extract.Candidate, existing []memory.Record, w sink) (Result, error) {
 	if strings.TrimSpace(c.Content) == "" {
 		return Result{Outcome: OutcomeDropped}, nil
 	}
@@ -194,7 +252,7 @@ func (p *Pipeline) consolidate(ctx context.Context, actorID, ns string, c extrac
 		if at, ok := timeMeta(r.Metadata[keyStatedAt]); !ok || stated.After(at) {
 			r.Metadata[keyStatedAt] = stated
 		}
-		put, err := p.store.Put(ctx, r)
+		put, err := w.put(ctx, r)
 		if err != nil {
 			return Result{}, fmt.Errorf("merge into %s: %w", r.ID, err)
 		}
@@ -213,10 +271,10 @@ func (p *Pipeline) consolidate(ctx context.Context, actorID, ns string, c extrac
 	}
 	c.Time = stated
 	if outcome == gate.Staged {
-		rec, err := p.put(ctx, ns, c, score, outcome, now)
+		rec, err := p.put(ctx, w, ns, c, score, outcome, now)
 		return Result{Outcome: OutcomeStaged, Score: score, Record: rec, written: []memory.Record{rec}}, err
 	}
-	rec, sup, written, err := p.storeAndSupersede(ctx, ns, c, score, now, existing)
+	rec, sup, written, err := p.storeAndSupersede(ctx, w, ns, c, score, now, existing)
 	return Result{Outcome: OutcomeStored, Score: score, Record: rec, Superseded: sup, written: written}, err
 }
 
@@ -237,12 +295,12 @@ func timeMeta(v any) (time.Time, bool) {
 }
 
 // put writes a new record for c with the gate's outcome.
-func (p *Pipeline) put(ctx context.Context, ns string, c extract.Candidate, score float64, outcome gate.Outcome, now time.Time) (memory.Record, error) {
+func (p *Pipeline) put(ctx context.Context, w sink, ns string, c extract.Candidate, score float64, outcome gate.Outcome, now time.Time) (memory.Record, error) {
 	rec := p.newRecord(ns, c, score, now)
 	if outcome == gate.Staged {
 		rec.Status = memory.StatusStaged
 	}
-	put, err := p.store.Put(ctx, rec)
+	put, err := w.put(ctx, rec)
 	if err != nil {
 		return memory.Record{}, fmt.Errorf("put %s record: %w", rec.Strategy, err)
 	}
@@ -278,7 +336,7 @@ func (p *Pipeline) newRecord(ns string, c extract.Candidate, score float64, now 
 
 // storeAndSupersede writes c as active and supersedes the active records of
 // its topic.
-func (p *Pipeline) storeAndSupersede(ctx context.Context, ns string, c extract.Candidate, score float64, now time.Time, existing []memory.Record) (memory.Record, []string, []memory.Record, error) {
+func (p *Pipeline) storeAndSupersede(ctx context.Context, w sink, ns string, c extract.Candidate, score float64, now time.Time, existing []memory.Record) (memory.Record, []string, []memory.Record, error) {
 	rec := p.newRecord(ns, c, score, now)
 	old := contradicted(rec, existing)
 	var ids []string
@@ -288,11 +346,11 @@ func (p *Pipeline) storeAndSupersede(ctx context.Context, ns string, c extract.C
 	if len(ids) > 0 {
 		rec.Metadata[keySupersedes] = ids
 	}
-	put, err := p.store.Put(ctx, rec)
+	put, err := w.put(ctx, rec)
 	if err != nil {
 		return memory.Record{}, nil, nil, fmt.Errorf("put %s record: %w", rec.Strategy, err)
 	}
-	olds, err := p.supersede(ctx, put, old, now)
+	olds, err := p.supersede(ctx, w, put, old, now)
 	if err != nil {
 		return put, nil, nil, err
 	}
@@ -316,7 +374,7 @@ func contradicted(rec memory.Record, existing []memory.Record) []memory.Record {
 	return out
 }
 
-func (p *Pipeline) supersede(ctx context.Context, by memory.Record, old []memory.Record, now time.Time) ([]memory.Record, error) {
+func (p *Pipeline) supersede(ctx context.Context, w sink, by memory.Record, old []memory.Record, now time.Time) ([]memory.Record, error) {
 	at, ok := timeMeta(by.Metadata[keyStatedAt])
 	if !ok {
 		at = now
@@ -329,7 +387,7 @@ func (p *Pipeline) supersede(ctx context.Context, by memory.Record, old []memory
 		o.Metadata = md
 		o.Status = memory.StatusSuperseded
 		o.UpdatedAt = now
-		put, err := p.store.Put(ctx, o)
+		put, err := w.put(ctx, o)
 		if err != nil {
 			return out, fmt.Errorf("supersede %s: %w", o.ID, err)
 		}

@@ -533,7 +533,7 @@ func (p *Pipeline) summarize(ctx context.Context, agentID, actorID, sessionID st
 	if outcome == gate.Dropped {
 		return nil
 	}
-	_, err = p.put(ctx, ns, c, score, outcome, now)
+	_, err = p.put(ctx, direct{p.store}, ns, c, score, outcome, now)
 	return err
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/tendrilai/tendril/internal/memory"
@@ -102,7 +101,7 @@ func (p *Pipeline) Approve(ctx context.Context, id string) (memory.Record, error
 	if err != nil {
 		return memory.Record{}, fmt.Errorf("approve %s: %w", id, err)
 	}
-	if _, err := p.supersede(ctx, put, old, now); err != nil {
+	if _, err := p.supersede(ctx, direct{p.store}, put, old, now); err != nil {
 		return put, err
 	}
 	return put, nil
@@ -174,7 +173,7 @@ func (p *Pipeline) WriteEpisodic(ctx context.Context, agentID, actorID, sessionI
 	if err != nil {
 		return WriteResult{}, err
 	}
-	r, err := p.consolidate(ctx, actorID, ns, c, existing)
+	r, err := p.consolidate(ctx, actorID, ns, c, existing, direct{p.store})
 	if err != nil {
 		return WriteResult{}, fmt.Errorf("memory_write: %w", err)
 	}
@@ -280,9 +279,6 @@ func (p *Pipeline) Forget(ctx context.Context, actorID string) error {
 
 // Gate exposes the thresholds in use, for the CLI and the dashboard.
 func (p *Pipeline) Gate() gate.Thresholds { return p.opts.Thresholds }
-
-// now is for tests that need the pipeline's clock.
-func (p *Pipeline) now() time.Time { return p.opts.Now() }
 
 // Describe is a short phrase for the memory_write tool's reply: "stored",
 // "staged for review (importance 0.55)", "dropped (importance 0.21)",
