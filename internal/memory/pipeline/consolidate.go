@@ -85,7 +85,9 @@ type sink interface {
 // direct writes each record to the store at once.
 type direct struct{ st memory.Store }
 
-func (d direct) put(ctx context.Context, r memory.Record) (memory.Record, error) { return d.st.Put(ctx, r) }
+func (d direct) put(ctx context.Context, r memory.Record) (memory.Record, error) {
+	return d.st.Put(ctx, r)
+}
 
 // batch queues records (the last version of each ID wins) for flush.
 type batch struct {

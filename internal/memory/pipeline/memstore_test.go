@@ -18,9 +18,9 @@ import (
 // memory.go: exact or path-prefix namespaces, strategies, statuses
 // (default active) and a naive token-overlap ranking.
 type memStore struct {
-	mu      sync.Mutex
-	records map[string]memory.Record
-	events  []memory.Event
+	mu       sync.Mutex
+	records  map[string]memory.Record
+	events   []memory.Event
 	puts     int
 	searches int
 	failPut  error // when set, Put fails
