@@ -213,10 +213,25 @@ func (s *rejectingStore) MarkRejected(_ context.Context, actorID, content string
 	return nil
 }
 
-// listingStore adds the Lister fast path to memStore.
+// listingStore adds the Lister and BatchPutter fast paths to memStore.
 type listingStore struct {
 	*memStore
-	lists int
+	lists, batches int
+}
+
+func (s *listingStore) PutBatch(ctx context.Context, recs []memory.Record) ([]memory.Record, error) {
+	s.mu.Lock()
+	s.batches++
+	s.mu.Unlock()
+	out := make([]memory.Record, 0, len(recs))
+	for _, r := range recs {
+		put, err := s.memStore.Put(ctx, r)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, put)
+	}
+	return out, nil
 }
 
 func (s *listingStore) List(_ context.Context, q memory.Query) ([]memory.Record, error) {

@@ -567,7 +567,7 @@ func TestActorsAreIsolated(t *testing.T) {
 	})
 }
 
-func TestListerFastPath(t *testing.T) {
+func TestListerAndBatchFastPaths(t *testing.T) {
 	ls := &listingStore{memStore: newMemStore()}
 	clk := newClock()
 	p, err := New(ls, Options{JobsPath: filepath.Join(t.TempDir(), "jobs.db"), Now: clk.Now})
@@ -588,6 +588,9 @@ func TestListerFastPath(t *testing.T) {
 	}
 	if ls.lists == 0 || ls.searches != 0 {
 		t.Fatalf("lists %d, searches %d: listing must go through Lister", ls.lists, ls.searches)
+	}
+	if ls.batches != 1 {
+		t.Fatalf("%d batches, want the extraction's writes in one PutBatch", ls.batches)
 	}
 	if got := len(ls.all("u1")); got != 3 { // two facts and the summary
 		t.Fatalf("records %q", contents(ls.all("u1")))
