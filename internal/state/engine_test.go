@@ -373,3 +373,35 @@ func TestBadInput(t *testing.T) {
 		t.Error("unknown baseline key accepted")
 	}
 }
+
+func TestConcurrentActors(t *testing.T) {
+	c := newClock()
+	e := openTest(t, t.TempDir(), c, nil)
+	var wg sync.WaitGroup
+	for a := 0; a < 4; a++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			actor := "actor-" + string(rune('a'+a))
+			for turn := 1; turn <= 10; turn++ {
+				if _, err := e.Observe(ctx, actor, turn, "thanks, that worked"); err != nil {
+					t.Error(err)
+				}
+				if _, err := e.Snapshot(ctx, actor); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	actors, _ := e.Actors(ctx)
+	for _, a := range actors {
+		s, _ := e.Snapshot(ctx, a)
+		if s.Turns != 10 {
+			t.Fatalf("%s: %d turns, want 10", a, s.Turns)
+		}
+	}
+	if len(actors) != 4 {
+		t.Fatalf("actors %v", actors)
+	}
+}
