@@ -116,9 +116,10 @@ func EstimateNodesTokens(nodes []Node) int {
 //
 // The walk keeps whole units: an assistant node with tool_use blocks is
 // taken together with the tool_result nodes that answer it, or not at all.
-// The newest unit is always included even if it alone passes a limit, and
-// a compaction summary, when present, is always first and counts toward the
-// limits. System nodes other than compaction summaries are passed through;
+// The newest unit is always included even if it alone passes a limit. The
+// latest compaction summary within reach of the walk (the message limit
+// plus a 16-node margin) is always first and counts toward the limits; one
+// further back than that has been pushed out by newer history. System nodes other than compaction summaries are passed through;
 // the persona and identity anchors are never stored in a session (they are
 // part of the system prompt), so no limit or compaction can drop them.
 //
