@@ -118,6 +118,9 @@ func Segments(ns string) []string {
 // NamespaceUnder reports whether ns lies in the subtree of path, matching
 // whole segments: "/a/12/" is under "/a/12" and "/a/", never under "/a/1".
 func NamespaceUnder(ns, path string) bool {
+	if isClean(ns) && isClean(path) {
+		return strings.HasPrefix(ns, path) // both "/seg/…/": whole segments
+	}
 	p := Segments(path)
 	n := Segments(ns)
 	if len(p) > len(n) {
@@ -133,7 +136,17 @@ func NamespaceUnder(ns, path string) bool {
 
 // NamespaceEqual reports whether a and b name the same namespace, ignoring
 // redundant slashes.
-func NamespaceEqual(a, b string) bool { return CleanNamespace(a) == CleanNamespace(b) }
+func NamespaceEqual(a, b string) bool {
+	if isClean(a) && isClean(b) {
+		return a == b
+	}
+	return CleanNamespace(a) == CleanNamespace(b)
+}
+
+// isClean reports whether ns is already in CleanNamespace form.
+func isClean(ns string) bool {
+	return len(ns) > 0 && ns[0] == '/' && ns[len(ns)-1] == '/' && !strings.Contains(ns, "//")
+}
 
 // NamespaceActor returns the unescaped actor segment (the second) of a
 // namespace built from the default templates, and the agent (the first).

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -175,15 +176,7 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 			return nil, err
 		}
 		s.ensureIndex(ctx, a)
-		allow := make([]bool, len(a.docs))
-		any := false
-		for i, r := range a.docs {
-			ok := q.Namespace != "" && memory.NamespaceEqual(r.Namespace, q.Namespace) ||
-				q.NamespacePath != "" && memory.NamespaceUnder(r.Namespace, q.NamespacePath)
-			ok = ok && hasStatus(statuses, r.Status) && hasStrategy(q.Strategies, r.Strategy) && memory.MatchFilters(r, filters)
-			allow[i] = ok
-			any = any || ok
-		}
+		allow, any := a.mask(q, statuses, filters)
 		if !any {
 			continue
 		}
@@ -208,6 +201,39 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 		all = all[:k]
 	}
 	return all, nil
+}
+
+// mask returns which documents of a pass the query's scope, statuses,
+// strategies and filters (cached per distinct condition set).
+func (a *actorState) mask(q memory.Query, statuses []memory.Status, filters []memory.Filter) ([]bool, bool) {
+	key, err := json.Marshal([]any{q.Namespace, q.NamespacePath, statuses, q.Strategies, filters})
+	if err == nil {
+		if m, ok := a.masks[string(key)]; ok {
+			return m.allow, m.any
+		}
+	}
+	ns, path := q.Namespace, q.NamespacePath
+	if ns != "" {
+		ns = memory.CleanNamespace(ns)
+	}
+	if path != "" {
+		path = memory.CleanNamespace(path)
+	}
+	allow := make([]bool, len(a.docs))
+	any := false
+	for i, r := range a.docs {
+		ok := ns != "" && memory.NamespaceEqual(r.Namespace, ns) || path != "" && memory.NamespaceUnder(r.Namespace, path)
+		ok = ok && hasStatus(statuses, r.Status) && hasStrategy(q.Strategies, r.Strategy) && memory.MatchFilters(r, filters)
+		allow[i] = ok
+		any = any || ok
+	}
+	if err == nil {
+		if a.masks == nil || len(a.masks) >= 16 {
+			a.masks = map[string]mask{}
+		}
+		a.masks[string(key)] = mask{allow, any}
+	}
+	return allow, any
 }
 
 func (s *Store) rank(ctx context.Context, a *actorState, text string, allow []bool, k int) ([]memory.Hit, error) {

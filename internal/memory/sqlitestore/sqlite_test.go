@@ -166,7 +166,10 @@ func BenchmarkSearch100k(b *testing.B) {
 	}
 	word := func() string { return vocab[int(float64(len(vocab))*rng.Float64()*rng.Float64())] } // skewed
 	ns := "/main/bench/long_term/"
-	const n = 100000
+	n := 100000
+	if v := os.Getenv("MEMORY_BENCH_N"); v != "" {
+		fmt.Sscan(v, &n)
+	}
 	recs := make([]memory.Record, 0, 10000)
 	t0 := time.Now().Add(-time.Hour)
 	for i := 0; i < n; i++ {
@@ -226,4 +229,44 @@ func BenchmarkIngest(b *testing.B) {
 		turns += len(evs)
 	}
 	b.ReportMetric(float64(turns)/time.Since(start).Seconds(), "turns/s")
+}
+
+// TestTurnScenario: a preference said in one session is recalled days later
+// in another as [Explicit], before inferred memory and the past exchange;
+// another user asking the same gets nothing.
+func TestTurnScenario(t *testing.T) {
+	now := time.Date(2026, 5, 10, 9, 0, 0, 0, time.UTC)
+	s, err := Open(t.TempDir(), Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	said := now.Add(-72 * time.Hour)
+	if err := s.AppendEvents(bg, []memory.Event{
+		{ID: "n1", ActorID: "telegram:1", SessionID: "s-old", Role: "user", Text: "I only use organic fertiliser", Timestamp: said},
+		{ID: "n2", ActorID: "telegram:1", SessionID: "s-old", Role: "assistant", Text: "Noted, organic only.", Timestamp: said.Add(time.Second)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ns := memory.MustNamespace(memory.DefaultLongTermTemplate, memory.NamespaceVars{AgentID: "main", ActorID: "telegram:1"})
+	if _, err := s.Put(bg, memory.Record{Namespace: ns, Strategy: memory.StrategySemantic, Content: "grows roses that get aphids in spring"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(bg, memory.Record{Namespace: ns, Strategy: memory.StrategyUserPreference, Content: "I only use organic fertiliser", Sources: []string{"n1"}}); err != nil {
+		t.Fatal(err)
+	}
+	r := memory.NewRetriever(s, memory.RetrieveOptions{})
+	hits, err := r.Recall(bg, "main", "telegram:1", "how do I treat aphids? I want something organic")
+	if err != nil || len(hits) < 2 {
+		t.Fatalf("recall = %+v, %v", hits, err)
+	}
+	block := memory.RenderBlock(hits)
+	lines := strings.Split(strings.TrimSpace(block), "\n")
+	if lines[1] != "- [Explicit] I only use organic fertiliser" || !strings.Contains(block, "[Inferred] grows roses") {
+		t.Fatalf("block:\n%s", block)
+	}
+	other, _ := r.Recall(bg, "main", "telegram:2", "how do I treat aphids? I want something organic")
+	if len(other) != 0 || memory.RenderBlock(other) != "" {
+		t.Fatalf("another user got %+v", other)
+	}
 }

@@ -88,6 +88,14 @@ type actorState struct {
 	idx  *search.Index
 	docs []memory.Record // the hit record of each document
 	vecs [][]float32
+	// masks caches allow masks by query scope (the retriever asks the same
+	// two scopes every turn); cleared with the index.
+	masks map[string]mask
+}
+
+type mask struct {
+	allow []bool
+	any   bool
 }
 
 const schema = `
@@ -250,7 +258,9 @@ func (s *Store) prepare(rec memory.Record) (memory.Record, error) {
 // for each, atomically in the index.
 func (s *Store) PutBatch(ctx context.Context, recs []memory.Record) ([]memory.Record, error) {
 	out := make([]memory.Record, 0, len(recs))
-	for _, r := range recs {
+	fresh := make([]bool, len(recs)) // IDs we generate need no ownership check
+	for i, r := range recs {
+		fresh[i] = r.ID == ""
 		p, err := s.prepare(r)
 		if err != nil {
 			return nil, err
@@ -281,10 +291,14 @@ func (s *Store) PutBatch(ctx context.Context, recs []memory.Record) ([]memory.Re
 				r.UpdatedAt = s.opts.Now().UTC()
 			}
 			out[i] = r
-		} else if owner, err := s.ownerOf(ctx, r.ID); err != nil {
-			return nil, err
-		} else if owner != "" && owner != actor {
-			return nil, fmt.Errorf("put record %s: %w: id belongs to another actor", r.ID, memory.ErrInvalidQuery)
+		} else if !fresh[i] {
+			owner, err := s.ownerOf(ctx, r.ID)
+			if err != nil {
+				return nil, err
+			}
+			if owner != "" && owner != actor {
+				return nil, fmt.Errorf("put record %s: %w: id belongs to another actor", r.ID, memory.ErrInvalidQuery)
+			}
 		}
 		if _, ok := byActor[actor]; !ok {
 			order = append(order, actor)
@@ -881,6 +895,7 @@ func (a *actorState) invalidate() {
 	a.idx = nil
 	a.docs = nil
 	a.vecs = nil
+	a.masks = nil
 }
 
 // decodeDir reverses EncodeActor for directories whose files lack an actor

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/sqlitestore"
+)
+
+func runMemoryCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func TestMemoryCLI(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("TENDRIL_HOME", home)
+	st, err := sqlitestore.Open(home, sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ns := memory.MustNamespace(memory.DefaultLongTermTemplate, memory.NamespaceVars{AgentID: "main", ActorID: "telegram:7"})
+	rec, _ := st.Put(ctx, memory.Record{Namespace: ns, Strategy: memory.StrategyUserPreference, Content: "I only use organic fertiliser",
+		Metadata: map[string]any{"type": "preference"}})
+	st.Put(ctx, memory.Record{Namespace: ns, Content: "has a fig tree", Metadata: map[string]any{"plants": []string{"fig"}}})
+	st.AppendEvents(ctx, []memory.Event{{ActorID: "telegram:7", SessionID: "s1", Text: "the fig leaves have rust", Timestamp: time.Now()}})
+	st.Close()
+	sessDir := filepath.Join(home, "agents", "main", "sessions")
+	os.MkdirAll(sessDir, 0o700)
+	sessFile := filepath.Join(sessDir, "telegram_7.jsonl")
+	os.WriteFile(sessFile, []byte("{}\n"), 0o600)
+
+	out, err := runMemoryCLI(t, "--home", home, "memory", "search", "organic fertiliser", "--actor", "telegram:7", "--explain")
+	if err != nil || !strings.Contains(out, rec.ID) || !strings.Contains(out, "explain:") || !strings.Contains(out, "[Explicit]") {
+		t.Fatalf("search: %v\n%s", err, out)
+	}
+	out, err = runMemoryCLI(t, "--home", home, "memory", "search", "fig", "--actor", "telegram:7", "--filter", "plants:CONTAINS:fig", "--json")
+	var hits []memory.Hit
+	if err != nil || json.Unmarshal([]byte(out), &hits) != nil || len(hits) != 1 || hits[0].Record.Content != "has a fig tree" {
+		t.Fatalf("filtered search: %v\n%s", err, out)
+	}
+	_, err = runMemoryCLI(t, "--home", home, "memory", "search", "fig", "--actor", "telegram:7", "--filter", "mood:EQUALS_TO:x")
+	var ue usageError
+	if !errors.As(err, &ue) {
+		t.Fatalf("undeclared filter key: %v, want usage error", err)
+	}
+	if _, err := runMemoryCLI(t, "--home", home, "memory", "search", "fig"); !errors.As(err, &ue) {
+		t.Fatalf("missing --actor: %v", err)
+	}
+	out, err = runMemoryCLI(t, "--home", home, "memory", "show", rec.ID, "--json")
+	if err != nil || !strings.Contains(out, "organic") {
+		t.Fatalf("show: %v\n%s", err, out)
+	}
+	out, err = runMemoryCLI(t, "--home", home, "memory", "list", "--actor", "telegram:7")
+	if err != nil || !strings.Contains(out, "has a fig tree") {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+	if out, err = runMemoryCLI(t, "--home", home, "memory", "rebuild"); err != nil || !strings.Contains(out, "1 actor") {
+		t.Fatalf("rebuild: %v\n%s", err, out)
+	}
+	exp := filepath.Join(t.TempDir(), "exp")
+	if out, err = runMemoryCLI(t, "--home", home, "memory", "export", "--format", "md", "--out", exp); err != nil {
+		t.Fatalf("export: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(exp, "telegram%3A7", "semantic.md")); err != nil {
+		t.Fatalf("export missing semantic.md: %v", err)
+	}
+	out, err = runMemoryCLI(t, "--home", home, "memory", "forget", "--actor", "telegram:7", "--sessions")
+	if err != nil || !strings.Contains(out, "verification search found 0 items") || !strings.Contains(out, "removed 1 session files") {
+		t.Fatalf("forget: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(sessFile); !os.IsNotExist(err) {
+		t.Fatalf("session file survived: %v", err)
+	}
+	out, _ = runMemoryCLI(t, "--home", home, "memory", "search", "organic fig rust", "--actor", "telegram:7", "--json")
+	if strings.TrimSpace(out) != "[]" {
+		t.Fatalf("after forget: %s", out)
+	}
+}
+
+func TestEvalLocomoCLI(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "l.json")
+	os.WriteFile(data, []byte(`[{"sample_id":"c","conversation":{"speaker_a":"A","speaker_b":"B",
+	"session_1_date_time":"1:56 pm on 8 May, 2023","session_1":[{"speaker":"A","dia_id":"D1:1","text":"I bought a red bike"},
+	{"speaker":"B","dia_id":"D1:2","text":"nice"}]},"qa":[{"question":"What colour is A's bike?","answer":"red","evidence":["D1:1"],"category":4}]}]`), 0o600)
+	out, err := runMemoryCLI(t, "eval", "locomo", "--data", data, "--json")
+	var js map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &js) != nil || js["questions"].(float64) != 1 {
+		t.Fatalf("eval: %v\n%s", err, out)
+	}
+	if _, err := runMemoryCLI(t, "eval", "locomo"); err == nil {
+		t.Fatal("missing --data accepted")
+	}
+}
