@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Router defaults, used when the matching RouterOptions field is zero.
@@ -95,6 +96,9 @@ func ParseRef(ref string) (provider, name string, err error) {
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
 			return "", "", fmt.Errorf("model reference %q: provider %q must be lower-case letters, digits, '-', '_' or '.'", ref, provider)
 		}
+	}
+	if !utf8.ValidString(name) {
+		return "", "", fmt.Errorf("model reference %q: model name is not valid UTF-8", ref)
 	}
 	for _, c := range name {
 		if c <= ' ' || c == 0x7f || c == '\u00a0' || c == '\u2028' || c == '\u2029' || c == '\ufeff' {
@@ -238,8 +242,22 @@ func (r *Router) Generate(ctx context.Context, req *Request, vision bool) (*Resp
 	if len(errs) == 1 {
 		return nil, errs[0]
 	}
-	return nil, fmt.Errorf("all %d models failed: %w", len(errs), errors.Join(errs...))
+	return nil, chainError(errs)
 }
+
+// chainError reports every model tried on one line; errors.Is and
+// errors.As see each failure.
+type chainError []error
+
+func (e chainError) Error() string {
+	parts := make([]string, len(e))
+	for i, err := range e {
+		parts[i] = err.Error()
+	}
+	return fmt.Sprintf("all %d models failed: %s", len(e), strings.Join(parts, "; "))
+}
+
+func (e chainError) Unwrap() []error { return e }
 
 // try runs the attempts of one model.
 func (r *Router) try(ctx context.Context, t *target, req *Request) (*Response, error) {
