@@ -291,6 +291,18 @@ func (p *parser) number() (*node, error) {
 
 func (p *parser) str() (string, error) {
 	p.i++ // opening quote
+	// Fast path: printable ASCII without escapes is the string itself.
+	for j := p.i; j < len(p.s); j++ {
+		c := p.s[j]
+		if c == '"' {
+			out := string(p.s[p.i:j])
+			p.i = j + 1
+			return out, nil
+		}
+		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
+			break
+		}
+	}
 	var b strings.Builder
 	for {
 		if p.i >= len(p.s) {
