@@ -12,6 +12,13 @@ import (
 	"github.com/mattn/go-isatty"
 
 	"github.com/tendrilai/tendril/internal/agent"
+	"github.com/tendrilai/tendril/internal/approval"
+	"github.com/tendrilai/tendril/internal/channel/telegram"
+	"github.com/tendrilai/tendril/internal/memory/pipeline"
+	"github.com/tendrilai/tendril/internal/memory/sqlitestore"
+	"github.com/tendrilai/tendril/internal/schedule"
+	"github.com/tendrilai/tendril/internal/state"
+	"github.com/tendrilai/tendril/internal/tool/mcp"
 	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/metrics"
 	"github.com/tendrilai/tendril/internal/model"
@@ -31,6 +38,14 @@ type app struct {
 	agent    *agent.Agent
 	models   agent.Models
 	modelErr error // why no model is configured, when none is
+
+	memory    *sqlitestore.Store
+	pipeline  *pipeline.Pipeline
+	state     *state.Engine
+	gate      *approval.Gate
+	mcp       *mcp.Manager
+	scheduler *schedule.Scheduler
+	telegram  *telegram.Channel
 
 	closers []func() error
 	// starters run background workers in serve; each returns a stop func.
@@ -88,6 +103,16 @@ func openApp(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, e
 	if err := a.wireExtras(ctx, &deps); err != nil {
 		return nil, err
 	}
+	if err := a.wireMemory(ctx, &deps, router); err != nil {
+		return nil, err
+	}
+	if err := a.wireSafety(&deps); err != nil {
+		return nil, err
+	}
+	if err := a.wireTools(ctx, &deps); err != nil {
+		return nil, err
+	}
+	deps.Deliverer = a
 	ag, err := agent.New(agent.Options{
 		AgentID:           cfg.AgentID,
 		MaxToolIterations: cfg.Agent.MaxToolIterations,
@@ -102,6 +127,11 @@ func openApp(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, e
 		return nil, err
 	}
 	a.agent = ag
+	if err := a.wireTelegram(); err != nil {
+		return nil, err
+	}
+	a.gate.OnDecision(a.onDecision)
+	a.starters = append(a.starters, a.refreshApprovals)
 	ok = true
 	return a, nil
 }

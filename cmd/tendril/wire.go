@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/tendrilai/tendril/internal/agent"
+	"github.com/tendrilai/tendril/internal/channel/telegram"
 	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/metrics"
 	"github.com/tendrilai/tendril/internal/model"
@@ -63,10 +65,30 @@ func (a *app) wireExtras(ctx context.Context, deps *agent.Deps) error {
 }
 
 // mount adds channel and management routes to the server.
-func (a *app) mount(srv *runtime.Server) error { return nil }
+func (a *app) mount(srv *runtime.Server) error {
+	if a.telegram != nil {
+		// The webhook authenticates with its own secret header.
+		srv.Mount("POST "+telegram.WebhookPath, a.telegram.Handler(), false)
+	}
+	return nil
+}
 
-// ready re-checks dependencies lazily on every invocation.
-func (a *app) ready(ctx context.Context) error { return nil }
+// ready re-checks dependencies lazily on every invocation, the analogue of
+// Sprout's ensure_openclaw_ready() after a frozen container thaws: the home
+// directory must still be there (a volume can vanish), and the approval
+// ledger is re-read so decisions made while we were stopped are seen. MCP
+// servers are re-checked per turn by the tool source.
+func (a *app) ready(ctx context.Context) error {
+	if _, err := os.Stat(a.cfg.Home); err != nil {
+		return fmt.Errorf("home %s: %w", a.cfg.Home, err)
+	}
+	if a.gate != nil {
+		if err := a.gate.Refresh(ctx); err != nil {
+			a.log.Warn("approval ledger refresh failed", "err", err)
+		}
+	}
+	return nil
+}
 
 // buildModels builds the model router from the config. With no MODEL_ID it
 // returns a Router that answers every turn with model.ErrNotConfigured.

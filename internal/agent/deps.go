@@ -117,6 +117,9 @@ type Deps struct {
 	State        StateTracker
 	Gate         Gate
 	Tools        []tool.Tool
+	// ToolSource, when set, supplies the tools per turn instead of Tools
+	// (MCP servers are re-checked, and restarted lazily, each turn).
+	ToolSource func(ctx context.Context) []tool.Tool
 	Persona      Persona
 	// Skills is the prompt section listing the active skills.
 	Skills    string

@@ -40,7 +40,7 @@ func (a *Agent) preTurn(ctx context.Context, req Request, key session.Key) (*tur
 		a.opt.Metrics.BreakerLevel.WithLabelValues(string(t.Level)).Inc()
 	}
 
-	t.tools = a.chooseTools(t.Level)
+	t.tools = a.chooseTools(ctx, t.Level)
 	for name := range t.tools {
 		t.ToolNames = append(t.ToolNames, name)
 	}
@@ -93,9 +93,13 @@ func (a *Agent) retrieve(ctx context.Context, req Request) []memory.Hit {
 // chooseTools applies rules, breaker and floor: a tool is offered only if
 // the gate says it is visible at this level. Without a gate only read-class
 // tools are offered.
-func (a *Agent) chooseTools(level Level) map[string]tool.Tool {
+func (a *Agent) chooseTools(ctx context.Context, level Level) map[string]tool.Tool {
 	out := map[string]tool.Tool{}
-	for _, tl := range a.deps.Tools {
+	tools := a.deps.Tools
+	if a.deps.ToolSource != nil {
+		tools = a.deps.ToolSource(ctx)
+	}
+	for _, tl := range tools {
 		visible := tl.Class() == tool.ClassRead && level != "" // no gate: read only
 		if a.deps.Gate != nil {
 			visible = a.deps.Gate.Visible(tl.Name(), tl.Class(), level)
@@ -506,7 +510,7 @@ func (a *Agent) Resume(ctx context.Context, requestID string, approved bool, rea
 		return nil, err
 	}
 	defer unlock()
-	t.tools = a.chooseTools(t.Level)
+	t.tools = a.chooseTools(ctx, t.Level)
 	// Tools removed since the pause (rule change, breaker) stay removed.
 	for name := range t.tools {
 		if !contains(t.ToolNames, name) {

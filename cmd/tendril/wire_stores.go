@@ -1,0 +1,402 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/agent"
+	"github.com/tendrilai/tendril/internal/config"
+	"github.com/tendrilai/tendril/internal/approval"
+	"github.com/tendrilai/tendril/internal/channel/telegram"
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/extract"
+	"github.com/tendrilai/tendril/internal/memory/gate"
+	"github.com/tendrilai/tendril/internal/memory/pipeline"
+	"github.com/tendrilai/tendril/internal/memory/sqlitestore"
+	"github.com/tendrilai/tendril/internal/model"
+	"github.com/tendrilai/tendril/internal/schedule"
+	"github.com/tendrilai/tendril/internal/schedule/agentrunner"
+	"github.com/tendrilai/tendril/internal/schedule/reminders"
+	"github.com/tendrilai/tendril/internal/session"
+	"github.com/tendrilai/tendril/internal/state"
+	"github.com/tendrilai/tendril/internal/tool"
+	"github.com/tendrilai/tendril/internal/tool/builtin"
+	"github.com/tendrilai/tendril/internal/tool/mcp"
+)
+
+// openMemory opens the embedded memory store (Markdown + SQLite index).
+func openMemory(cfg *config.Config, log *slog.Logger) (*sqlitestore.Store, error) {
+	var keys []memory.IndexedKey
+	for _, k := range cfg.Memory.IndexedKeys {
+		keys = append(keys, memory.IndexedKey{Name: k.Name, Type: k.Type})
+	}
+	st, err := sqlitestore.Open(cfg.Home, sqlitestore.Options{
+		AgentID: cfg.AgentID, IndexedKeys: keys, EventExpiryDays: cfg.Memory.EventExpiryDays, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open memory: %w", err)
+	}
+	return st, nil
+}
+
+// completer adapts the model router to the extractors' Completer.
+func completer(r *model.Router) extract.Completer {
+	return func(ctx context.Context, system, user string) (string, error) {
+		resp, err := r.Generate(ctx, &model.Request{System: system, Messages: []model.Message{{Role: model.RoleUser, Content: []model.Block{model.Text(user)}}}}, false)
+		if err != nil {
+			return "", err
+		}
+		return resp.TextContent(), nil
+	}
+}
+
+// wireMemory adds retrieval, extraction and the compaction hook.
+func (a *app) wireMemory(ctx context.Context, deps *agent.Deps, router *model.Router) error {
+	cfg := a.cfg
+	st, err := openMemory(cfg, a.log)
+	if err != nil {
+		return err
+	}
+	a.memory = st
+	a.closers = append(a.closers, st.Close)
+
+	popts := pipeline.Options{
+		Home: cfg.Home, AgentID: cfg.AgentID, ExtractEveryTurns: cfg.Memory.ExtractEveryTurns,
+		IdleAfter:  cfg.Memory.IdleAfter.D(),
+		Thresholds: gate.Thresholds{Stage: cfg.Memory.StageThreshold, Store: cfg.Memory.StoreThreshold},
+		Logger:     a.log,
+	}
+	if router.Configured() && cfg.Memory.LLMExtraction {
+		popts.Extractor = extract.NewLLM(completer(router))
+	}
+	p, err := pipeline.New(st, popts)
+	if err != nil {
+		return fmt.Errorf("memory pipeline: %w", err)
+	}
+	a.pipeline = p
+	a.closers = append(a.closers, p.Close)
+	a.starters = append(a.starters, func(ctx context.Context) (func(), error) {
+		p.Start(ctx)
+		return p.Stop, nil
+	})
+
+	deps.Retriever = memory.NewRetriever(st, memory.RetrieveOptions{TopK: cfg.Memory.TopK, Timeout: cfg.Memory.RetrieveTimeout.D(), Logger: a.log})
+	deps.RenderMemory = memory.RenderBlock
+	deps.Recorder = p
+
+	sessions := deps.Sessions
+	comp := cfg.Session.Compaction
+	deps.Compact = func(ctx context.Context, key session.Key) error {
+		_, err := session.Compact(ctx, sessions, key, session.CompactOptions{
+			Strategy: comp.Strategy, KeepLast: comp.KeepLast,
+			Summarize: func(ctx context.Context, older []session.Node) (string, error) {
+				return summarize(ctx, router, older)
+			},
+			// Memory extraction consumes the nodes before they are
+			// summarised away.
+			PreCompact: func(ctx context.Context, key session.Key, older []session.Node) error {
+				actor := actorOf(older)
+				if actor == "" {
+					return nil
+				}
+				return p.Flush(ctx, cfg.AgentID, actor, key.ID)
+			},
+		})
+		return err
+	}
+	return nil
+}
+
+func actorOf(nodes []session.Node) string {
+	for _, n := range nodes {
+		if a, ok := n.Metadata["actorId"].(string); ok && a != "" {
+			return a
+		}
+	}
+	return ""
+}
+
+// summarize asks the model for a compaction summary of older nodes.
+func summarize(ctx context.Context, r *model.Router, older []session.Node) (string, error) {
+	var b strings.Builder
+	for _, n := range older {
+		if t := strings.TrimSpace(n.PlainText()); t != "" {
+			fmt.Fprintf(&b, "%s: %s\n", n.Role, t)
+		}
+	}
+	resp, err := r.Generate(ctx, &model.Request{
+		System:   "Summarise this conversation for your own later reference. Keep every fact, preference, decision, open question and commitment. Be concise; write plain prose.",
+		Messages: []model.Message{{Role: model.RoleUser, Content: []model.Block{model.Text(b.String())}}},
+	}, false)
+	if err != nil {
+		return "", err
+	}
+	return resp.TextContent(), nil
+}
+
+// wireSafety opens the state engine and the approval gate.
+func (a *app) wireSafety(deps *agent.Deps) error {
+	cfg := a.cfg
+	sopts := state.Options{HalfLife: cfg.State.HalfLife.D(), Breaker: state.Breaker{
+		WarnEnter: cfg.State.Breaker.WarnEnter, WarnLeave: cfg.State.Breaker.WarnLeave,
+		CriticalEnter: cfg.State.Breaker.CriticalEnter, CriticalLeave: cfg.State.Breaker.CriticalLeave,
+		CooldownTurns: cfg.State.Breaker.CooldownTurns,
+	}}
+	eng, err := state.Open(filepath.Join(cfg.Home, "state"), sopts)
+	if err != nil {
+		return fmt.Errorf("open state: %w", err)
+	}
+	a.state = eng
+	deps.State = stateAdapter{eng}
+
+	rules, err := approval.ParseRules(cfg.Approval.Rules)
+	if err != nil {
+		return err
+	}
+	g, err := approval.Open(filepath.Join(cfg.Home, "approvals"), approval.Options{
+		Rules: rules, SyncRules: true, ExecEnabled: cfg.Tools.EnableExec, Expiry: cfg.Approval.Expiry.D(), By: "serve",
+	})
+	if err != nil {
+		return fmt.Errorf("open approval gate: %w", err)
+	}
+	if r := g.Broken(); r != nil {
+		a.log.Error("approval ledger failed verification: the gate is closed until `tendril approvals reset`", "report", fmt.Sprint(*r))
+	}
+	a.gate = g
+	a.closers = append(a.closers, g.Close)
+	deps.Gate = gateAdapter{g}
+	return nil
+}
+
+// wireTools registers built-in tools, reminders and MCP servers.
+func (a *app) wireTools(ctx context.Context, deps *agent.Deps) error {
+	cfg := a.cfg
+	sched, err := a.openScheduler(ctx)
+	if err != nil {
+		return err
+	}
+	reg := tool.NewRegistry()
+	err = builtin.Register(reg, builtin.Deps{
+		Memory: a.memory,
+		Episodic: builtin.EpisodicFunc(func(ctx context.Context, ag, ac, s, t string) (string, error) {
+			r, err := a.pipeline.WriteEpisodic(ctx, ag, ac, s, t)
+			return r.Describe(), err
+		}),
+		Weather:    builtin.WeatherOptions{ForecastBaseURL: cfg.Tools.WeatherBaseURL, GeocodingBaseURL: cfg.Tools.GeocodingBaseURL},
+		EnableExec: cfg.Tools.EnableExec,
+		Reminders:  reminders.New(sched, reminders.Options{}),
+	})
+	if err != nil {
+		return fmt.Errorf("register tools: %w", err)
+	}
+	deps.Tools = reg.List()
+	if len(cfg.MCP) > 0 {
+		servers := map[string]mcp.ServerConfig{}
+		for name, s := range cfg.MCP {
+			servers[name] = mcp.ServerConfig{Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers, Class: tool.Class(s.Class)}
+		}
+		mgr := mcp.NewManager(servers, a.log)
+		a.mcp = mgr
+		a.closers = append(a.closers, mgr.Close)
+		base := reg.List()
+		deps.ToolSource = func(ctx context.Context) []tool.Tool {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			extra, err := mgr.Tools(ctx)
+			if err != nil {
+				a.log.Warn("MCP servers unavailable this turn", "err", err)
+			}
+			return append(append([]tool.Tool(nil), base...), extra...)
+		}
+	}
+	return nil
+}
+
+// openScheduler opens the jobs store and a scheduler whose runner is the
+// agent (bound late: the agent is built after its tools).
+func (a *app) openScheduler(ctx context.Context) (*schedule.Scheduler, error) {
+	st, err := openScheduleStore(ctx, a.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open schedule: %w", err)
+	}
+	a.closers = append(a.closers, st.Close)
+	runner := schedule.RunnerFunc(func(ctx context.Context, j schedule.Job) (string, error) {
+		return agentrunner.New(a.agent).RunJob(ctx, j)
+	})
+	s := schedule.New(st, runner, schedule.Options{
+		Logger: a.log,
+		Deliverer: schedule.DelivererFunc(func(ctx context.Context, j schedule.Job, text string) error {
+			return a.deliverTo(ctx, j.Channel, j.ChatID, text)
+		}),
+	})
+	a.scheduler = s
+	a.starters = append(a.starters, func(ctx context.Context) (func(), error) {
+		if err := s.SyncConfigJobs(ctx, scheduleJobSpecs(a.cfg)); err != nil {
+			return nil, fmt.Errorf("schedule.jobs: %w", err)
+		}
+		if err := s.Start(ctx); err != nil {
+			return nil, err
+		}
+		return s.Stop, nil
+	})
+	return s, nil
+}
+
+// deliverTo sends text to a chat on a channel. Only Telegram can push;
+// replies for other channels stay in their session.
+func (a *app) deliverTo(ctx context.Context, channel, chatID, text string) error {
+	switch channel {
+	case "telegram":
+		if a.telegram == nil {
+			return errors.New("telegram is not configured: set TELEGRAM_BOT_TOKEN and TELEGRAM_WEBHOOK_SECRET")
+		}
+		return a.telegram.Deliver(ctx, chatID, text)
+	}
+	a.log.Info("reply kept in the session; channel has no push delivery", "channel", channel, "chat", chatID)
+	return nil
+}
+
+// Deliver implements agent.Deliverer for turns resumed after an approval.
+func (a *app) Deliver(ctx context.Context, channel, actorID string, meta map[string]any, text string) error {
+	chat := ""
+	switch v := meta["telegram_chat_id"].(type) {
+	case float64:
+		chat = strconv.FormatInt(int64(v), 10)
+	case int64:
+		chat = strconv.FormatInt(v, 10)
+	case string:
+		chat = v
+	}
+	if chat == "" {
+		if v, ok := meta["chat_id"].(string); ok {
+			chat = v
+		}
+	}
+	if chat == "" && channel == "telegram" {
+		chat = strings.TrimPrefix(actorID, "telegram:")
+	}
+	return a.deliverTo(ctx, channel, chat, text)
+}
+
+// wireTelegram starts the Telegram channel when a bot token is set.
+func (a *app) wireTelegram() error {
+	cfg := a.cfg
+	if cfg.Telegram.BotToken == "" {
+		return nil
+	}
+	ch, err := telegram.New(telegram.OptionsFromConfig(cfg.Telegram, cfg.Home), telegram.Deps{
+		Invoker:  a.agent,
+		Approver: telegramApprover{a},
+		Memory:   memoryLister{a},
+	})
+	if err != nil {
+		return fmt.Errorf("telegram: %w", err)
+	}
+	a.telegram = ch
+	a.closers = append(a.closers, ch.Close)
+	a.starters = append(a.starters, func(ctx context.Context) (func(), error) {
+		if err := ch.Start(ctx); err != nil {
+			return nil, err
+		}
+		return func() {
+			sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownGrace.D())
+			defer cancel()
+			ch.Stop(sctx)
+		}, nil
+	})
+	return nil
+}
+
+// telegramApprover decides approvals from inline buttons and /approve; the
+// resumed turn replies through app.Deliver.
+type telegramApprover struct{ a *app }
+
+func (t telegramApprover) Decide(ctx context.Context, requestID string, approve bool, actorID string) (*agent.Result, error) {
+	req, err := t.a.gate.Get(ctx, requestID)
+	if err != nil {
+		return nil, err
+	}
+	if req.ActorID != actorID {
+		return nil, errors.New("this approval belongs to someone else")
+	}
+	return nil, t.a.gate.Decide(ctx, requestID, approve, actorID)
+}
+
+// memoryLister backs /memory and /forget.
+type memoryLister struct{ a *app }
+
+func (m memoryLister) Remember(ctx context.Context, actorID string) ([]string, error) {
+	ns, err := memory.Namespace(memory.DefaultLongTermTemplate, memory.NamespaceVars{AgentID: m.a.cfg.AgentID, ActorID: actorID})
+	if err != nil {
+		return nil, err
+	}
+	hits, err := m.a.memory.Search(ctx, memory.Query{NamespacePath: ns, TopK: 50})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, h := range memory.Assemble(hits, 50) {
+		tag := "[Inferred]"
+		if h.Record.Explicit() {
+			tag = "[Explicit]"
+		}
+		out = append(out, tag+" "+h.Record.Content)
+	}
+	return out, nil
+}
+
+func (m memoryLister) Forget(ctx context.Context, actorID string) error {
+	return m.a.memory.Forget(ctx, m.a.cfg.AgentID, actorID)
+}
+
+// onDecision resumes a paused turn when its approval is decided, here or in
+// another process (seen through gate.Refresh).
+func (a *app) onDecision(req approval.Request, approved bool) {
+	if len(req.Resume) == 0 {
+		return
+	}
+	go func() {
+		defer a.tracker.Begin()()
+		ctx, cancel := context.WithTimeout(context.Background(), resumeTimeout)
+		defer cancel()
+		reason := ""
+		if !approved {
+			reason = "denied by " + req.DecidedBy
+		}
+		res, err := a.agent.Resume(ctx, req.ID, approved, reason, req.Resume)
+		if err != nil {
+			a.log.Warn("approved turn did not resume", "request", req.ID, "err", err)
+			return
+		}
+		a.log.Info("approved turn resumed", "request", req.ID, "approved", approved, "session", res.SessionID)
+	}()
+}
+
+// refreshApprovals polls the ledger for decisions made by the CLI in
+// another process; the gate fires OnDecision for each new one.
+func (a *app) refreshApprovals(ctx context.Context) (func(), error) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := a.gate.Refresh(ctx); err != nil && ctx.Err() == nil {
+					a.log.Warn("approval ledger refresh failed", "err", err)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }, nil
+}
