@@ -742,6 +742,29 @@ func (g *Gate) Refresh(ctx context.Context) error {
 	return g.withLock(g.catchUp)
 }
 
+// Replay fires OnDecision(req, true) for every request that is approved but
+// not yet executed (and not expired). Decisions made while no server was
+// running are history to Open, not news; call Replay once after registering
+// OnDecision at start-up so those paused turns resume.
+func (g *Gate) Replay(ctx context.Context) error {
+	p, err := g.Pending(ctx)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	subs := append([]func(Request, bool){}, g.subs...)
+	g.mu.Unlock()
+	for _, r := range p {
+		if r.Status != StatusApproved {
+			continue
+		}
+		for _, s := range subs {
+			s(r, true)
+		}
+	}
+	return nil
+}
+
 // Get returns one request with its current status.
 func (g *Gate) Get(ctx context.Context, requestID string) (Request, error) {
 	if !ValidRequestID(requestID) {

@@ -369,6 +369,11 @@ func TestPendingSurvivesRestartAndRunsOnce(t *testing.T) {
 		return nil
 	}
 	g2 := open(t, dir, c, nil)
+	var replayed []string
+	g2.OnDecision(func(r Request, ok bool) { replayed = append(replayed, r.ID) })
+	if err := g2.Replay(ctx); err != nil || len(replayed) != 1 || replayed[0] != id {
+		t.Fatalf("Replay fired for %v (%v), want [%s]", replayed, err, id)
+	}
 	if err := run(g2); err != nil {
 		t.Fatal(err)
 	}
