@@ -15,6 +15,8 @@ package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -394,14 +396,6 @@ func (p *Pipeline) extractSession(ctx context.Context, agentID, actorID, session
 		return fmt.Errorf("events: %w", err)
 	}
 	fresh := eventsAfter(events, cur)
-	// Read everything before writing anything: a read after a write costs
-	// the store an index rebuild.
-	var summaries []memory.Record
-	if summarize && len(events) > 0 {
-		if summaries, err = p.summaries(ctx, agentID, actorID, sessionID); err != nil {
-			return err
-		}
-	}
 	if len(fresh) > 0 {
 		cands, err := p.opts.Extractor.Extract(ctx, fresh)
 		if err != nil {
@@ -422,7 +416,7 @@ func (p *Pipeline) extractSession(ctx context.Context, agentID, actorID, session
 		}
 	}
 	if summarize && len(events) > 0 {
-		if err := p.summarize(ctx, agentID, actorID, sessionID, events, summaries); err != nil {
+		if err := p.summarize(ctx, agentID, actorID, sessionID, events); err != nil {
 			return err
 		}
 	}
@@ -461,23 +455,19 @@ func (p *Pipeline) episodic(agentID, actorID, sessionID string) (string, error) 
 	return memory.Namespace(p.opts.EpisodicTemplate, memory.NamespaceVars{AgentID: agentID, ActorID: actorID, SessionID: sessionID})
 }
 
-// summaries lists the session's SUMMARIZATION records, any status.
-func (p *Pipeline) summaries(ctx context.Context, agentID, actorID, sessionID string) ([]memory.Record, error) {
-	ns, err := p.episodic(agentID, actorID, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	recs, err := p.listQuery(ctx, memory.Query{Namespace: ns, Strategies: []memory.Strategy{memory.StrategySummary},
-		Statuses: []memory.Status{memory.StatusActive, memory.StatusStaged, memory.StatusRejected, memory.StatusSuperseded}, TopK: p.opts.ListLimit})
-	if err != nil {
-		return nil, fmt.Errorf("list summaries %s: %w", ns, err)
-	}
-	return recs, nil
+// SummaryID is the fixed record ID of a session's SUMMARIZATION record:
+// "sum_" and 32 hex digits of SHA-256 over agent, actor and session. A
+// fixed ID lets the summary be read with Get and updated in place without
+// listing the namespace.
+func SummaryID(agentID, actorID, sessionID string) string {
+	sum := sha256.Sum256([]byte(agentID + "\x00" + actorID + "\x00" + sessionID))
+	return "sum_" + hex.EncodeToString(sum[:16])
 }
 
-// summarize writes or updates the session's SUMMARIZATION record; existing
-// are the session's summaries (from summaries).
-func (p *Pipeline) summarize(ctx context.Context, agentID, actorID, sessionID string, events []memory.Event, existing []memory.Record) error {
+// summarize writes or updates the session's SUMMARIZATION record (ID
+// SummaryID). A summary that was approved stays active; one that was
+// rejected or superseded is replaced only by different content.
+func (p *Pipeline) summarize(ctx context.Context, agentID, actorID, sessionID string, events []memory.Event) error {
 	// A summary must not re-propose what the user rejected: leave out the
 	// utterances a rejected candidate came from.
 	kept := make([]memory.Event, 0, len(events))
@@ -504,37 +494,49 @@ func (p *Pipeline) summarize(ctx context.Context, agentID, actorID, sessionID st
 	if err != nil {
 		return err
 	}
-	now := p.opts.Now().UTC()
 	if rej, err := p.rejected(ctx, actorID, c.Content); err != nil || rej {
 		return err
 	}
+	now := p.opts.Now().UTC()
 	_, score, outcome := p.opts.Thresholds.Evaluate(c.GateInput(nil))
-	for _, r := range existing {
-		if r.Status == memory.StatusRejected || r.Status == memory.StatusSuperseded {
-			continue
-		}
-		if r.Content == c.Content {
+	id := SummaryID(agentID, actorID, sessionID)
+	old, err := p.store.Get(ctx, id)
+	switch {
+	case errors.Is(err, memory.ErrNotFound):
+		if outcome == gate.Dropped {
 			return nil
 		}
-		r.Content = c.Content
-		r.Metadata = mergeMeta(r.Metadata, c.Metadata)
-		r.Metadata[keyStatedAt] = c.Time.UTC()
-		r.Sources = unionStrings(nil, c.Sources)
-		r.Importance = score
-		r.UpdatedAt = now
-		if outcome == gate.Stored {
-			r.Status = memory.StatusActive
+		rec := p.newRecord(ns, c, score, now)
+		rec.ID = id
+		if outcome == gate.Staged {
+			rec.Status = memory.StatusStaged
 		}
-		if _, err := p.store.Put(ctx, r); err != nil {
-			return fmt.Errorf("update summary %s: %w", r.ID, err)
+		if _, err := p.store.Put(ctx, rec); err != nil {
+			return fmt.Errorf("put summary %s: %w", id, err)
 		}
 		return nil
+	case err != nil:
+		return fmt.Errorf("get summary %s: %w", id, err)
 	}
-	if outcome == gate.Dropped {
+	if old.Content == c.Content || outcome == gate.Dropped {
 		return nil
 	}
-	_, err = p.put(ctx, direct{p.store}, ns, c, score, outcome, now)
-	return err
+	switch {
+	case outcome == gate.Stored:
+		old.Status = memory.StatusActive
+	case old.Status != memory.StatusActive:
+		old.Status = memory.StatusStaged
+	}
+	old.Content = c.Content
+	old.Metadata = mergeMeta(old.Metadata, c.Metadata)
+	old.Metadata[keyStatedAt] = c.Time.UTC()
+	old.Sources = unionStrings(nil, c.Sources)
+	old.Importance = score
+	old.UpdatedAt = now
+	if _, err := p.store.Put(ctx, old); err != nil {
+		return fmt.Errorf("update summary %s: %w", id, err)
+	}
+	return nil
 }
 
 func mergeMeta(dst, src map[string]any) map[string]any {
