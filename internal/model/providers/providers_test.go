@@ -30,7 +30,7 @@ func (k kit) ref(m string) string { return k.name + "/" + m }
 // kits starts one fake per provider. Bedrock goes through the AWS standard
 // chain: AWS_ENDPOINT_URL_BEDROCK_RUNTIME and static keys from the
 // environment, as a deployment would.
-func kits(t *testing.T) []kit {
+func kits(t testing.TB) []kit {
 	t.Helper()
 	ant := modeltest.NewAnthropic(t)
 	oai := modeltest.NewOpenAI(t)
@@ -78,7 +78,7 @@ func (s *sleeps) got() []time.Duration {
 	return append([]time.Duration(nil), s.d...)
 }
 
-func router(t *testing.T, k kit, ro model.RouterOptions) (*model.Router, *sleeps) {
+func router(t testing.TB, k kit, ro model.RouterOptions) (*model.Router, *sleeps) {
 	t.Helper()
 	sl := &sleeps{}
 	if ro.TextRef == "" {
