@@ -241,20 +241,42 @@ func (ix *Index) stats(allow []bool) stats {
 	return st
 }
 
+// Scope is a set of allowed documents with its corpus statistics computed
+// once (N and average field lengths); reuse it across queries with the
+// same filters. It is valid until the next Add.
+type Scope struct {
+	allow []bool
+	st    stats
+}
+
+// NewScope returns the scope of the documents allowed by allow (nil = all;
+// otherwise len(allow) must be Len(), and allow must not change after).
+func (ix *Index) NewScope(allow []bool) *Scope {
+	if allow != nil && len(allow) != len(ix.lens) {
+		return &Scope{allow: make([]bool, len(ix.lens))}
+	}
+	return &Scope{allow: allow, st: ix.stats(allow)}
+}
+
 // Search ranks the documents allowed by allow (nil = all; otherwise
 // len(allow) must be Len()) for query and returns the best k, best first,
 // ties broken by document number. Corpus statistics (N, df, average field
 // lengths) come from the allowed documents only, so a filter or an actor
 // scope applies before ranking.
 func (ix *Index) Search(query string, allow []bool, k int) []Result {
+	if allow != nil && len(allow) != len(ix.lens) {
+		return nil
+	}
+	return ix.SearchScope(query, ix.NewScope(allow), k)
+}
+
+// SearchScope is Search over a precomputed Scope.
+func (ix *Index) SearchScope(query string, sc0 *Scope, k int) []Result {
 	n := len(ix.lens)
-	if n == 0 || k <= 0 {
+	if n == 0 || k <= 0 || sc0 == nil || (sc0.allow != nil && len(sc0.allow) != n) {
 		return nil
 	}
-	if allow != nil && len(allow) != n {
-		return nil
-	}
-	st := ix.stats(allow)
+	allow, st := sc0.allow, sc0.st
 	if st.n == 0 {
 		return nil
 	}

@@ -176,7 +176,8 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 			return nil, err
 		}
 		s.ensureIndex(ctx, a)
-		allow, any := a.mask(q, statuses, filters)
+		m := a.mask(q, statuses, filters)
+		allow, any := m.allow, m.any
 		if !any {
 			continue
 		}
@@ -188,7 +189,7 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 			}
 			continue
 		}
-		hits, err := s.rank(ctx, a, text, allow, k)
+		hits, err := s.rank(ctx, a, text, m, k)
 		if err != nil {
 			return nil, err
 		}
@@ -205,11 +206,11 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 
 // mask returns which documents of a pass the query's scope, statuses,
 // strategies and filters (cached per distinct condition set).
-func (a *actorState) mask(q memory.Query, statuses []memory.Status, filters []memory.Filter) ([]bool, bool) {
+func (a *actorState) mask(q memory.Query, statuses []memory.Status, filters []memory.Filter) mask {
 	key, err := json.Marshal([]any{q.Namespace, q.NamespacePath, statuses, q.Strategies, filters})
 	if err == nil {
 		if m, ok := a.masks[string(key)]; ok {
-			return m.allow, m.any
+			return m
 		}
 	}
 	ns, path := q.Namespace, q.NamespacePath
@@ -227,18 +228,20 @@ func (a *actorState) mask(q memory.Query, statuses []memory.Status, filters []me
 		allow[i] = ok
 		any = any || ok
 	}
+	m := mask{allow: allow, any: any, scope: a.idx.NewScope(allow)}
 	if err == nil {
 		if a.masks == nil || len(a.masks) >= 16 {
 			a.masks = map[string]mask{}
 		}
-		a.masks[string(key)] = mask{allow, any}
+		a.masks[string(key)] = m
 	}
-	return allow, any
+	return m
 }
 
-func (s *Store) rank(ctx context.Context, a *actorState, text string, allow []bool, k int) ([]memory.Hit, error) {
+func (s *Store) rank(ctx context.Context, a *actorState, text string, m mask, k int) ([]memory.Hit, error) {
+	allow := m.allow
 	if s.opts.Embedder == nil || a.vecs == nil {
-		res := a.idx.Search(text, allow, k)
+		res := a.idx.SearchScope(text, m.scope, k)
 		hits := make([]memory.Hit, len(res))
 		for i, r := range res {
 			hits[i] = memory.Hit{Record: a.docs[r.Doc], Score: r.Score, Explain: r.Explain}
@@ -246,7 +249,7 @@ func (s *Store) rank(ctx context.Context, a *actorState, text string, allow []bo
 		return hits, nil
 	}
 	depth := max(k, 50)
-	res := a.idx.Search(text, allow, depth)
+	res := a.idx.SearchScope(text, m.scope, depth)
 	qv, err := s.opts.Embedder.Embed(ctx, []string{text})
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)

@@ -96,6 +96,7 @@ type actorState struct {
 type mask struct {
 	allow []bool
 	any   bool
+	scope *search.Scope
 }
 
 const schema = `
