@@ -143,22 +143,33 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 	if s.closed {
 		return nil, fmt.Errorf("memory store closed")
 	}
-	if s.opts.SyncInterval > 0 && s.opts.Now().Sub(s.lastSync) >= s.opts.SyncInterval {
-		if err := s.syncLocked(ctx); err != nil {
-			return nil, err
-		}
-	}
 	scope := q.Namespace
 	if scope == "" {
 		scope = q.NamespacePath
 	}
+	// Hand edits: before a search, re-read Markdown changed since the index
+	// saw it (only the searched actor's, at most once per SyncInterval).
+	due := func(last time.Time) bool { return s.opts.SyncInterval > 0 && s.opts.Now().Sub(last) >= s.opts.SyncInterval }
 	var actors []string
 	if _, actor, ok := memory.NamespaceActor(scope); ok {
+		if due(s.actorSync[actor]) {
+			if err := s.syncActorLocked(ctx, actor); err != nil {
+				return nil, err
+			}
+			s.actorSync[actor] = s.opts.Now()
+		}
 		if s.known(ctx, actor) {
 			actors = []string{actor}
 		}
-	} else if actors, err = s.actorIDs(ctx); err != nil {
-		return nil, err
+	} else {
+		if due(s.lastSync) {
+			if err := s.syncLocked(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if actors, err = s.actorIDs(ctx); err != nil {
+			return nil, err
+		}
 	}
 	statuses := q.Statuses
 	if len(statuses) == 0 {

@@ -270,3 +270,32 @@ func TestTurnScenario(t *testing.T) {
 		t.Fatalf("another user got %+v", other)
 	}
 }
+
+func TestAutomaticSyncBeforeSearch(t *testing.T) {
+	clock := time.Now()
+	home := t.TempDir()
+	s, err := Open(home, Options{Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Put(bg, memory.Record{Namespace: "/main/u/long_term/", Content: "likes basil"})
+	// A person adds a section by hand; the next search after the interval
+	// sees it without an explicit Sync.
+	f, _ := os.OpenFile(filepath.Join(home, "memory", "u", "semantic.md"), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("\n## Mint\nGrows mint in a pot.\n")
+	f.Close()
+	clock = clock.Add(2 * time.Second)
+	hits, err := s.Search(bg, memory.Query{NamespacePath: "/main/u/", Text: "mint"})
+	if err != nil || len(hits) != 1 {
+		t.Fatalf("hand edit not picked up: %+v, %v", hits, err)
+	}
+	// A new actor directory written by hand is found too.
+	os.MkdirAll(filepath.Join(home, "memory", "v"), 0o700)
+	os.WriteFile(filepath.Join(home, "memory", "v", "procedural.md"), []byte("## Short\nKeep answers short.\n"), 0o600)
+	clock = clock.Add(2 * time.Second)
+	hits, err = s.Search(bg, memory.Query{NamespacePath: "/main/v/", Text: "answers"})
+	if err != nil || len(hits) != 1 || hits[0].Record.Strategy != memory.StrategyProcedural {
+		t.Fatalf("hand-made actor: %+v, %v", hits, err)
+	}
+}

@@ -68,8 +68,9 @@ type Store struct {
 	params    search.Params
 
 	mu       sync.Mutex
-	actors   map[string]*actorState
-	lastSync time.Time
+	actors    map[string]*actorState
+	lastSync  time.Time
+	actorSync map[string]time.Time // last per-actor Markdown check
 	closed   bool
 }
 
@@ -140,7 +141,7 @@ func Open(home string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Store{home: home, dir: filepath.Join(home, "memory"), opts: opts, actors: map[string]*actorState{}}
+	s := &Store{home: home, dir: filepath.Join(home, "memory"), opts: opts, actors: map[string]*actorState{}, actorSync: map[string]time.Time{}}
 	s.params = search.DefaultParams()
 	if opts.Ranking != nil {
 		s.params = *opts.Ranking

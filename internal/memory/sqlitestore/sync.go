@@ -119,6 +119,63 @@ func (s *Store) syncLocked(ctx context.Context) error {
 	return nil
 }
 
+// syncActorLocked is Sync for one actor directory: cheap enough to run
+// before that actor's searches.
+func (s *Store) syncActorLocked(ctx context.Context, actor string) error {
+	enc, err := markdown.EncodeActor(actor)
+	if err != nil {
+		return err
+	}
+	disk := map[string]fileStat{}
+	root := filepath.Join(s.dir, enc)
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() || !strings.HasSuffix(d.Name(), ".md") || strings.HasPrefix(d.Name(), ".") {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		disk[filepath.ToSlash(rel)] = fileStat{info.Size(), info.ModTime().UnixNano()}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("scan memory markdown: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT path,size,mtime FROM files WHERE path LIKE ? ESCAPE '\'`, likeEscape(enc)+"/%")
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	known := map[string]fileStat{}
+	for rows.Next() {
+		var p string
+		var st fileStat
+		if err := rows.Scan(&p, &st.size, &st.mtime); err != nil {
+			rows.Close()
+			return err
+		}
+		known[strings.TrimPrefix(p, enc+"/")] = st
+	}
+	rows.Close()
+	changed := len(disk) != len(known)
+	for f, st := range disk {
+		if known[f] != st {
+			changed = true
+		}
+	}
+	if changed {
+		return s.reload(ctx, enc)
+	}
+	return nil
+}
+
 // readActorDir parses every layer file of one actor directory.
 func (s *Store) readActorDir(enc string) (actor string, recs []memory.Record, evs []memory.Event, rejected []string, files map[string]fileStat, err error) {
 	root := filepath.Join(s.dir, enc)
