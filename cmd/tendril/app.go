@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/mattn/go-isatty"
 
@@ -136,8 +137,23 @@ func openApp(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, e
 	return a, nil
 }
 
+// openSessions archives old session files (retention, SPEC §3) and opens
+// the session store: Redis when TENDRIL_REDIS_URL is set, else JSONL.
 func openSessions(cfg *config.Config, log *slog.Logger) (session.Store, error) {
+	if cfg.RedisURL != "" {
+		return openSessionStore(cfg)
+	}
 	dir := filepath.Join(cfg.Home, "agents")
+	ret, err := jsonl.ParseRetention(cfg.Session.Retention.MaxAge, cfg.Session.Retention.MaxSize, cfg.Session.Retention.Delete)
+	if err != nil {
+		return nil, fmt.Errorf("session.retention: %w", err)
+	}
+	rep, err := jsonl.Archive(dir, ret, time.Now())
+	if err != nil {
+		log.Warn("session retention failed; continuing", "err", err)
+	} else if len(rep.Archived)+len(rep.Deleted) > 0 {
+		log.Info("session retention", "archived", len(rep.Archived), "deleted", len(rep.Deleted), "bytes", rep.Bytes)
+	}
 	st, err := jsonl.Open(dir, jsonl.Options{Fsync: cfg.Session.Fsync, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("open sessions %s: %w", dir, err)

@@ -5,12 +5,30 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tendrilai/tendril/internal/model/modeltest"
 )
+
+// testHome returns a fresh home whose tendril.json turns LLM extraction
+// off, so the fake model sees only turn requests and scripted replies are
+// never consumed by a background extraction call.
+func testHome(t *testing.T) string {
+	t.Helper()
+	home := t.TempDir()
+	cfg := `{
+  // e2e: rule-based extraction only
+  "memory": {"llmExtraction": false}
+}`
+	if err := os.WriteFile(filepath.Join(home, "tendril.json"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return home
+}
 
 // openAIEnv points the binary at an OpenAI-compatible fake.
 func openAIEnv(fake *modeltest.Server) []string {
@@ -19,7 +37,7 @@ func openAIEnv(fake *modeltest.Server) []string {
 
 func TestE2EServeAgainstOpenAIFake(t *testing.T) {
 	fake := modeltest.NewOpenAI(t)
-	p := startServe(t, t.TempDir(), openAIEnv(fake)...)
+	p := startServe(t, testHome(t), openAIEnv(fake)...)
 
 	resp, err := http.Get(p.URL + "/ping")
 	if err != nil {
@@ -100,7 +118,7 @@ func TestE2EServeAgainstOpenAIFake(t *testing.T) {
 
 func TestE2ESIGTERMLetsTheSlowTurnFinish(t *testing.T) {
 	fake := modeltest.NewOpenAI(t)
-	p := startServe(t, t.TempDir(), openAIEnv(fake)...)
+	p := startServe(t, testHome(t), openAIEnv(fake)...)
 	fake.Push(modeltest.Reply{Text: "finished despite shutdown", Delay: 1500 * time.Millisecond})
 	type result struct {
 		status int

@@ -15,6 +15,7 @@ import (
 	"github.com/tendrilai/tendril/internal/model/providers"
 	"github.com/tendrilai/tendril/internal/persona"
 	"github.com/tendrilai/tendril/internal/runtime"
+	"github.com/tendrilai/tendril/internal/session/sessionhttp"
 	"github.com/tendrilai/tendril/internal/skill"
 )
 
@@ -66,6 +67,8 @@ func (a *app) wireExtras(ctx context.Context, deps *agent.Deps) error {
 
 // mount adds channel and management routes to the server.
 func (a *app) mount(srv *runtime.Server) error {
+	srv.Mount("/api/sessions", sessionhttp.Handler(a.sessions, a.cfg.AgentID), true)
+	srv.Mount("/api/sessions/", sessionhttp.Handler(a.sessions, a.cfg.AgentID), true)
 	if a.telegram != nil {
 		// The webhook authenticates with its own secret header.
 		srv.Mount("POST "+telegram.WebhookPath, a.telegram.Handler(), false)
