@@ -15,17 +15,17 @@ import (
 	"github.com/tendrilai/tendril/internal/agent"
 	"github.com/tendrilai/tendril/internal/approval"
 	"github.com/tendrilai/tendril/internal/channel/telegram"
+	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/memory/pipeline"
 	"github.com/tendrilai/tendril/internal/memory/sqlitestore"
-	"github.com/tendrilai/tendril/internal/schedule"
-	"github.com/tendrilai/tendril/internal/state"
-	"github.com/tendrilai/tendril/internal/tool/mcp"
-	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/metrics"
 	"github.com/tendrilai/tendril/internal/model"
 	"github.com/tendrilai/tendril/internal/runtime"
+	"github.com/tendrilai/tendril/internal/schedule"
 	"github.com/tendrilai/tendril/internal/session"
 	"github.com/tendrilai/tendril/internal/session/jsonl"
+	"github.com/tendrilai/tendril/internal/state"
+	"github.com/tendrilai/tendril/internal/tool/mcp"
 )
 
 // app is the wired process: every store, the agent and the background

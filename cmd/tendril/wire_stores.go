@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/tendrilai/tendril/internal/agent"
-	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/approval"
 	"github.com/tendrilai/tendril/internal/channel/telegram"
+	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/memory/extract"
 	"github.com/tendrilai/tendril/internal/memory/gate"
