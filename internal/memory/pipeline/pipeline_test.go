@@ -487,9 +487,9 @@ func TestIdleQueuesSummary(t *testing.T) {
 		}
 		s := sums[0]
 		if s.ID != SummaryID("main", "u1", "s1") || SummaryID("main", "u1", "s2") == s.ID || SummaryID("main", "u2", "s1") == s.ID {
-		t.Fatalf("summary ID %s", s.ID)
-	}
-	if s.Namespace != "/main/u1/episodic/s1/" || !strings.Contains(s.Content, "yellow leaves") || s.Metadata["type"] != "summary" {
+			t.Fatalf("summary ID %s", s.ID)
+		}
+		if s.Namespace != "/main/u1/episodic/s1/" || !strings.Contains(s.Content, "yellow leaves") || s.Metadata["type"] != "summary" {
 			t.Fatalf("summary %+v", s)
 		}
 		// A later turn and idle period update the same summary record.
