@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -70,8 +69,9 @@ category, session-level recall@1/3/5, query latency p50/p95/p99 and ingest throu
 
 --level events searches the raw turns; --level records runs the extraction pipeline
 (rules, importance gate, consolidation) and counts recall through the records' sources.
---baseline bm25 runs the plain BM25 reference (k1 1.2, b 0.75, lowercase alphanumeric
-tokens, English stop words, no stemming) instead of Tendril's ranking.
+--baseline bm25 also runs the plain BM25 reference (k1 1.2, b 0.75, lowercase
+alphanumeric tokens, English stop words, no stemming) on the same data in the same run
+and prints both; with --json the document is then {"baseline_bm25": {…}, "tendril": {…}}.
 
 Example:
   tendril eval locomo --data ../shared/data/locomo/locomo-dev.json --json`,
@@ -116,21 +116,45 @@ Example:
 					bar.Set(done)
 				}
 			}
-			rep, err := locomo.Run(c.Context(), convs, opts)
-			if bar != nil {
-				bar.Finish()
-				fmt.Fprintln(os.Stderr)
+			runs := []locomo.Options{opts}
+			if baseline != "" {
+				// Side by side in one run: the reference first, then Tendril.
+				tendril := opts
+				tendril.Baseline = ""
+				tendril.Dir = dir + "/tendril"
+				opts.Dir = dir + "/baseline"
+				runs = []locomo.Options{opts, tendril}
 			}
-			if errors.Is(err, locomo.ErrRecordsUnavailable) {
-				return err
-			}
-			if err != nil {
-				return err
+			var reps []*locomo.Report
+			for _, o := range runs {
+				bar = nil
+				rep, err := locomo.Run(c.Context(), convs, o)
+				if bar != nil {
+					bar.Finish()
+					fmt.Fprintln(os.Stderr)
+				}
+				if err != nil {
+					return err
+				}
+				reps = append(reps, rep)
 			}
 			if asJSON {
-				return writeJSON(c.OutOrStdout(), rep.JSON())
+				if len(reps) == 1 {
+					return writeJSON(c.OutOrStdout(), reps[0].JSON())
+				}
+				return writeJSON(c.OutOrStdout(), map[string]any{"baseline_" + baseline: reps[0].JSON(), "tendril": reps[1].JSON()})
 			}
-			rep.WriteText(c.OutOrStdout())
+			for i, rep := range reps {
+				if i > 0 {
+					fmt.Fprintln(c.OutOrStdout())
+				}
+				rep.WriteText(c.OutOrStdout())
+			}
+			if len(reps) == 2 {
+				b, t := reps[0].Overall, reps[1].Overall
+				fmt.Fprintf(c.OutOrStdout(), "\ntendril vs %s (same run): recall@10 %.3f vs %.3f (×%.2f), all@10 %.3f vs %.3f (×%.2f)\n",
+					baseline, t.Recall[10], b.Recall[10], t.Recall[10]/b.Recall[10], t.All[10], b.All[10], t.All[10]/b.All[10])
+			}
 			return nil
 		},
 	}
@@ -138,7 +162,7 @@ Example:
 	f.StringVar(&data, "data", "", "LoCoMo JSON file (a list of conversations)")
 	f.StringVar(&level, "level", "events", "what is searched: events (raw turns) or records (extracted records)")
 	f.StringVar(&ks, "k", "5,10,20,50", "cut-offs k for recall@k, comma-separated")
-	f.StringVar(&baseline, "baseline", "", "run a reference ranking instead: bm25")
+	f.StringVar(&baseline, "baseline", "", "also run a reference ranking side by side: bm25")
 	f.BoolVar(&asJSON, "json", false, "print one JSON document (SPEC §4.8)")
 	return cmd
 }

@@ -11,6 +11,8 @@ package search
 
 import (
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 
@@ -87,11 +89,33 @@ func (a Analyzer) Terms(text string) []string {
 			continue
 		}
 		if a.Stem && isASCIIWord(t) {
-			t = english.Stem(t, true)
+			t = stem(t)
 		}
 		out = append(out, t)
 	}
 	return out
+}
+
+// stemCache memoises Snowball stems (vocabularies are Zipfian); it stops
+// growing at stemCacheMax entries.
+var (
+	stemCache    sync.Map
+	stemCacheLen atomic.Int64
+)
+
+const stemCacheMax = 200000
+
+func stem(t string) string {
+	if v, ok := stemCache.Load(t); ok {
+		return v.(string)
+	}
+	s := english.Stem(t, true)
+	if stemCacheLen.Load() < stemCacheMax {
+		if _, loaded := stemCache.LoadOrStore(t, s); !loaded {
+			stemCacheLen.Add(1)
+		}
+	}
+	return s
 }
 
 func isASCIIWord(t string) bool {

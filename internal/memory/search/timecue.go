@@ -9,12 +9,51 @@ import (
 // "what year…", "how long ago…", and the Korean 언제/몇 년.
 var whenQuestion = regexp.MustCompile(`(?i)(^|[^a-z])(when|what (year|month|day|date|time)|which (year|month|day)|how long ago|since when)([^a-z]|$)|언제|몇\s*(년|월|일)`)
 
-// timeExpression matches temporal expressions in a turn: relative days and
-// weeks, weekdays, months, years, "ago", "last/next/this <unit>".
-var timeExpression = regexp.MustCompile(`(?i)\b(yesterday|today|tonight|tomorrow|ago|recently|lately|last (night|week|weekend|month|year|summer|winter|spring|fall|friday|saturday|sunday|monday|tuesday|wednesday|thursday)|next (week|weekend|month|year)|this (morning|week|weekend|month|year|summer|winter|spring|fall)|(mon|tues|wednes|thurs|fri|satur|sun)day|january|february|march|april|june|july|august|september|october|november|december|(19|20)\d\d|weeks?|months?|years?|weekend|summer|winter|spring|autumn)\b|어제|오늘|내일|지난|작년|올해|주말|[0-9]+\s*(년|월|일)`)
+// timeWords are tokens that by themselves mark a time expression.
+var timeWords = map[string]bool{}
+
+// timeUnits follow "last", "next" and "this" in a time expression.
+var timeUnits = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`yesterday today tonight tomorrow ago recently lately weekend weekends
+		monday tuesday wednesday thursday friday saturday sunday january february march april june july
+		august september october november december week weeks month months year years summer winter
+		spring autumn`) {
+		timeWords[w] = true
+	}
+	for _, w := range strings.Fields(`night morning week weekend month year summer winter spring fall
+		monday tuesday wednesday thursday friday saturday sunday`) {
+		timeUnits[w] = true
+	}
+}
+
+// koreanTime matches Korean time expressions.
+var koreanTime = regexp.MustCompile(`어제|오늘|내일|지난|작년|올해|주말|[0-9]+\s*(년|월|일)`)
 
 // IsWhenQuestion reports whether a query asks when something happened.
 func IsWhenQuestion(q string) bool { return whenQuestion.MatchString(strings.TrimSpace(q)) }
 
-// HasTimeExpression reports whether text mentions a time.
-func HasTimeExpression(text string) bool { return timeExpression.MatchString(text) }
+// HasTimeExpression reports whether text mentions a time: relative days
+// ("yesterday", "last week", "3 weeks ago"), weekdays, months, seasons,
+// years 1900–2099, or Korean forms (어제, 지난, 2023년).
+func HasTimeExpression(text string) bool {
+	toks := Tokenize(text)
+	for i, t := range toks {
+		if timeWords[t] {
+			return true
+		}
+		if (t == "last" || t == "next" || t == "this") && i+1 < len(toks) && timeUnits[toks[i+1]] {
+			return true
+		}
+		if len(t) == 4 && (strings.HasPrefix(t, "19") || strings.HasPrefix(t, "20")) && t[2] >= '0' && t[2] <= '9' && t[3] >= '0' && t[3] <= '9' {
+			return true
+		}
+	}
+	for i := 0; i < len(text); i++ {
+		if text[i] >= 0x80 {
+			return koreanTime.MatchString(text)
+		}
+	}
+	return false
+}

@@ -189,22 +189,38 @@ func BenchmarkSearch100k(b *testing.B) {
 	if err := s.Prepare(bg, "bench"); err != nil {
 		b.Fatal(err)
 	}
-	var lat []time.Duration
+	var lat, minLat []time.Duration
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		q := memory.Query{NamespacePath: ns, Text: word() + " " + word() + " " + word() + " " + word(), TopK: 50}
 		if i%4 == 0 {
 			q.Filters = []memory.Filter{{Key: "type", Op: memory.OpEquals, Value: "note"}}
 		}
-		start := time.Now()
-		if _, err := s.Search(bg, q); err != nil {
-			b.Fatal(err)
+		// Each query runs 3 times: the first timing is the raw latency; the
+		// fastest of the 3 filters out preemption by other processes on a
+		// shared machine (both are reported).
+		var best time.Duration
+		for r := 0; r < 3; r++ {
+			start := time.Now()
+			if _, err := s.Search(bg, q); err != nil {
+				b.Fatal(err)
+			}
+			d := time.Since(start)
+			if r == 0 {
+				lat = append(lat, d)
+			}
+			if r == 0 || d < best {
+				best = d
+			}
 		}
-		lat = append(lat, time.Since(start))
+		minLat = append(minLat, best)
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	for _, l := range [][]time.Duration{lat, minLat} {
+		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+	}
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(minLat[len(minLat)*99/100].Microseconds())/1000, "p99-min3-ms")
 }
 
 // BenchmarkIngest measures AppendEvents throughput in turns/s (batches of
