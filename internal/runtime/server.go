@@ -199,7 +199,13 @@ func (s *Server) handleInvocations(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, code, msg)
 		return
 	}
-	writeJSON(w, http.StatusOK, successBody(res))
+	status = http.StatusOK
+	if res.PendingApproval != nil {
+		// The turn is paused, not failed: 202 with the APPROVAL_PENDING
+		// envelope; the reply arrives on the channel once decided.
+		status = http.StatusAccepted
+	}
+	writeJSON(w, status, successBody(res))
 }
 
 func (s *Server) countError(code string) {
