@@ -341,6 +341,36 @@ func TestLLMCompleterErrorFallsBack(t *testing.T) {
 	}
 }
 
+func TestLLMBatchesLongInput(t *testing.T) {
+	var evs []memory.Event
+	for i := 0; i < 100; i++ {
+		evs = append(evs, memory.Event{ID: fmt.Sprint("e", i), Role: "user", Text: "I have a fig tree", Timestamp: t0})
+	}
+	calls := 0
+	l := NewLLM(func(_ context.Context, _, user string) (string, error) {
+		calls++
+		if n := strings.Count(user, "\n"); n > LLMBatchEvents {
+			t.Errorf("batch of %d events", n)
+		}
+		if calls == 2 {
+			return "garbage", nil // this batch falls back to rules alone
+		}
+		id := strings.TrimPrefix(strings.SplitN(user, "]", 2)[0], "[")
+		return `{"memories":[{"strategy":"semantic","content":"Has a fig tree","sources":["` + id + `"]}]}`, nil
+	})
+	got, err := l.Extract(context.Background(), evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 3 {
+		t.Fatalf("%d model calls for 100 events, want 3", calls)
+	}
+	// batches 1 and 3: one model memory each; batch 2: 40 rule candidates
+	if len(got) != 2+LLMBatchEvents {
+		t.Fatalf("%d candidates", len(got))
+	}
+}
+
 func FuzzParseLLMReply(f *testing.F) {
 	f.Add(`{"memories":[{"strategy":"semantic","content":"x","sources":["e1"]}]}`)
 	f.Add("```json\n{\"memories\":[]}\n```")

@@ -25,6 +25,10 @@ const (
 	MaxLLMContentRunes = 500
 	MaxLLMTopicRunes   = 64
 	MaxLLMPlants       = 10
+	// LLMBatchEvents and LLMBatchBytes bound one model request: longer
+	// inputs (a harvest over weeks) are sent in consecutive batches.
+	LLMBatchEvents = 40
+	LLMBatchBytes  = 16 << 10
 )
 
 // LLMSchema documents the JSON object the model must return, and is sent
@@ -70,8 +74,32 @@ func NewLLM(complete Completer) *LLM { return &LLM{Complete: complete, Fallback:
 // ErrInvalidReply wraps every validation failure of a model reply.
 var ErrInvalidReply = errors.New("invalid extraction reply")
 
-// Extract implements Extractor.
+// Extract implements Extractor. Events are sent in batches of at most
+// LLMBatchEvents events and LLMBatchBytes bytes; each batch falls back to
+// the rules on its own.
 func (l *LLM) Extract(ctx context.Context, events []memory.Event) ([]Candidate, error) {
+	var out []Candidate
+	for start := 0; start < len(events); {
+		end, size := start, 0
+		for end < len(events) && end-start < LLMBatchEvents {
+			n := len(events[end].Text) + len(events[end].ID) + 16
+			if end > start && size+n > LLMBatchBytes {
+				break
+			}
+			size += n
+			end++
+		}
+		cs, err := l.extractBatch(ctx, events[start:end])
+		if err != nil {
+			return out, err
+		}
+		out = append(out, cs...)
+		start = end
+	}
+	return out, nil
+}
+
+func (l *LLM) extractBatch(ctx context.Context, events []memory.Event) ([]Candidate, error) {
 	fallback := l.Fallback
 	if fallback == nil {
 		fallback = Rules{}
@@ -81,7 +109,11 @@ func (l *LLM) Extract(ctx context.Context, events []memory.Event) ([]Candidate, 
 	}
 	var user strings.Builder
 	for _, ev := range events {
-		fmt.Fprintf(&user, "[%s] %s: %s\n", ev.ID, ev.Role, strings.ReplaceAll(ev.Text, "\n", " "))
+		text := ev.Text
+		if len(text) > LLMBatchBytes {
+			text = text[:LLMBatchBytes]
+		}
+		fmt.Fprintf(&user, "[%s] %s: %s\n", ev.ID, ev.Role, strings.ReplaceAll(text, "\n", " "))
 	}
 	reply, err := l.Complete(ctx, llmSystem, user.String())
 	if err == nil {
