@@ -599,3 +599,22 @@ func TestListerAndBatchFastPaths(t *testing.T) {
 		t.Fatalf("records %q", contents(ls.all("u1")))
 	}
 }
+
+func TestInMemoryJobDatabase(t *testing.T) {
+	p, err := New(newMemStore(), Options{JobsPath: ":memory:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i := 0; i < 2; i++ {
+		if err := p.RecordTurn(ctx, "main", "u1", "s1", []memory.Event{{Role: "user", Text: "I live in Busan"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := p.Lag(); n != 1 {
+		t.Fatalf("lag %d", n)
+	}
+	if ran, err := p.RunOnce(ctx); !ran || err != nil {
+		t.Fatalf("ran %v err %v", ran, err)
+	}
+}

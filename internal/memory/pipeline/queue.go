@@ -94,6 +94,10 @@ func openQueue(path string) (*queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open extraction jobs %s: %w", path, err)
 	}
+	// One connection: transactions are short, and it keeps ":memory:" one
+	// database and in-process writers from meeting SQLITE_BUSY; other
+	// processes (the CLI beside a server) wait on busy_timeout.
+	db.SetMaxOpenConns(1)
 	if _, err := db.Exec(schema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("extraction jobs schema %s: %w", path, err)
