@@ -77,3 +77,21 @@ func FuzzEncodeActor(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParse: any bytes parse without panicking, and whatever records come
+// back render and re-parse to the same records.
+func FuzzParse(f *testing.F) {
+	f.Add(string(FileHeader("u", "Semantic memory")) + "## a\n<!-- tendril:record {\"id\":\"r\",\"namespace\":\"/m/u/long_term/\"} -->\ntext\n")
+	f.Add("## hand\nwritten\n## \n<!-- tendril:event {\"id\":\"e\"} -->\n\\## x\n")
+	f.Add("<!-- tendril:record {")
+	f.Fuzz(func(t *testing.T, data string) {
+		d := Defaults{ActorID: "u", File: "semantic.md", Namespace: "/m/u/long_term/", Strategy: memory.StrategySemantic}
+		p := Parse([]byte(data), d)
+		for _, r := range p.Records {
+			again := Parse(FormatRecord(r), d)
+			if len(again.Records) != 1 || again.Records[0].Content != r.Content || again.Records[0].ID != r.ID {
+				t.Fatalf("record %+v did not round-trip: %+v", r, again.Records)
+			}
+		}
+	})
+}
