@@ -183,7 +183,9 @@ func (p *Pipeline) WriteEpisodic(ctx context.Context, agentID, actorID, sessionI
 // Harvest distils the actor's episodic layer — events and memory_write
 // notes newer than the last harvest — into long-term records with
 // Options.HarvestExtractor (rules by default, an LLM when configured),
-// through the gate and consolidation. n counts new records, stored or
+// through the gate and consolidation. Notes are read as the assistant's
+// words, so only third-person "the user …" statements in them count. n
+// counts new records, stored or
 // staged; duplicates of what turn extraction already wrote merge and are
 // not counted. It is safe to run repeatedly.
 func (p *Pipeline) Harvest(ctx context.Context, agentID, actorID string) (n int, err error) {
@@ -231,7 +233,8 @@ func (p *Pipeline) Harvest(ctx context.Context, agentID, actorID string) (n int,
 		if !at.After(since) {
 			continue
 		}
-		batch = append(batch, memory.Event{ID: r.ID, ActorID: actorID, Role: "", Text: r.Content, Timestamp: at})
+		// Notes are read as the assistant's words: only "the user …" statements count.
+		batch = append(batch, memory.Event{ID: r.ID, ActorID: actorID, Role: "assistant", Text: r.Content, Timestamp: at})
 		if at.After(latest) {
 			latest = at
 		}

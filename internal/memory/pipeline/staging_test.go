@@ -254,3 +254,15 @@ func TestForgetDropsPipelineState(t *testing.T) {
 		}
 	})
 }
+
+func TestHarvestReadsNotesAsTheAssistant(t *testing.T) {
+	forStores(t, func(t *testing.T, f *fixture) {
+		// The assistant's "I" is not the user: this note is no user fact.
+		if res, err := f.p.WriteEpisodic(ctx, "main", "u1", "s1", "Remember: I have a fig tree in the garden, said the assistant"); err != nil || res.Outcome != OutcomeStored {
+			t.Fatalf("note: %+v %v", res, err)
+		}
+		if n, err := f.p.Harvest(ctx, "main", "u1"); err != nil || n != 0 {
+			t.Fatalf("harvest = %d, %v; want 0", n, err)
+		}
+	})
+}
