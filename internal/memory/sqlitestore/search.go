@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 	"time"
 
@@ -138,6 +139,18 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	text := strings.TrimSpace(q.Text)
+	// The query vector is fetched before taking the store lock, so a slow
+	// embedding server never blocks other actors' turns.
+	var qvec []float32
+	if s.opts.Embedder != nil && text != "" {
+		v, err := s.opts.Embedder.Embed(ctx, []string{text})
+		if err != nil {
+			s.opts.Logger.Warn("memory query embedding failed; BM25F only", "err", err)
+		} else if len(v) == 1 {
+			qvec = v[0]
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -175,7 +188,6 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 	if len(statuses) == 0 {
 		statuses = []memory.Status{memory.StatusActive}
 	}
-	text := strings.TrimSpace(q.Text)
 	k := q.TopK
 	if k <= 0 && text != "" {
 		k = memory.DefaultTopK
@@ -200,7 +212,7 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 			}
 			continue
 		}
-		hits, err := s.rank(ctx, a, text, m, k)
+		hits, err := s.rank(a, text, qvec, m, k)
 		if err != nil {
 			return nil, err
 		}
@@ -249,9 +261,9 @@ func (a *actorState) mask(q memory.Query, statuses []memory.Status, filters []me
 	return m
 }
 
-func (s *Store) rank(ctx context.Context, a *actorState, text string, m mask, k int) ([]memory.Hit, error) {
+func (s *Store) rank(a *actorState, text string, qvec []float32, m mask, k int) ([]memory.Hit, error) {
 	allow := m.allow
-	if s.opts.Embedder == nil || a.vecs == nil {
+	if qvec == nil || a.vecs == nil {
 		res := a.idx.SearchScope(text, m.scope, k)
 		hits := make([]memory.Hit, len(res))
 		for i, r := range res {
@@ -261,10 +273,6 @@ func (s *Store) rank(ctx context.Context, a *actorState, text string, m mask, k 
 	}
 	depth := max(k, 50)
 	res := a.idx.SearchScope(text, m.scope, depth)
-	qv, err := s.opts.Embedder.Embed(ctx, []string{text})
-	if err != nil {
-		return nil, fmt.Errorf("search: %w", err)
-	}
 	type vs struct {
 		doc int
 		sim float64
@@ -272,17 +280,15 @@ func (s *Store) rank(ctx context.Context, a *actorState, text string, m mask, k 
 	var sims []vs
 	for i, ok := range allow {
 		if ok && a.vecs[i] != nil {
-			sims = append(sims, vs{i, search.Cosine(qv[0], a.vecs[i])})
+			sims = append(sims, vs{i, search.Cosine(qvec, a.vecs[i])})
 		}
 	}
-	sortVS := func(x []vs) {
-		for i := 1; i < len(x); i++ { // insertion sort is fine for stability; lists are per actor
-			for j := i; j > 0 && (x[j].sim > x[j-1].sim || x[j].sim == x[j-1].sim && x[j].doc < x[j-1].doc); j-- {
-				x[j], x[j-1] = x[j-1], x[j]
-			}
+	sort.Slice(sims, func(i, j int) bool {
+		if sims[i].sim != sims[j].sim {
+			return sims[i].sim > sims[j].sim
 		}
-	}
-	sortVS(sims)
+		return sims[i].doc < sims[j].doc
+	})
 	if len(sims) > depth {
 		sims = sims[:depth]
 	}
@@ -309,11 +315,12 @@ func (s *Store) rank(ctx context.Context, a *actorState, text string, m mask, k 
 }
 
 func sortHits(h []memory.Hit) {
-	for i := 1; i < len(h); i++ {
-		for j := i; j > 0 && (h[j].Score > h[j-1].Score || h[j].Score == h[j-1].Score && h[j].Record.ID < h[j-1].Record.ID); j-- {
-			h[j], h[j-1] = h[j-1], h[j]
+	sort.SliceStable(h, func(i, j int) bool {
+		if h[i].Score != h[j].Score {
+			return h[i].Score > h[j].Score
 		}
-	}
+		return h[i].Record.ID < h[j].Record.ID
+	})
 }
 
 func hasStatus(set []memory.Status, s memory.Status) bool {
