@@ -91,7 +91,7 @@ var rules = []rule{
 		func(m []string, _, _ string) (string, []string, bool) {
 			return "name", []string{m[1]}, !stopNames[strings.ToLower(m[1])]
 		}},
-	{memory.StrategySemantic, "fact", []string{"live", "living", "reside", "based", "from", "moved"}, re(`(?i)\bi(?:\s+now)?\s+(?:live|am\s+living|'m\s+living|reside|am\s+based|'m\s+based)\s+in\s+(.+)$|\bi(?:'m|\s+am)\s+from\s+(.+)$|\bi(?:\s+just|\s+recently|'ve|\s+have)?\s+moved\s+to\s+(.+)$`),
+	{memory.StrategySemantic, "fact", []string{"live", "living", "reside", "based", "from", "moved"}, re(`(?i)\b(?:i|we)(?:\s+now)?\s+(?:live|am\s+living|'m\s+living|are\s+living|'re\s+living|reside|am\s+based|'m\s+based|are\s+based|'re\s+based)\s+in\s+(.+)$|\bi(?:'m|\s+am)\s+from\s+(.+)$|\bi(?:\s+just|\s+recently|'ve|\s+have)?\s+moved\s+to\s+(.+)$`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			place := firstNonEmpty(m[1:]...)
 			ents := canonNames(findTerms(lower, places))
@@ -109,7 +109,7 @@ var rules = []rule{
 			}
 			return "diet", nil, true
 		}},
-	{memory.StrategySemantic, "fact", []string{"have", "'ve got", "own", "grow", "keep", "planted", "raise"}, re(`(?i)\bi\s+(?:also\s+|now\s+|still\s+)?(?:have|'ve\s+got|have\s+got|own|grow|keep|planted|raise|am\s+growing|'m\s+growing)\s+(.+)$`),
+	{memory.StrategySemantic, "fact", []string{"have", "'ve got", "own", "grow", "keep", "planted", "raise"}, re(`(?i)\b(?:i|we)\s+(?:also\s+|now\s+|still\s+)?(?:have|'ve\s+got|have\s+got|own|grow|keep|planted|raise|am\s+growing|'m\s+growing|are\s+growing|'re\s+growing)\s+(.+)$`),
 		func(m []string, _, lower string) (string, []string, bool) { return hasTopic(lower, m[1]) }},
 	{memory.StrategySemantic, "fact", []string{"work", "i'm a", "i am a"}, re(`(?i)\bi\s+work\s+(?:as|at|in|for)\s+(.+)$|\bi(?:'m|\s+am)\s+an?\s+(\p{L}+(?:\s+\p{L}+)?)$`),
 		func(m []string, _, _ string) (string, []string, bool) {
@@ -120,7 +120,7 @@ var rules = []rule{
 			}
 			return "occupation", nil, headWord(obj) != ""
 		}},
-	{memory.StrategySemantic, "fact", []string{"my "}, re(`(?i)\bmy\s+((?:\p{L}+[\s-]+){0,2}?\p{L}+)\s+(?:is|are|was|were|has|have|gets?|faces?|needs?)\s+(.+)$`),
+	{memory.StrategySemantic, "fact", []string{"my ", "our "}, re(`(?i)\b(?:my|our)\s+((?:\p{L}+[\s-]+){0,2}?\p{L}+)\s+(?:is|are|was|were|has|have|gets?|faces?|needs?)\s+(.+)$`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			h := headWord(m[1])
 			if h == "" || stopHeads[h] {
