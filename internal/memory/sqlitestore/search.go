@@ -162,7 +162,9 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 	}
 	// Hand edits: before a search, re-read Markdown changed since the index
 	// saw it (only the searched actor's, at most once per SyncInterval).
-	due := func(last time.Time) bool { return s.opts.SyncInterval > 0 && s.opts.Now().Sub(last) >= s.opts.SyncInterval }
+	due := func(last time.Time) bool {
+		return s.opts.SyncInterval > 0 && s.opts.Now().Sub(last) >= s.opts.SyncInterval
+	}
 	var actors []string
 	if _, actor, ok := memory.NamespaceActor(scope); ok {
 		if due(s.actorSync[actor]) {

@@ -67,11 +67,11 @@ type Store struct {
 	opts      Options
 	params    search.Params
 
-	mu       sync.Mutex
+	mu        sync.Mutex
 	actors    map[string]*actorState
 	lastSync  time.Time
 	actorSync map[string]time.Time // last per-actor Markdown check
-	closed   bool
+	closed    bool
 }
 
 var (
