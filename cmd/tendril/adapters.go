@@ -8,6 +8,7 @@ import (
 
 	"github.com/tendrilai/tendril/internal/agent"
 	"github.com/tendrilai/tendril/internal/approval"
+	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/state"
 	"github.com/tendrilai/tendril/internal/tool"
 )
@@ -106,3 +107,46 @@ func (a gateAdapter) RecordExecution(ctx context.Context, exec any, output strin
 
 // approvalExpiry bounds the wait for a resumed turn.
 const resumeTimeout = 5 * time.Minute
+
+// standingRetriever puts the actor's explicit standing records (user
+// preferences and procedural instructions) into every turn's memory, ahead
+// of the query-ranked hits. Keyword search alone would miss "I only use
+// organic fertiliser" when the user asks about aphids, yet that preference
+// is exactly what the answer must respect (the seed's fertiliser example).
+// They are few per user (consolidation supersedes contradictions), and the
+// list is capped with everything else by memory.Assemble.
+type standingRetriever struct {
+	store   memory.Store
+	ranked  memory.Retriever
+	agentID string
+	topK    int
+}
+
+func (s standingRetriever) Recall(ctx context.Context, agentID, actorID, query string) ([]memory.Hit, error) {
+	ns, err := memory.Namespace(memory.DefaultLongTermTemplate, memory.NamespaceVars{AgentID: agentID, ActorID: actorID})
+	if err != nil {
+		return nil, err
+	}
+	standing, err := s.store.Search(ctx, memory.Query{NamespacePath: ns, TopK: s.topK,
+		Strategies: []memory.Strategy{memory.StrategyUserPreference, memory.StrategyProcedural}})
+	if err != nil {
+		return nil, err
+	}
+	ranked, err := s.ranked.Recall(ctx, agentID, actorID, query)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []memory.Hit
+	for _, h := range append(standing, ranked...) {
+		if seen[h.Record.ID] {
+			continue
+		}
+		seen[h.Record.ID] = true
+		if h.Explain == "" {
+			h.Explain = "standing explicit record"
+		}
+		out = append(out, h)
+	}
+	return memory.Assemble(out, s.topK), nil
+}

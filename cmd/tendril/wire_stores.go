@@ -86,7 +86,8 @@ func (a *app) wireMemory(ctx context.Context, deps *agent.Deps, router *model.Ro
 		return p.Stop, nil
 	})
 
-	deps.Retriever = memory.NewRetriever(st, memory.RetrieveOptions{TopK: cfg.Memory.TopK, Timeout: cfg.Memory.RetrieveTimeout.D(), Logger: a.log})
+	ranked := memory.NewRetriever(st, memory.RetrieveOptions{TopK: cfg.Memory.TopK, Timeout: cfg.Memory.RetrieveTimeout.D(), Logger: a.log})
+	deps.Retriever = standingRetriever{store: st, ranked: ranked, agentID: cfg.AgentID, topK: cfg.Memory.TopK}
 	deps.RenderMemory = memory.RenderBlock
 	deps.Recorder = p
 

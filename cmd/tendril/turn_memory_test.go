@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/tendrilai/tendril/internal/agent"
+	"github.com/tendrilai/tendril/internal/config"
+	"github.com/tendrilai/tendril/internal/model/modeltest"
+)
+
+// openTestApp wires the real stores in a temp home against a fake model.
+func openTestApp(t *testing.T, fake *modeltest.Server) *app {
+	t.Helper()
+	t.Setenv("TENDRIL_HOME", t.TempDir())
+	t.Setenv("MODEL_ID", "openai/gpt-test")
+	t.Setenv("OPENAI_BASE_URL", fake.BaseURL())
+	t.Setenv("OPENAI_API_KEY", "k")
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Memory.LLMExtraction = false
+	a, err := openApp(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+// A preference said once in one session is in the system prompt, tagged
+// [Explicit] and before any inferred record, when the same user asks in a
+// new session; another user asking the same question gets none of it.
+func TestTurnRemembersExplicitPreferenceAcrossSessions(t *testing.T) {
+	fake := modeltest.NewOpenAI(t)
+	a := openTestApp(t, fake)
+	ctx := context.Background()
+	turn := func(actor, session, msg string) string {
+		t.Helper()
+		res, err := a.agent.Invoke(ctx, agent.Request{Message: msg, ActorID: actor, SessionID: session, Channel: "telegram"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.SessionID
+	}
+	turn("telegram:1", "week1", "I only use organic fertiliser.")
+	turn("telegram:1", "week1", "I have a fig tree in a raised bed with fast drainage.")
+	turn("telegram:2", "other", "I prefer quick chemical sprays for pests.")
+	// Extraction is asynchronous; Flush runs what is queued now.
+	for _, as := range [][2]string{{"telegram:1", "week1"}, {"telegram:2", "other"}} {
+		if err := a.pipeline.Flush(ctx, "main", as[0], as[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	n := len(fake.Requests())
+	turn("telegram:1", "week3", "How do I treat aphids on my roses?")
+	sys := fake.Requests()[n].System
+	i := strings.Index(sys, "What you remember")
+	if i < 0 {
+		t.Fatalf("no memory block in the system prompt:\n%s", sys)
+	}
+	block := sys[i:]
+	exp := strings.Index(block, "[Explicit]")
+	if exp < 0 || !strings.Contains(strings.ToLower(block), "organic") {
+		t.Fatalf("preference not in the memory block:\n%s", sys)
+	}
+	if inf := strings.Index(block, "[Inferred]"); inf >= 0 && inf < exp {
+		t.Fatalf("an inferred record precedes the explicit one:\n%s", block)
+	}
+
+	n = len(fake.Requests())
+	turn("telegram:2", "other2", "How do I treat aphids on my roses?")
+	sys2 := fake.Requests()[n].System
+	j := strings.Index(sys2, "What you remember")
+	if j < 0 {
+		t.Fatalf("user 2 has no memory block:\n%s", sys2)
+	}
+	{
+		block2 := sys2[j:]
+		if k := strings.Index(block2[1:], "\n## "); k >= 0 {
+			block2 = block2[:k+1]
+		}
+		if strings.Contains(strings.ToLower(block2), "organic") || strings.Contains(strings.ToLower(block2), "fig") {
+			t.Fatalf("user 2 sees user 1's memory:\n%s", block2)
+		}
+		if !strings.Contains(strings.ToLower(block2), "chemical") {
+			t.Fatalf("user 2's own memory missing:\n%s", block2)
+		}
+	}
+}
