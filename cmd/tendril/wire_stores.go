@@ -19,6 +19,7 @@ import (
 	"github.com/tendrilai/tendril/internal/memory/gate"
 	"github.com/tendrilai/tendril/internal/memory/pipeline"
 	"github.com/tendrilai/tendril/internal/memory/sqlitestore"
+	"github.com/tendrilai/tendril/internal/metrics"
 	"github.com/tendrilai/tendril/internal/model"
 	"github.com/tendrilai/tendril/internal/schedule"
 	"github.com/tendrilai/tendril/internal/schedule/agentrunner"
@@ -353,7 +354,10 @@ func (m memoryLister) Remember(ctx context.Context, actorID string) ([]string, e
 }
 
 func (m memoryLister) Forget(ctx context.Context, actorID string) error {
-	return m.a.memory.Forget(ctx, m.a.cfg.AgentID, actorID)
+	if err := m.a.memory.Forget(ctx, m.a.cfg.AgentID, actorID); err != nil {
+		return err
+	}
+	return m.a.pipeline.Forget(ctx, actorID)
 }
 
 // onDecision resumes a paused turn when its approval is decided, here or in
@@ -400,4 +404,18 @@ func (a *app) refreshApprovals(ctx context.Context) (func(), error) {
 		}
 	}()
 	return func() { cancel(); <-done }, nil
+}
+
+func init() {
+	// `tendril memory harvest --llm` uses the configured model.
+	memoryLLMCompleter = func(ctx context.Context, cfg *config.Config) (extract.Completer, error) {
+		r, err := buildModels(ctx, cfg, metrics.New())
+		if err != nil {
+			return nil, err
+		}
+		if !r.Configured() {
+			return nil, model.ErrNotConfigured
+		}
+		return completer(r), nil
+	}
 }
