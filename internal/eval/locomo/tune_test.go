@@ -25,10 +25,9 @@ func TestTune(t *testing.T) {
 	}
 	for _, c := range []v{
 		{"default", func(p *search.Params) {}},
-		{"c.5s.5", func(p *search.Params) { p.Fields[search.FieldContext].Weight = 0.5; p.SpeakerBoost = 0.5 }},
-		{"c.7s.5", func(p *search.Params) { p.Fields[search.FieldContext].Weight = 0.7; p.SpeakerBoost = 0.5 }},
-		{"c1s.5", func(p *search.Params) { p.Fields[search.FieldContext].Weight = 1; p.SpeakerBoost = 0.5 }},
-		{"c.5s.35", func(p *search.Params) { p.Fields[search.FieldContext].Weight = 0.5; p.SpeakerBoost = 0.35 }},
+		{"g0.1", func(p *search.Params) { p.GroupWeight = 0.1 }},
+		{"g0.2", func(p *search.Params) { p.GroupWeight = 0.2 }},
+		{"g0.4", func(p *search.Params) { p.GroupWeight = 0.4 }},
 	} {
 		p := search.DefaultParams()
 		c.mod(&p)

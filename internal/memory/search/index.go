@@ -31,6 +31,10 @@ type Doc struct {
 	Context string
 	Speaker string
 	Date    string
+	// Group names the document's session (or other unit); with
+	// Params.GroupWeight a document gains that fraction of the best score
+	// of another document in its group.
+	Group string
 }
 
 // FieldParams weighs one field in BM25F: Weight multiplies its
@@ -58,6 +62,9 @@ type Params struct {
 	PRFDocs   int
 	PRFTerms  int
 	PRFWeight float64
+	// GroupWeight adds GroupWeight × (best score of another document of the
+	// same Doc.Group); 0 disables it.
+	GroupWeight float64
 }
 
 // DefaultParams is Tendril's ranking: BM25F over text, neighbouring turns,
@@ -74,6 +81,7 @@ func DefaultParams() Params {
 		},
 		SpeakerBoost: 0.4,
 		TimeBoost:    0.3,
+		GroupWeight:  0.1,
 	}
 }
 
@@ -105,13 +113,15 @@ type Index struct {
 	spkTerms map[string][]int32
 	spkIDs   map[string]int32
 	hasTime  []bool
+	group    []int32
+	groupIDs map[string]int32
 	fwd      [][]int32 // text-field terms per doc (for PRF)
 	pool     sync.Pool
 }
 
 // NewIndex returns an empty index ranking with p.
 func NewIndex(p Params) *Index {
-	return &Index{p: p, terms: map[string]int32{}, spkTerms: map[string][]int32{}, spkIDs: map[string]int32{}}
+	return &Index{p: p, terms: map[string]int32{}, spkTerms: map[string][]int32{}, spkIDs: map[string]int32{}, groupIDs: map[string]int32{}}
 }
 
 // Params returns the ranking parameters.
@@ -181,6 +191,16 @@ func (ix *Index) Add(d Doc) int {
 		spk = id
 	}
 	ix.speaker = append(ix.speaker, spk)
+	g := int32(-1)
+	if d.Group != "" {
+		id, ok := ix.groupIDs[d.Group]
+		if !ok {
+			id = int32(len(ix.groupIDs))
+			ix.groupIDs[d.Group] = id
+		}
+		g = id
+	}
+	ix.group = append(ix.group, g)
 	return int(doc)
 }
 
@@ -192,6 +212,7 @@ type Result struct {
 }
 
 type scratch struct {
+	prior []float64 // group prior added to score, for explanations
 	score []float64
 	tfw   []float64
 	stamp []int32
@@ -202,7 +223,7 @@ func (ix *Index) scratch() *scratch {
 	n := len(ix.lens)
 	s, _ := ix.pool.Get().(*scratch)
 	if s == nil || len(s.score) < n {
-		s = &scratch{score: make([]float64, n), tfw: make([]float64, n), stamp: make([]int32, n)}
+		s = &scratch{prior: make([]float64, n), score: make([]float64, n), tfw: make([]float64, n), stamp: make([]int32, n)}
 	}
 	return s
 }
@@ -304,6 +325,9 @@ func (ix *Index) SearchScope(query string, sc0 *Scope, k int) []Result {
 		return m, why
 	}
 	boost := func(d int32) float64 { m, _ := boostWhy(d); return m }
+	if ix.p.GroupWeight > 0 {
+		touched = ix.groupPrior(sc, touched)
+	}
 	top := ix.topK(sc, touched, k, boost)
 
 	if ix.p.PRFDocs > 0 && len(top) > 0 {
@@ -313,17 +337,24 @@ func (ix *Index) SearchScope(query string, sc0 *Scope, k int) []Result {
 				sc.score[d] = 0
 			}
 			all := append(append([]qterm(nil), qs...), extra...)
+			for _, d := range touched {
+				sc.prior[d] = 0
+			}
 			touched = ix.accumulate(sc, all, st, allow, nil)
 			qs = all
+			if ix.p.GroupWeight > 0 {
+				touched = ix.groupPrior(sc, touched)
+			}
 			top = ix.topK(sc, touched, k, boost)
 		}
 	}
-	for _, d := range touched {
-		sc.score[d] = 0
-	}
 	out := make([]Result, len(top))
 	for i, r := range top {
-		out[i] = Result{Doc: int(r.doc), Score: r.score, Explain: ix.explain(r.doc, qs, st, boostWhy, r.score)}
+		out[i] = Result{Doc: int(r.doc), Score: r.score, Explain: ix.explain(r.doc, qs, st, boostWhy, r.score, sc.prior[r.doc])}
+	}
+	for _, d := range touched {
+		sc.score[d] = 0
+		sc.prior[d] = 0
 	}
 	return out
 }
@@ -520,6 +551,47 @@ func (ix *Index) feedback(top []scored, qs []qterm, st stats, allow []bool) []qt
 	return out
 }
 
+// groupPrior adds GroupWeight × the best score of another document of the
+// same group to each touched document.
+func (ix *Index) groupPrior(sc *scratch, touched []int32) []int32 {
+	type best2 struct {
+		d1     int32
+		s1, s2 float64
+	}
+	b := map[int32]*best2{}
+	for _, d := range touched {
+		g := ix.group[d]
+		if g < 0 {
+			continue
+		}
+		x := b[g]
+		if x == nil {
+			x = &best2{d1: -1}
+			b[g] = x
+		}
+		s := sc.score[d]
+		if s > x.s1 {
+			x.s2, x.s1, x.d1 = x.s1, s, d
+		} else if s > x.s2 {
+			x.s2 = s
+		}
+	}
+	for _, d := range touched {
+		g := ix.group[d]
+		if g < 0 {
+			continue
+		}
+		x := b[g]
+		other := x.s1
+		if x.d1 == d {
+			other = x.s2
+		}
+		sc.prior[d] = ix.p.GroupWeight * other
+		sc.score[d] += sc.prior[d]
+	}
+	return touched
+}
+
 // tf returns the term frequency of id in field f of doc (binary search).
 func (ix *Index) tf(f Field, id, doc int32) int {
 	ps := ix.post[f][id]
@@ -530,10 +602,15 @@ func (ix *Index) tf(f Field, id, doc int32) int {
 	return 0
 }
 
-func (ix *Index) explain(doc int32, qs []qterm, st stats, boostWhy func(int32) (float64, []string), total float64) string {
+func (ix *Index) explain(doc int32, qs []qterm, st stats, boostWhy func(int32) (float64, []string), total, prior float64) string {
 	mult, why := boostWhy(doc)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%.4f = bm25f(k1=%.2g)[", total, ix.p.K1)
+	if mult != 1 || prior != 0 {
+		fmt.Fprintf(&b, "%.4f = (", total)
+	} else {
+		fmt.Fprintf(&b, "%.4f = ", total)
+	}
+	fmt.Fprintf(&b, "bm25f(k1=%.2g)[", ix.p.K1)
 	first := true
 	for _, q := range qs {
 		t := 0.0
@@ -566,6 +643,12 @@ func (ix *Index) explain(doc int32, qs []qterm, st stats, boostWhy func(int32) (
 		b.WriteString(")")
 	}
 	b.WriteString("]")
+	if prior != 0 {
+		fmt.Fprintf(&b, " + session prior %.3f (%.2g × best other turn of the session)", prior, ix.p.GroupWeight)
+	}
+	if mult != 1 || prior != 0 {
+		b.WriteString(")")
+	}
 	if mult != 1 {
 		fmt.Fprintf(&b, " × %.3g (%s)", mult, strings.Join(why, ", "))
 	}

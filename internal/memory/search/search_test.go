@@ -182,3 +182,17 @@ func TestFuseRRF(t *testing.T) {
 		t.Fatal("cosine")
 	}
 }
+
+func TestGroupPrior(t *testing.T) {
+	ix := build(DefaultParams(),
+		Doc{Text: "we adopted a puppy", Group: "s1"},
+		Doc{Text: "the puppy is a beagle named Rex", Group: "s1"},
+		Doc{Text: "a beagle at the park", Group: "s2"})
+	res := ix.Search("puppy beagle", nil, 3)
+	if len(res) != 3 || res[0].Doc != 1 || !strings.Contains(res[0].Explain, "session prior") {
+		t.Fatalf("%+v", res)
+	}
+	if strings.Contains(res[2].Explain, "session prior") {
+		t.Fatalf("a lone document got a session prior: %s", res[2].Explain)
+	}
+}

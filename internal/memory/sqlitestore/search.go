@@ -105,7 +105,7 @@ func (s *Store) ensureIndex(ctx context.Context, a *actorState) {
 			if n := next[i]; n >= 0 {
 				ctxText = append(ctxText, evs[n].Text)
 			}
-			d = search.Doc{Text: text, Context: strings.Join(ctxText, "\n"), Speaker: speakerOf(e), Date: dateWords(e.Timestamp)}
+			d = search.Doc{Text: text, Context: strings.Join(ctxText, "\n"), Speaker: speakerOf(e), Date: dateWords(e.Timestamp), Group: e.SessionID}
 		}
 		idx.Add(d)
 		docs = append(docs, s.eventRecord(e))
