@@ -346,9 +346,11 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 		if rewrite[f] {
 			continue
 		}
-		if err := markdown.AppendFile(filepath.Join(s.dir, a.enc, f), markdown.FileHeader(a.id, markdown.Title(f)), b); err != nil {
+		path := filepath.Join(s.dir, a.enc, f)
+		if err := markdown.AppendFile(path, markdown.FileHeader(a.id, markdown.Title(f)), b); err != nil {
 			return fmt.Errorf("write memory markdown: %w", err)
 		}
+		s.fsync(path)
 	}
 	for f := range rewrite {
 		if err := s.rewriteFile(a, f); err != nil {
@@ -581,12 +583,7 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, evs []memory.Eve
 		if err := markdown.AppendFile(path, markdown.FileHeader(a.id, markdown.Title(f)), b); err != nil {
 			return fmt.Errorf("write episodic log: %w", err)
 		}
-		if !s.opts.NoFsync {
-			if fh, err := os.Open(path); err == nil {
-				fh.Sync()
-				fh.Close()
-			}
-		}
+		s.fsync(path)
 		files[f] = true
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -907,6 +904,18 @@ func decodeDir(enc string) string {
 		return s
 	}
 	return enc
+}
+
+// fsync makes an appended Markdown file durable (the source of truth is
+// written before the index); skipped with Options.NoFsync.
+func (s *Store) fsync(path string) {
+	if s.opts.NoFsync {
+		return
+	}
+	if fh, err := os.Open(path); err == nil {
+		fh.Sync()
+		fh.Close()
+	}
 }
 
 func unixNano(n int64) time.Time { return time.Unix(0, n).UTC() }
