@@ -315,3 +315,54 @@ func TestAutomaticSyncBeforeSearch(t *testing.T) {
 		t.Fatalf("hand-made actor: %+v, %v", hits, err)
 	}
 }
+
+func TestEvictionAndConcurrency(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{MaxCachedActors: 2, NoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	actors := []string{"a", "b", "c", "d"}
+	done := make(chan error, len(actors)*2)
+	for _, actor := range actors {
+		go func() {
+			for i := 0; i < 20; i++ {
+				if _, err := s.Put(bg, memory.Record{Namespace: "/main/" + actor + "/long_term/", Content: fmt.Sprintf("%s fact %d about figs", actor, i)}); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		go func() {
+			for i := 0; i < 20; i++ {
+				hits, err := s.Search(bg, memory.Query{NamespacePath: "/main/" + actor + "/", Text: "figs"})
+				if err != nil {
+					done <- err
+					return
+				}
+				for _, h := range hits {
+					if !strings.HasPrefix(h.Record.Content, actor+" ") {
+						done <- fmt.Errorf("actor %s saw %q", actor, h.Record.Content)
+						return
+					}
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range len(actors) * 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(s.actors) > 2 {
+		t.Fatalf("%d actors cached, limit 2", len(s.actors))
+	}
+	for _, actor := range actors {
+		hits, err := s.Search(bg, memory.Query{NamespacePath: "/main/" + actor + "/", Text: "figs", TopK: 100})
+		if err != nil || len(hits) != 20 {
+			t.Fatalf("actor %s after eviction: %d hits, %v", actor, len(hits), err)
+		}
+	}
+}

@@ -58,6 +58,10 @@ type Options struct {
 	Logger *slog.Logger
 	// NoFsync skips fsync on appends (bulk loads and evaluation).
 	NoFsync bool
+	// MaxCachedActors bounds how many actors' records, events and ranking
+	// indexes stay in memory (1000); the least recently used is dropped and
+	// reloaded from the index when needed.
+	MaxCachedActors int
 }
 
 // Store is the embedded memory store. It is safe for concurrent use.
@@ -71,6 +75,7 @@ type Store struct {
 	actors    map[string]*actorState
 	lastSync  time.Time
 	actorSync map[string]time.Time // last per-actor Markdown check
+	tick      uint64
 	closed    bool
 }
 
@@ -85,6 +90,7 @@ type actorState struct {
 	records  map[string]memory.Record
 	events   map[string]memory.Event
 	rejected map[string]bool
+	used     uint64 // s.tick at last use, for eviction
 
 	idx  *search.Index
 	docs []memory.Record // the hit record of each document
@@ -137,6 +143,9 @@ func Open(home string, opts Options) (*Store, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.MaxCachedActors <= 0 {
+		opts.MaxCachedActors = 1000
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -275,15 +284,19 @@ func (s *Store) PutBatch(ctx context.Context, recs []memory.Record) ([]memory.Re
 		return nil, errors.New("memory store closed")
 	}
 	byActor := map[string][]memory.Record{}
+	states := map[string]*actorState{} // held here: the cache may evict them meanwhile
 	var order []string
 	for i, r := range out {
 		actor, err := recordActor(r.Namespace)
 		if err != nil {
 			return nil, fmt.Errorf("put record: %w", err)
 		}
-		a, err := s.actor(ctx, actor)
-		if err != nil {
-			return nil, err
+		a := states[actor]
+		if a == nil {
+			if a, err = s.actor(ctx, actor); err != nil {
+				return nil, err
+			}
+			states[actor] = a
 		}
 		if old, ok := a.records[r.ID]; ok {
 			if r.CreatedAt.IsZero() || recs[i].CreatedAt.IsZero() {
@@ -308,7 +321,7 @@ func (s *Store) PutBatch(ctx context.Context, recs []memory.Record) ([]memory.Re
 		byActor[actor] = append(byActor[actor], out[i])
 	}
 	for _, actor := range order {
-		if err := s.writeRecords(ctx, s.actors[actor], byActor[actor]); err != nil {
+		if err := s.writeRecords(ctx, states[actor], byActor[actor]); err != nil {
 			return nil, err
 		}
 	}
@@ -820,14 +833,25 @@ func (s *Store) Actors(ctx context.Context) ([]string, error) {
 
 // actor returns the loaded state of an actor, loading it from the index.
 func (s *Store) actor(ctx context.Context, id string) (*actorState, error) {
+	s.tick++
 	if a, ok := s.actors[id]; ok {
+		a.used = s.tick
 		return a, nil
+	}
+	if len(s.actors) >= s.opts.MaxCachedActors {
+		var lru *actorState
+		for _, a := range s.actors {
+			if lru == nil || a.used < lru.used {
+				lru = a
+			}
+		}
+		delete(s.actors, lru.id)
 	}
 	enc, err := markdown.EncodeActor(id)
 	if err != nil {
 		return nil, err
 	}
-	a := &actorState{id: id, enc: enc, records: map[string]memory.Record{}, events: map[string]memory.Event{}, rejected: map[string]bool{}}
+	a := &actorState{id: id, enc: enc, used: s.tick, records: map[string]memory.Record{}, events: map[string]memory.Event{}, rejected: map[string]bool{}}
 	rows, err := s.db.QueryContext(ctx, `SELECT id,namespace,strategy,status,content,metadata,created_at,updated_at,sources,importance FROM records WHERE actor=?`, id)
 	if err != nil {
 		return nil, fmt.Errorf("memory index: %w", err)
