@@ -109,13 +109,31 @@ func stem(t string) string {
 	if v, ok := stemCache.Load(t); ok {
 		return v.(string)
 	}
-	s := english.Stem(t, true)
+	s := english.Stem(americanize(t), true)
 	if stemCacheLen.Load() < stemCacheMax {
 		if _, loaded := stemCache.LoadOrStore(t, s); !loaded {
 			stemCacheLen.Add(1)
 		}
 	}
 	return s
+}
+
+// iseSuffixes are British -ise forms; americanize maps them to -ize so
+// "fertiliser" and "fertilizers" share a stem.
+var iseSuffixes = []string{"isations", "isation", "isers", "ising", "ised", "iser", "ises", "ise"}
+
+// americanize rewrites a British -ise/-isation ending of words of 7+
+// letters to -ize/-ization (applied to documents and queries alike).
+func americanize(t string) string {
+	if len(t) < 7 {
+		return t
+	}
+	for _, suf := range iseSuffixes {
+		if strings.HasSuffix(t, suf) {
+			return t[:len(t)-len(suf)] + "iz" + suf[2:]
+		}
+	}
+	return t
 }
 
 func isASCIIWord(t string) bool {

@@ -18,7 +18,8 @@ func TestAnalyzer(t *testing.T) {
 	}{
 		{Analyzer{}, "Caroline's running shoes!", []string{"caroline", "running", "shoes"}},
 		{Analyzer{Stem: true}, "Caroline's running shoes!", []string{"carolin", "run", "shoe"}},
-		{Analyzer{Stem: true}, "The fertilisers were organic", []string{"fertilis", "organ"}},
+		{Analyzer{Stem: true}, "The fertilisers were organic", []string{"fertil", "organ"}},
+		{Analyzer{Stem: true}, "fertilizer fertiliser organisation organization", []string{"fertil", "fertil", "organ", "organ"}},
 		{Analyzer{KeepStopWords: true}, "the fig", []string{"the", "fig"}},
 		{Analyzer{}, "비료를 샀다", []string{"비료를", "#비료", "#료를", "샀다", "#샀다"}},
 		{Analyzer{NoBigrams: true}, "비료를", []string{"비료를"}},
