@@ -224,7 +224,7 @@ func SameTopic(explicit, inferred Record) bool {
 
 var topicStop = map[string]bool{"the": true, "and": true, "for": true, "with": true, "that": true, "this": true,
 	"you": true, "your": true, "are": true, "was": true, "were": true, "have": true, "has": true, "had": true,
-	"not": false, "but": true, "from": true, "they": true, "them": true, "its": true, "our": true, "user": true,
+	"but": true, "from": true, "they": true, "them": true, "its": true, "our": true, "user": true,
 	"assistant": true, "prefers": true, "likes": true, "uses": true, "use": true, "only": true, "always": true}
 
 func topicWords(s string) map[string]bool {
