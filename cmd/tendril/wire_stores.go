@@ -414,7 +414,8 @@ func init() {
 			return nil, err
 		}
 		if !r.Configured() {
-			return nil, model.ErrNotConfigured
+			// --llm without a model is a usage mistake (exit 2).
+			return nil, usageError{fmt.Errorf("--llm needs a model: %w", model.ErrNotConfigured)}
 		}
 		return completer(r), nil
 	}
