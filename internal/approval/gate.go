@@ -919,7 +919,7 @@ func (g *Gate) Verify(ctx context.Context) (VerifyReport, error) {
 	var rep VerifyReport
 	err := g.withLock(func() error {
 		var err error
-		rep, err = VerifyLedger(g.path)
+		rep, err = verifyFile(g.path)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -193,7 +194,21 @@ func decodeLine(line []byte, prevHash string, prevSeq int64) (*entry, error) {
 // a matching binding, a request is consumed at most once, …). A missing file
 // verifies as empty. The error is for I/O only; a bad ledger gives a report
 // with OK false and FirstBad set.
+//
+// When <dir>/ledger.lock exists it is locked while reading, so a line being
+// appended by a running server is never mistaken for a torn write.
 func VerifyLedger(path string) (VerifyReport, error) {
+	if lf, err := os.Open(filepath.Join(filepath.Dir(path), "ledger.lock")); err == nil {
+		if lockFile(lf) == nil {
+			defer unlockFile(lf)
+		}
+		defer lf.Close()
+	}
+	return verifyFile(path)
+}
+
+// verifyFile is VerifyLedger without taking the lock (the gate holds it).
+func verifyFile(path string) (VerifyReport, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return VerifyReport{Path: path, OK: true, HeadHash: genesis}, nil
