@@ -405,3 +405,64 @@ func TestConcurrentActors(t *testing.T) {
 		t.Fatalf("actors %v", actors)
 	}
 }
+
+// TestBreakerTransitionsProperty drives the engine with random stimuli and
+// clock jumps and checks every level change it reports against the SPEC
+// §6.2 table: entries strictly below, exits strictly above, CRITICAL only
+// left after ≥ 3 turns in it.
+func TestBreakerTransitionsProperty(t *testing.T) {
+	b := DefaultBreaker()
+	visits := map[Level]int{}
+	for seed := uint64(1); seed <= 6; seed++ {
+		r := rand.New(rand.NewPCG(seed, 11))
+		c := newClock()
+		e := openTest(t, t.TempDir(), c, nil)
+		level, enteredAt := Normal, 0
+		for turn := 1; turn <= 150; turn++ {
+			if r.IntN(5) == 0 {
+				c.Add(time.Duration(r.IntN(3600)) * time.Second)
+			}
+			cat := Categories[r.IntN(len(Categories))]
+			if r.IntN(2) == 0 {
+				cat = Threat // bias toward pressure so CRITICAL is visited
+			}
+			ev, err := e.Apply(ctx, "a", turn, Stimulus{Category: cat, Intensity: 0.2 + 0.8*r.Float64()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ch := range ev.Changes {
+				if ch.Cause != CauseBreaker {
+					continue
+				}
+				s := ch.Values[Stability]
+				switch {
+				case ch.Level == Critical && level != Critical:
+					if !(s < b.CriticalEnter) {
+						t.Fatalf("seed %d turn %d: entered CRITICAL at %v", seed, turn, s)
+					}
+					enteredAt = turn
+				case level == Critical && ch.Level != Critical:
+					if !(s > b.CriticalLeave) || turn-enteredAt < b.CooldownTurns {
+						t.Fatalf("seed %d turn %d: left CRITICAL at %v after %d turns", seed, turn, s, turn-enteredAt)
+					}
+				case level == Normal && ch.Level == Warning:
+					if !(s < b.WarnEnter) {
+						t.Fatalf("seed %d turn %d: entered WARNING at %v", seed, turn, s)
+					}
+				case level == Warning && ch.Level == Normal:
+					if !(s > b.WarnLeave) {
+						t.Fatalf("seed %d turn %d: left WARNING at %v", seed, turn, s)
+					}
+				}
+				level = ch.Level
+				visits[level]++
+			}
+			if ev.Level != level {
+				t.Fatalf("seed %d turn %d: event level %s but transitions say %s", seed, turn, ev.Level, level)
+			}
+		}
+	}
+	if visits[Critical] == 0 || visits[Warning] == 0 || visits[Normal] == 0 {
+		t.Fatalf("random walk did not visit every level: %v", visits)
+	}
+}
