@@ -82,12 +82,7 @@ Example:
   tendril invoke "what should I plant in March?" --actor cli:me --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := g.loadConfig()
-			if err != nil {
-				return err
-			}
-			log := newLogger(os.Stderr, slog.LevelWarn)
-			a, err := openApp(cmd.Context(), cfg, log)
+			a, err := g.openQuietApp(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -95,7 +90,7 @@ Example:
 			res, err := a.agent.Invoke(cmd.Context(), agent.Request{Message: args[0], ActorID: actor, SessionID: session, Channel: channel, InvocationType: "api"})
 			out := cmd.OutOrStdout()
 			if asJSON {
-				body := invokeJSON(res, err)
+				body := runtime.ResponseBody(res, err)
 				b, _ := json.Marshal(body)
 				fmt.Fprintln(out, string(b))
 				if err != nil {
@@ -125,20 +120,6 @@ type silentErr struct{ err error }
 
 func (e silentErr) Error() string { return e.err.Error() }
 
-func invokeJSON(res *agent.Result, err error) map[string]any {
-	if err != nil {
-		return map[string]any{"ok": false, "error": agent.ErrorCode(err), "message": err.Error()}
-	}
-	meta := map[string]any{"session_id": res.SessionID, "turn_id": res.TurnID, "memories_used": res.MemoriesUsed}
-	for k, v := range res.Metadata {
-		meta[k] = v
-	}
-	if res.PendingApproval != nil {
-		return map[string]any{"ok": false, "error": "APPROVAL_PENDING", "message": res.Text, "approval": res.PendingApproval, "metadata": meta}
-	}
-	return map[string]any{"ok": true, "text": res.Text, "metadata": meta}
-}
-
 func newChatCmd(g *globals) *cobra.Command {
 	var actor, session string
 	cmd := &cobra.Command{
@@ -149,12 +130,7 @@ same memory, sessions and tools as the server. Type a message and press Enter.
 Commands: /quit to leave.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.loadConfig()
-			if err != nil {
-				return err
-			}
-			log := newLogger(os.Stderr, slog.LevelWarn)
-			a, err := openApp(cmd.Context(), cfg, log)
+			a, err := g.openQuietApp(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -188,6 +164,16 @@ Commands: /quit to leave.`,
 	cmd.Flags().StringVar(&actor, "actor", "cli:local", "actor ID")
 	cmd.Flags().StringVar(&session, "session", "", "session ID (default: derived from the actor)")
 	return cmd
+}
+
+// openQuietApp wires the app for in-process commands (invoke, chat),
+// logging warnings and errors only.
+func (g *globals) openQuietApp(ctx context.Context) (*app, error) {
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	return openApp(ctx, cfg, newLogger(os.Stderr, slog.LevelWarn))
 }
 
 // serve runs the server until ctx ends (SIGTERM/SIGINT), then shuts down

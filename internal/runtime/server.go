@@ -214,6 +214,17 @@ func (s *Server) countError(code string) {
 	}
 }
 
+// ResponseBody is the JSON body of POST /invocations for a turn's result
+// or error: {"ok":true,"text",...,"metadata"} or the error envelope
+// {"ok":false,"error":CODE,"message"}.
+func ResponseBody(res *agent.Result, err error) map[string]any {
+	if err != nil {
+		_, code, msg := errorStatus(err)
+		return map[string]any{"ok": false, "error": code, "message": msg}
+	}
+	return successBody(res)
+}
+
 func successBody(res *agent.Result) map[string]any {
 	meta := map[string]any{"session_id": res.SessionID, "turn_id": res.TurnID, "memories_used": res.MemoriesUsed}
 	if res.Model != "" {
