@@ -48,6 +48,7 @@ type ledgerState struct {
 	offset       int64 // bytes of the good prefix
 	lines        int
 	decisions    []decisionEvent // drained by the gate to fire OnDecision
+	firstType    string          // type of entry 1
 }
 
 func newLedgerState() *ledgerState {
@@ -105,6 +106,9 @@ func binding(r *reqRecord) string {
 func (s *ledgerState) apply(e *entry) error {
 	if e.At.IsZero() {
 		return errors.New("entry has no time")
+	}
+	if e.Seq == 1 {
+		s.firstType = e.Type
 	}
 	switch e.Type {
 	case EntryRequest:

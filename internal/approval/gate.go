@@ -334,6 +334,10 @@ func (g *Gate) catchUpDeep(deep bool) error {
 	onDisk, err := os.Stat(g.path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
+			if g.st.lines > 0 || g.broken != nil {
+				g.fail("ledger file removed")
+				return nil
+			}
 			return g.reload()
 		}
 		return fmt.Errorf("approval: stat ledger: %w", err)
@@ -343,7 +347,15 @@ func (g *Gate) catchUpDeep(deep bool) error {
 		return fmt.Errorf("approval: stat ledger: %w", err)
 	}
 	if !os.SameFile(onDisk, ours) {
-		return g.reload() // an operator reset replaced the file
+		// Only an operator reset replaces the file, and its first entry says so.
+		had := g.st.lines > 0 || g.broken != nil
+		if err := g.reload(); err != nil {
+			return err
+		}
+		if had && g.broken == nil && g.st.firstType != EntryReset {
+			g.fail("ledger file replaced without a reset entry")
+		}
+		return nil
 	}
 	if g.broken != nil {
 		return nil
@@ -950,7 +962,8 @@ func (g *Gate) Reset(ctx context.Context, by, reason string) error {
 			return err
 		}
 		b, err := os.ReadFile(g.path)
-		if err != nil {
+		missing := errors.Is(err, os.ErrNotExist)
+		if err != nil && !missing {
 			return fmt.Errorf("approval: reset: %w", err)
 		}
 		st := newLedgerState()
@@ -971,6 +984,10 @@ func (g *Gate) Reset(ctx context.Context, by, reason string) error {
 		if rep.FirstBad != nil {
 			e.BrokenLine = rep.FirstBad.Line
 		}
+		if missing {
+			e.Archived, e.ArchivedSHA256 = "", ""
+			e.Reason += " (ledger file was missing)"
+		}
 		line, err := encode(e)
 		if err != nil {
 			return err
@@ -978,9 +995,11 @@ func (g *Gate) Reset(ctx context.Context, by, reason string) error {
 		if err := writeSync(tmp, line); err != nil {
 			return fmt.Errorf("approval: reset: %w", err)
 		}
-		if err := os.Rename(g.path, archive); err != nil {
-			os.Remove(tmp)
-			return fmt.Errorf("approval: reset: archive: %w", err)
+		if !missing {
+			if err := os.Rename(g.path, archive); err != nil {
+				os.Remove(tmp)
+				return fmt.Errorf("approval: reset: archive: %w", err)
+			}
 		}
 		if err := os.Rename(tmp, g.path); err != nil {
 			return fmt.Errorf("approval: reset: %w", err)

@@ -744,3 +744,35 @@ func TestTornTailFailsClosed(t *testing.T) {
 		t.Fatal("truncation while running not detected")
 	}
 }
+
+func TestLedgerRemovedOrReplacedFailsClosed(t *testing.T) {
+	c := newClocks()
+	dir := t.TempDir()
+	g := open(t, dir, c, nil)
+	g.Check(ctx, writeCall(`{}`), state.Normal)
+	os.Remove(g.Path())
+	if d, _ := g.Check(ctx, writeCall(`{}`), state.Normal); d.Verdict != Deny || g.Broken() == nil {
+		t.Fatalf("ledger removed: verdict %s, broken %v", d.Verdict, g.Broken())
+	}
+	if err := g.Reset(ctx, "operator", "ledger deleted"); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := g.Check(ctx, writeCall(`{}`), state.Normal); d.Verdict != Ask || g.Broken() != nil {
+		t.Fatalf("after reset of a removed ledger: %s %v", d.Verdict, g.Broken())
+	}
+
+	dir2 := t.TempDir()
+	g2 := open(t, dir2, c, nil)
+	g2.Check(ctx, writeCall(`{}`), state.Normal)
+	// Someone swaps in a fresh, self-consistent chain.
+	other := open(t, t.TempDir(), c, nil)
+	other.Check(ctx, writeCall(`{"x":1}`), state.Normal)
+	b, _ := os.ReadFile(other.Path())
+	tmp := filepath.Join(dir2, "swap")
+	os.WriteFile(tmp, b, 0o600)
+	os.Rename(tmp, g2.Path())
+	g2.Refresh(ctx)
+	if g2.Broken() == nil {
+		t.Fatal("replaced ledger accepted")
+	}
+}
