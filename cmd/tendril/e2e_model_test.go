@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -153,5 +155,36 @@ func TestE2ESIGTERMLetsTheSlowTurnFinish(t *testing.T) {
 	// The process is gone: no new work is accepted.
 	if _, err := http.Get(p.URL + "/ping"); err == nil {
 		t.Fatal("server still answering after shutdown")
+	}
+}
+
+// The process survives being stopped and continued (a frozen container
+// that thaws) and then answers normally; /metrics counts the turns.
+func TestE2ESIGSTOPSIGCONTAndMetrics(t *testing.T) {
+	fake := modeltest.NewOpenAI(t)
+	p := startServe(t, testHome(t), openAIEnv(fake)...)
+	if status, out := invoke(t, p.URL, map[string]any{"message": "before", "actor_id": "api:z"}); status != 200 {
+		t.Fatalf("%d %v", status, out)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if status, out := invoke(t, p.URL, map[string]any{"message": "after the thaw", "actor_id": "api:z"}); status != 200 || out["text"] != "echo: after the thaw" {
+		t.Fatalf("after SIGCONT: %d %v", status, out)
+	}
+	resp, err := http.Get(p.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`tendril_turn_duration_seconds_count{channel="api",outcome="ok"} 2`, "tendril_model_duration_seconds_bucket", "tendril_memory_retrieval_duration_seconds"} {
+		if !strings.Contains(string(body), want) {
+			t.Fatalf("/metrics lacks %q", want)
+		}
 	}
 }
