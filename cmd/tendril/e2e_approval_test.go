@@ -84,3 +84,36 @@ func TestE2EApprovalSurvivesRestart(t *testing.T) {
 		t.Fatalf("audit verify: exit %d %s", code, out)
 	}
 }
+
+// An approval given while no server runs resumes its turn at the next
+// start.
+func TestE2EApprovalWhileStoppedResumesOnStart(t *testing.T) {
+	fake := modeltest.NewOpenAI(t)
+	home := testHome(t)
+	p := startServe(t, home, openAIEnv(fake)...)
+	fake.Push(modeltest.Reply{ToolCalls: []modeltest.ToolCall{{ID: "call_9", Name: "notes", Args: `{"action":"add","text":"Sowed carrots in bed 3"}`}}})
+	_, out := invoke(t, p.URL, map[string]any{"message": "note: sowed carrots", "actor_id": "api:ola", "session_id": "s2"})
+	id, _ := out["approval"].(map[string]any)["request_id"].(string)
+	if id == "" {
+		t.Fatalf("no pending approval: %v", out)
+	}
+	if err := p.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if _, e, code := runCLI(t, home, nil, "approvals", "approve", id); code != 0 {
+		t.Fatalf("approve while stopped: exit %d %s", code, e)
+	}
+	fake.Push(modeltest.Reply{Text: "Carrots noted."})
+	p = startServe(t, home, openAIEnv(fake)...)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		nodes, _ := getJSON(t, p.URL+"/api/sessions/api/s2")["nodes"].([]any)
+		if len(nodes) == 4 && nodes[3].(map[string]any)["content"] == "Carrots noted." {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("turn not resumed after restart; nodes %v\n%s", nodes, p.logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

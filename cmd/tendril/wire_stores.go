@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -145,25 +144,23 @@ func summarize(ctx context.Context, r *model.Router, older []session.Node) (stri
 // wireSafety opens the state engine and the approval gate.
 func (a *app) wireSafety(deps *agent.Deps) error {
 	cfg := a.cfg
-	sopts := state.Options{HalfLife: cfg.State.HalfLife.D(), Breaker: state.Breaker{
-		WarnEnter: cfg.State.Breaker.WarnEnter, WarnLeave: cfg.State.Breaker.WarnLeave,
-		CriticalEnter: cfg.State.Breaker.CriticalEnter, CriticalLeave: cfg.State.Breaker.CriticalLeave,
-		CooldownTurns: cfg.State.Breaker.CooldownTurns,
-	}}
-	eng, err := state.Open(filepath.Join(cfg.Home, "state"), sopts)
+	sopts, err := stateOptions(cfg)
+	if err != nil {
+		return err
+	}
+	eng, err := state.Open(stateDir(cfg), sopts)
 	if err != nil {
 		return fmt.Errorf("open state: %w", err)
 	}
 	a.state = eng
 	deps.State = stateAdapter{eng}
 
-	rules, err := approval.ParseRules(cfg.Approval.Rules)
+	gopts, err := approvalOptions(cfg, true)
 	if err != nil {
 		return err
 	}
-	g, err := approval.Open(filepath.Join(cfg.Home, "approvals"), approval.Options{
-		Rules: rules, SyncRules: true, ExecEnabled: cfg.Tools.EnableExec, Expiry: cfg.Approval.Expiry.D(), By: "serve",
-	})
+	gopts.By = "serve"
+	g, err := approval.Open(approvalDir(cfg), gopts)
 	if err != nil {
 		return fmt.Errorf("open approval gate: %w", err)
 	}
@@ -383,9 +380,14 @@ func (a *app) onDecision(req approval.Request, approved bool) {
 	}()
 }
 
-// refreshApprovals polls the ledger for decisions made by the CLI in
+// refreshApprovals replays decisions made while the server was down, then
+// polls the ledger for decisions made by the CLI in
 // another process; the gate fires OnDecision for each new one.
 func (a *app) refreshApprovals(ctx context.Context) (func(), error) {
+	// Approvals given while no server ran resume their turns now.
+	if err := a.gate.Replay(ctx); err != nil {
+		a.log.Warn("replaying approvals decided while stopped failed", "err", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
