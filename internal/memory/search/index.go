@@ -35,6 +35,11 @@ type Doc struct {
 	// Params.GroupWeight a document gains that fraction of the best score
 	// of another document in its group.
 	Group string
+	// Key orders documents of equal score (ascending, compared as bytes;
+	// document number breaks remaining ties). Stores that update documents
+	// in place give each a stable key so that ties rank the same however
+	// the index was built (incrementally or from scratch).
+	Key string
 }
 
 // FieldParams weighs one field in BM25F: Weight multiplies its
@@ -101,8 +106,11 @@ type posting struct {
 	tf  uint16
 }
 
-// Index is an append-only inverted index. Add must not run concurrently
-// with anything; Search may run concurrently with Search.
+// Index is an inverted index: documents are appended (Add) and retired
+// (Remove, a tombstone: the document stops counting in every statistic and
+// result but its postings stay until the index is rebuilt). Add, Remove and
+// Scope.Set must not run concurrently with anything; Search may run
+// concurrently with Search.
 type Index struct {
 	p        Params
 	terms    map[string]int32
@@ -116,6 +124,9 @@ type Index struct {
 	group    []int32
 	groupIDs map[string]int32
 	fwd      [][]int32 // text-field terms per doc (for PRF)
+	keys     []string  // Doc.Key per doc (tie order)
+	dead     []bool    // removed documents
+	ndead    int
 	pool     sync.Pool
 }
 
@@ -127,8 +138,29 @@ func NewIndex(p Params) *Index {
 // Params returns the ranking parameters.
 func (ix *Index) Params() Params { return ix.p }
 
-// Len is the number of documents.
+// Len is the number of documents ever added, removed ones included
+// (document numbers run 0 … Len()-1).
 func (ix *Index) Len() int { return len(ix.lens) }
+
+// Key returns the Doc.Key of doc.
+func (ix *Index) Key(doc int) string { return ix.keys[doc] }
+
+// Dead is the number of removed documents.
+func (ix *Index) Dead() int { return ix.ndead }
+
+// Live reports whether doc was added and not removed.
+func (ix *Index) Live(doc int) bool { return doc >= 0 && doc < len(ix.lens) && !ix.dead[doc] }
+
+// Remove retires doc: it no longer matches, ranks or counts in corpus
+// statistics (scopes made by NewScope before the removal must drop it with
+// Scope.Set(doc, false)). Removing an unknown or removed doc is a no-op.
+func (ix *Index) Remove(doc int) {
+	if !ix.Live(doc) {
+		return
+	}
+	ix.dead[doc] = true
+	ix.ndead++
+}
 
 func (ix *Index) termID(t string) int32 {
 	id, ok := ix.terms[t]
@@ -177,6 +209,8 @@ func (ix *Index) Add(d Doc) int {
 	}
 	ix.lens = append(ix.lens, lens)
 	ix.fwd = append(ix.fwd, fwd)
+	ix.keys = append(ix.keys, d.Key)
+	ix.dead = append(ix.dead, false)
 	ix.hasTime = append(ix.hasTime, ix.p.TimeBoost > 0 && HasTimeExpression(d.Text))
 	spk := int32(-1)
 	if name := strings.TrimSpace(strings.ToLower(d.Speaker)); name != "" && ix.p.SpeakerBoost > 0 {
@@ -223,7 +257,12 @@ func (ix *Index) scratch() *scratch {
 	n := len(ix.lens)
 	s, _ := ix.pool.Get().(*scratch)
 	if s == nil || len(s.score) < n {
+		n += n/8 + 64 // headroom: the index grows by a few documents per write
 		s = &scratch{prior: make([]float64, n), score: make([]float64, n), tfw: make([]float64, n), stamp: make([]int32, n)}
+	}
+	if s.gen > 1<<30 { // stamps compare with gen: restart before it wraps
+		clear(s.stamp)
+		s.gen = 0
 	}
 	return s
 }
@@ -240,43 +279,92 @@ type stats struct {
 	avg [NumFields]float64
 }
 
-func (ix *Index) stats(allow []bool) stats {
-	var st stats
-	var sum [NumFields]float64
-	for d, l := range ix.lens {
-		if allow != nil && !allow[d] {
-			continue
-		}
-		st.n++
-		for f := range l {
-			sum[f] += float64(l[f])
+// Scope is a set of allowed documents with its corpus statistics (N and
+// total field lengths) kept up to date, so that it can be reused across
+// queries with the same filters. After Add, extend it with Set(doc, …) for
+// the new document (a scope shorter than Len() matches nothing); after
+// Remove, Set(doc, false).
+type Scope struct {
+	allow []bool
+	n     int
+	sum   [NumFields]uint64
+}
+
+// NewScope returns the scope of the live documents allowed by allow (nil =
+// all; otherwise len(allow) must be Len()). The scope owns allow from then
+// on: change it only through Set.
+func (ix *Index) NewScope(allow []bool) *Scope {
+	if allow == nil {
+		allow = make([]bool, len(ix.lens))
+		for i := range allow {
+			allow[i] = true
 		}
 	}
-	for f := range sum {
-		if st.n > 0 && sum[f] > 0 {
-			st.avg[f] = sum[f] / float64(st.n)
+	if len(allow) != len(ix.lens) {
+		return &Scope{allow: make([]bool, len(ix.lens))}
+	}
+	sc := &Scope{allow: allow}
+	for d, l := range ix.lens {
+		if !allow[d] {
+			continue
+		}
+		if ix.dead[d] {
+			allow[d] = false
+			continue
+		}
+		sc.n++
+		for f := range l {
+			sc.sum[f] += uint64(l[f])
+		}
+	}
+	return sc
+}
+
+// Set allows (ok) or disallows doc in the scope, growing it to cover
+// documents added since it was made and updating its statistics. Removed
+// documents are never allowed.
+func (sc *Scope) Set(ix *Index, doc int, ok bool) {
+	if doc < 0 || doc >= len(ix.lens) {
+		return
+	}
+	for len(sc.allow) < len(ix.lens) {
+		sc.allow = append(sc.allow, false)
+	}
+	ok = ok && !ix.dead[doc]
+	if sc.allow[doc] == ok {
+		return
+	}
+	sc.allow[doc] = ok
+	l := ix.lens[doc]
+	if ok {
+		sc.n++
+		for f := range l {
+			sc.sum[f] += uint64(l[f])
+		}
+		return
+	}
+	sc.n--
+	for f := range l {
+		sc.sum[f] -= uint64(l[f])
+	}
+}
+
+// Allowed reports whether doc is in the scope.
+func (sc *Scope) Allowed(doc int) bool { return doc >= 0 && doc < len(sc.allow) && sc.allow[doc] }
+
+// N is the number of documents in the scope.
+func (sc *Scope) N() int { return sc.n }
+
+func (sc *Scope) stats() stats {
+	st := stats{n: sc.n}
+	for f := range sc.sum {
+		if st.n > 0 && sc.sum[f] > 0 {
+			st.avg[f] = float64(sc.sum[f]) / float64(st.n)
 		} else {
 			st.avg[f] = 1
 		}
 	}
 	return st
-}
-
-// Scope is a set of allowed documents with its corpus statistics computed
-// once (N and average field lengths); reuse it across queries with the
-// same filters. It is valid until the next Add.
-type Scope struct {
-	allow []bool
-	st    stats
-}
-
-// NewScope returns the scope of the documents allowed by allow (nil = all;
-// otherwise len(allow) must be Len(), and allow must not change after).
-func (ix *Index) NewScope(allow []bool) *Scope {
-	if allow != nil && len(allow) != len(ix.lens) {
-		return &Scope{allow: make([]bool, len(ix.lens))}
-	}
-	return &Scope{allow: allow, st: ix.stats(allow)}
 }
 
 // Search ranks the documents allowed by allow (nil = all; otherwise
@@ -288,25 +376,28 @@ func (ix *Index) Search(query string, allow []bool, k int) []Result {
 	if allow != nil && len(allow) != len(ix.lens) {
 		return nil
 	}
+	if allow != nil {
+		allow = append([]bool(nil), allow...)
+	}
 	return ix.SearchScope(query, ix.NewScope(allow), k)
 }
 
 // SearchScope is Search over a precomputed Scope.
 func (ix *Index) SearchScope(query string, sc0 *Scope, k int) []Result {
 	n := len(ix.lens)
-	if n == 0 || k <= 0 || sc0 == nil || (sc0.allow != nil && len(sc0.allow) != n) {
+	if n == 0 || k <= 0 || sc0 == nil || len(sc0.allow) != n {
 		return nil
 	}
-	allow, st := sc0.allow, sc0.st
+	allow, st := sc0.allow, sc0.stats()
 	if st.n == 0 {
-		return nil
-	}
-	qs := ix.queryTerms(query, st, allow)
-	if len(qs) == 0 {
 		return nil
 	}
 	sc := ix.scratch()
 	defer ix.pool.Put(sc)
+	qs := ix.queryTerms(sc, query, st, allow)
+	if len(qs) == 0 {
+		return nil
+	}
 	touched := ix.accumulate(sc, qs, st, allow, nil)
 
 	spk := ix.namedSpeakers(query)
@@ -331,7 +422,7 @@ func (ix *Index) SearchScope(query string, sc0 *Scope, k int) []Result {
 	top := ix.topK(sc, touched, k, boost)
 
 	if ix.p.PRFDocs > 0 && len(top) > 0 {
-		extra := ix.feedback(top, qs, st, allow)
+		extra := ix.feedback(sc, top, qs, st, allow)
 		if len(extra) > 0 {
 			for _, d := range touched {
 				sc.score[d] = 0
@@ -359,7 +450,7 @@ func (ix *Index) SearchScope(query string, sc0 *Scope, k int) []Result {
 	return out
 }
 
-func (ix *Index) queryTerms(query string, st stats, allow []bool) []qterm {
+func (ix *Index) queryTerms(sc *scratch, query string, st stats, allow []bool) []qterm {
 	var qs []qterm
 	pos := map[string]int{}
 	for _, t := range ix.p.Analyzer.Terms(query) {
@@ -371,7 +462,7 @@ func (ix *Index) queryTerms(query string, st stats, allow []bool) []qterm {
 		if !ok {
 			continue
 		}
-		df := ix.df(id, allow)
+		df := ix.df(sc, id, allow)
 		if df == 0 {
 			continue
 		}
@@ -385,8 +476,9 @@ func idf(n, df int) float64 {
 	return math.Log(1 + (float64(n)-float64(df)+0.5)/(float64(df)+0.5))
 }
 
-// df counts allowed documents holding term id in any scored field.
-func (ix *Index) df(id int32, allow []bool) int {
+// df counts allowed documents holding term id in any scored field (sc's
+// stamps mark documents already counted).
+func (ix *Index) df(sc *scratch, id int32, allow []bool) int {
 	var single = -1
 	fields := 0
 	for f := Field(0); f < NumFields; f++ {
@@ -407,18 +499,20 @@ func (ix *Index) df(id int32, allow []bool) int {
 		}
 		return c
 	}
-	seen := map[int32]struct{}{}
+	sc.gen++
+	c := 0
 	for f := Field(0); f < NumFields; f++ {
 		if ix.p.Fields[f].Weight == 0 {
 			continue
 		}
 		for _, p := range ix.post[f][id] {
-			if allow == nil || allow[p.doc] {
-				seen[p.doc] = struct{}{}
+			if (allow == nil || allow[p.doc]) && sc.stamp[p.doc] != sc.gen {
+				sc.stamp[p.doc] = sc.gen
+				c++
 			}
 		}
 	}
-	return len(seen)
+	return c
 }
 
 // accumulate adds BM25F scores of qs into sc.score and returns the touched
@@ -459,20 +553,16 @@ func (ix *Index) accumulate(sc *scratch, qs []qterm, st stats, allow []bool, tou
 type scored struct {
 	doc   int32
 	score float64
+	key   string
 }
 
 // minHeap keeps the k best: the root is the worst kept.
 type minHeap []scored
 
-func (h minHeap) Len() int { return len(h) }
-func (h minHeap) Less(i, j int) bool {
-	if h[i].score != h[j].score {
-		return h[i].score < h[j].score
-	}
-	return h[i].doc > h[j].doc
-}
-func (h minHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *minHeap) Push(x any)   { *h = append(*h, x.(scored)) }
+func (h minHeap) Len() int           { return len(h) }
+func (h minHeap) Less(i, j int) bool { return better(h[j], h[i]) }
+func (h minHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *minHeap) Push(x any)        { *h = append(*h, x.(scored)) }
 func (h *minHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
@@ -484,13 +574,16 @@ func better(a, b scored) bool {
 	if a.score != b.score {
 		return a.score > b.score
 	}
+	if a.key != b.key {
+		return a.key < b.key
+	}
 	return a.doc < b.doc
 }
 
 func (ix *Index) topK(sc *scratch, touched []int32, k int, boost func(int32) float64) []scored {
 	h := make(minHeap, 0, k+1)
 	for _, d := range touched {
-		s := scored{d, sc.score[d] * boost(d)}
+		s := scored{d, sc.score[d] * boost(d), ix.keys[d]}
 		if len(h) < k {
 			heap.Push(&h, s)
 		} else if better(s, h[0]) {
@@ -505,7 +598,7 @@ func (ix *Index) topK(sc *scratch, touched []int32, k int, boost func(int32) flo
 
 // feedback picks expansion terms from the top documents (RM-style: tf·idf
 // in the text field), excluding the query's own terms.
-func (ix *Index) feedback(top []scored, qs []qterm, st stats, allow []bool) []qterm {
+func (ix *Index) feedback(sc *scratch, top []scored, qs []qterm, st stats, allow []bool) []qterm {
 	have := map[int32]bool{}
 	for _, q := range qs {
 		have[q.id] = true
@@ -531,7 +624,7 @@ func (ix *Index) feedback(top []scored, qs []qterm, st stats, allow []bool) []qt
 		if c < 2 {
 			continue
 		}
-		df := ix.df(id, allow)
+		df := ix.df(sc, id, allow)
 		if df == 0 {
 			continue
 		}
@@ -542,7 +635,7 @@ func (ix *Index) feedback(top []scored, qs []qterm, st stats, allow []bool) []qt
 		if cs[i].w != cs[j].w {
 			return cs[i].w > cs[j].w
 		}
-		return cs[i].id < cs[j].id
+		return ix.termStr[cs[i].id] < ix.termStr[cs[j].id] // independent of insertion order
 	})
 	var out []qterm
 	for i := 0; i < len(cs) && i < ix.p.PRFTerms; i++ {

@@ -3,7 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -52,71 +52,6 @@ func (s *Store) eventRecord(e memory.Event) memory.Record {
 	}
 }
 
-// ensureIndex builds the actor's ranking index: records by (createdAt, id),
-// then unexpired events by (timestamp, id). Each event's context field
-// holds the previous and next turn of its session.
-func (s *Store) ensureIndex(ctx context.Context, a *actorState) {
-	if a.idx != nil {
-		return
-	}
-	recs := make([]memory.Record, 0, len(a.records))
-	for _, r := range a.records {
-		recs = append(recs, r)
-	}
-	markdown.SortRecords(recs)
-	evs := make([]memory.Event, 0, len(a.events))
-	for _, e := range a.events {
-		if !s.expired(e) {
-			evs = append(evs, e)
-		}
-	}
-	markdown.SortEvents(evs)
-	idx := search.NewIndex(s.params)
-	docs := make([]memory.Record, 0, len(recs)+len(evs))
-	for _, r := range recs {
-		idx.Add(search.Doc{Text: r.Content, Date: dateWords(r.CreatedAt)})
-		docs = append(docs, r)
-	}
-	prev := map[string]int{} // session → index in evs of its last event
-	next := make([]int, len(evs))
-	prevOf := make([]int, len(evs))
-	for i, e := range evs {
-		next[i] = -1
-		prevOf[i] = -1
-		if p, ok := prev[e.SessionID]; ok {
-			prevOf[i] = p
-			next[p] = i
-		}
-		prev[e.SessionID] = i
-	}
-	for i, e := range evs {
-		text := e.Text
-		if c, ok := e.Metadata["caption"].(string); ok && c != "" {
-			text += " " + c
-		}
-		var d search.Doc
-		if s.opts.PlainDocs {
-			d = search.Doc{Text: fmt.Sprintf("(%s) %s: %s", plainDate(e.Timestamp), speakerOf(e), text)}
-		} else {
-			var ctxText []string
-			if p := prevOf[i]; p >= 0 {
-				ctxText = append(ctxText, evs[p].Text)
-			}
-			if n := next[i]; n >= 0 {
-				ctxText = append(ctxText, evs[n].Text)
-			}
-			d = search.Doc{Text: text, Context: strings.Join(ctxText, "\n"), Speaker: speakerOf(e), Date: dateWords(e.Timestamp), Group: e.SessionID}
-		}
-		idx.Add(d)
-		docs = append(docs, s.eventRecord(e))
-	}
-	a.idx = idx
-	a.docs = docs
-	if s.opts.Embedder != nil {
-		a.vecs = s.loadVectors(ctx, a)
-	}
-}
-
 func dateWords(t time.Time) string { return t.UTC().Format("2 January 2006 Monday") }
 
 func plainDate(t time.Time) string { return t.UTC().Format("3:04 pm on 2 January, 2006") }
@@ -126,8 +61,13 @@ func plainDate(t time.Time) string { return t.UTC().Format("3:04 pm on 2 January
 // actor (/<agent>/<actor>/…) searches only that actor. Filters are
 // validated (memory.ErrInvalidFilter) and applied with namespace, status
 // and strategy before ranking. Events appear as episodic records. Text ""
-// lists in index order with score 0; TopK ≤ 0 means 50 for a search and
-// no limit for a listing.
+// lists in index order (records by createdAt then ID, then events by
+// timestamp then ID) with score 0, without touching the ranking index;
+// TopK ≤ 0 means 50 for a search and no limit for a listing.
+//
+// Searches of one actor run concurrently with each other and with every
+// operation on other actors; a write of the same actor holds them only
+// while it applies its (already durable) change to the in-memory index.
 func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error) {
 	if (q.Namespace == "") == (q.NamespacePath == "") {
 		return nil, fmt.Errorf("search: %w: set exactly one of namespace and namespacePath", memory.ErrInvalidQuery)
@@ -140,8 +80,8 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 		return nil, err
 	}
 	text := strings.TrimSpace(q.Text)
-	// The query vector is fetched before taking the store lock, so a slow
-	// embedding server never blocks other actors' turns.
+	// The query vector is fetched before taking any lock, so a slow
+	// embedding server never blocks other turns.
 	var qvec []float32
 	if s.opts.Embedder != nil && text != "" {
 		v, err := s.opts.Embedder.Embed(ctx, []string{text})
@@ -151,8 +91,8 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 			qvec = v[0]
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.gate.RLock()
+	defer s.gate.RUnlock()
 	if s.closed {
 		return nil, fmt.Errorf("memory store closed")
 	}
@@ -160,31 +100,24 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 	if scope == "" {
 		scope = q.NamespacePath
 	}
-	// Hand edits: before a search, re-read Markdown changed since the index
-	// saw it (only the searched actor's, at most once per SyncInterval).
-	due := func(last time.Time) bool {
-		return s.opts.SyncInterval > 0 && s.opts.Now().Sub(last) >= s.opts.SyncInterval
-	}
 	var actors []string
 	if _, actor, ok := memory.NamespaceActor(scope); ok {
-		if due(s.actorSync[actor]) {
-			if err := s.syncActorLocked(ctx, actor); err != nil {
-				return nil, err
-			}
-			s.actorSync[actor] = s.opts.Now()
+		if err := s.maybeSyncActor(ctx, actor); err != nil {
+			return nil, err
 		}
 		if s.known(ctx, actor) {
 			actors = []string{actor}
 		}
 	} else {
-		if due(s.lastSync) {
-			if err := s.syncLocked(ctx); err != nil {
-				return nil, err
-			}
+		if err := s.maybeSyncAll(ctx); err != nil {
+			return nil, err
 		}
 		if actors, err = s.actorIDs(ctx); err != nil {
 			return nil, err
 		}
+	}
+	if s.closed {
+		return nil, fmt.Errorf("memory store closed")
 	}
 	statuses := q.Statuses
 	if len(statuses) == 0 {
@@ -194,30 +127,20 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 	if k <= 0 && text != "" {
 		k = memory.DefaultTopK
 	}
+	c := newCond(q, statuses, filters)
 	var all []memory.Hit
 	for _, id := range actors {
-		a, err := s.actor(ctx, id)
+		a, release, err := s.acquire(ctx, id)
 		if err != nil {
 			return nil, err
 		}
-		s.ensureIndex(ctx, a)
-		m := a.mask(q, statuses, filters)
-		allow, any := m.allow, m.any
-		if !any {
-			continue
+		var hits []memory.Hit
+		if text == "" && !s.legacy {
+			hits = s.listActor(a, c, k)
+		} else {
+			hits = s.searchActor(ctx, a, c, text, qvec, k)
 		}
-		if text == "" {
-			for i, ok := range allow {
-				if ok {
-					all = append(all, memory.Hit{Record: a.docs[i], Explain: "listed (no query text): index order"})
-				}
-			}
-			continue
-		}
-		hits, err := s.rank(a, text, qvec, m, k)
-		if err != nil {
-			return nil, err
-		}
+		release()
 		all = append(all, hits...)
 	}
 	if len(actors) > 1 && text != "" {
@@ -229,67 +152,156 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 	return all, nil
 }
 
-// mask returns which documents of a pass the query's scope, statuses,
-// strategies and filters (cached per distinct condition set).
-func (a *actorState) mask(q memory.Query, statuses []memory.Status, filters []memory.Filter) mask {
-	key, err := json.Marshal([]any{q.Namespace, q.NamespacePath, statuses, q.Strategies, filters})
-	if err == nil {
-		if m, ok := a.masks[string(key)]; ok {
-			return m
-		}
+// List implements pipeline.Lister: the records q selects (q.Text is
+// ignored), in index order, without ranking.
+func (s *Store) List(ctx context.Context, q memory.Query) ([]memory.Record, error) {
+	q.Text = ""
+	hits, err := s.Search(ctx, q)
+	if err != nil {
+		return nil, err
 	}
-	ns, path := q.Namespace, q.NamespacePath
-	if ns != "" {
-		ns = memory.CleanNamespace(ns)
+	out := make([]memory.Record, len(hits))
+	for i, h := range hits {
+		out[i] = h.Record
 	}
-	if path != "" {
-		path = memory.CleanNamespace(path)
-	}
-	allow := make([]bool, len(a.docs))
-	any := false
-	for i, r := range a.docs {
-		ok := ns != "" && memory.NamespaceEqual(r.Namespace, ns) || path != "" && memory.NamespaceUnder(r.Namespace, path)
-		ok = ok && hasStatus(statuses, r.Status) && hasStrategy(q.Strategies, r.Strategy) && memory.MatchFilters(r, filters)
-		allow[i] = ok
-		any = any || ok
-	}
-	m := mask{allow: allow, any: any, scope: a.idx.NewScope(allow)}
-	if err == nil {
-		if a.masks == nil || len(a.masks) >= 16 {
-			a.masks = map[string]mask{}
-		}
-		a.masks[string(key)] = m
-	}
-	return m
+	return out, nil
 }
 
-func (s *Store) rank(a *actorState, text string, qvec []float32, m mask, k int) ([]memory.Hit, error) {
-	allow := m.allow
-	if qvec == nil || a.vecs == nil {
-		res := a.idx.SearchScope(text, m.scope, k)
+// listActor filters a's records and unexpired events directly (no ranking
+// index) and returns them in index order, at most k (k ≤ 0: all).
+func (s *Store) listActor(a *actorState, c cond, k int) []memory.Hit {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	var recs []*memory.Record
+	keep := func(id string) {
+		r := a.records[id]
+		if c.admits(r.Strategy, r.Status) && c.inScope(r.Namespace) && memory.MatchFilters(r, c.filters) {
+			recs = append(recs, &r)
+		}
+	}
+	if len(c.strategies) > 0 {
+		done := map[memory.Strategy]bool{}
+		for _, st := range c.strategies {
+			if !done[st] {
+				done[st] = true
+				for id := range a.byStrat[st] {
+					keep(id)
+				}
+			}
+		}
+	} else {
+		for id := range a.records {
+			keep(id)
+		}
+	}
+	sort.Slice(recs, func(i, j int) bool {
+		if !recs[i].CreatedAt.Equal(recs[j].CreatedAt) {
+			return recs[i].CreatedAt.Before(recs[j].CreatedAt)
+		}
+		return recs[i].ID < recs[j].ID
+	})
+	var evs []memory.Event
+	if c.admits(memory.StrategyEpisodic, memory.StatusActive) {
+		for _, e := range a.events {
+			if s.expired(e) || !c.inScope(s.eventNamespace(e)) {
+				continue
+			}
+			evs = append(evs, e)
+		}
+		markdown.SortEvents(evs)
+	}
+	n := len(recs) + len(evs)
+	if k > 0 && n > k {
+		n = k
+	}
+	out := make([]memory.Hit, 0, n)
+	for _, r := range recs {
+		if len(out) == n {
+			return out
+		}
+		out = append(out, memory.Hit{Record: *r, Explain: "listed (no query text): index order"})
+	}
+	for _, e := range evs {
+		if len(out) == n {
+			return out
+		}
+		r := s.eventRecord(e)
+		if !memory.MatchFilters(r, c.filters) {
+			continue
+		}
+		out = append(out, memory.Hit{Record: r, Explain: "listed (no query text): index order"})
+	}
+	return out
+}
+
+// readIndex returns a's ranking index with a.mu held shared, building it
+// (or retiring expired events) first under the exclusive lock when needed.
+// The caller must a.mu.RUnlock.
+func (s *Store) readIndex(ctx context.Context, a *actorState) *actorIndex {
+	for {
+		a.mu.RLock()
+		if x := a.ix; x != nil && !s.needsExpiry(x) {
+			return x
+		}
+		a.mu.RUnlock()
+		a.mu.Lock()
+		if a.ix == nil {
+			a.ix = s.buildIndex(ctx, a)
+		} else if s.needsExpiry(a.ix) {
+			s.expireIndexed(a, a.ix)
+		}
+		a.mu.Unlock()
+	}
+}
+
+// searchActor ranks a's documents allowed by c for text (or, text "",
+// lists them in document order: the path before incremental indexing,
+// kept for the benchmark's baseline).
+func (s *Store) searchActor(ctx context.Context, a *actorState, c cond, text string, qvec []float32, k int) []memory.Hit {
+	x := s.readIndex(ctx, a)
+	defer a.mu.RUnlock()
+	m := x.mask(c)
+	if m.scope.N() == 0 {
+		return nil
+	}
+	if text == "" {
+		var out []memory.Hit
+		for i := range x.docs {
+			if m.scope.Allowed(i) {
+				out = append(out, memory.Hit{Record: x.docs[i], Explain: "listed (no query text): index order"})
+			}
+		}
+		return out
+	}
+	return s.rank(x, text, qvec, m, k)
+}
+
+func (s *Store) rank(x *actorIndex, text string, qvec []float32, m *mask, k int) []memory.Hit {
+	if qvec == nil || x.vecs == nil {
+		res := x.ix.SearchScope(text, m.scope, k)
 		hits := make([]memory.Hit, len(res))
 		for i, r := range res {
-			hits[i] = memory.Hit{Record: a.docs[r.Doc], Score: r.Score, Explain: r.Explain}
+			hits[i] = memory.Hit{Record: x.docs[r.Doc], Score: r.Score, Explain: r.Explain}
 		}
-		return hits, nil
+		return hits
 	}
 	depth := max(k, 50)
-	res := a.idx.SearchScope(text, m.scope, depth)
+	res := x.ix.SearchScope(text, m.scope, depth)
 	type vs struct {
 		doc int
 		sim float64
 	}
 	var sims []vs
-	for i, ok := range allow {
-		if ok && a.vecs[i] != nil {
-			sims = append(sims, vs{i, search.Cosine(qvec, a.vecs[i])})
+	for i, v := range x.vecs {
+		if v != nil && m.scope.Allowed(i) {
+			sims = append(sims, vs{i, search.Cosine(qvec, v)})
 		}
 	}
 	sort.Slice(sims, func(i, j int) bool {
 		if sims[i].sim != sims[j].sim {
 			return sims[i].sim > sims[j].sim
 		}
-		return sims[i].doc < sims[j].doc
+		return x.ix.Key(sims[i].doc) < x.ix.Key(sims[j].doc)
 	})
 	if len(sims) > depth {
 		sims = sims[:depth]
@@ -306,14 +318,20 @@ func (s *Store) rank(a *actorState, text string, qvec []float32, m mask, k int) 
 		why[v.doc] += fmt.Sprintf("; cosine %.4f", v.sim)
 	}
 	fused := search.FuseRRF([]string{"bm25f", "vector"}, bm, vl)
+	sort.SliceStable(fused, func(i, j int) bool { // equal scores in key order, as after a rebuild
+		if fused[i].Score != fused[j].Score {
+			return fused[i].Score > fused[j].Score
+		}
+		return x.ix.Key(fused[i].Doc) < x.ix.Key(fused[j].Doc)
+	})
 	if len(fused) > k {
 		fused = fused[:k]
 	}
 	hits := make([]memory.Hit, len(fused))
 	for i, f := range fused {
-		hits[i] = memory.Hit{Record: a.docs[f.Doc], Score: f.Score, Explain: f.Explain + " | " + strings.TrimPrefix(why[f.Doc], "; ")}
+		hits[i] = memory.Hit{Record: x.docs[f.Doc], Score: f.Score, Explain: f.Explain + " | " + strings.TrimPrefix(why[f.Doc], "; ")}
 	}
-	return hits, nil
+	return hits
 }
 
 func sortHits(h []memory.Hit) {
@@ -349,9 +367,18 @@ func hasStrategy(set []memory.Strategy, s memory.Strategy) bool {
 // docText is what is embedded for a document.
 func docText(r memory.Record) string { return r.Content }
 
-// embedMissing embeds documents of a that have no stored vector. Errors are
-// logged: search then falls back to BM25F alone for those documents.
+// embedMissing embeds documents of a that have no stored vector and
+// refreshes the ranking index's vectors. Errors are logged: search then
+// falls back to BM25F alone for those documents. The caller holds a.wmu.
 func (s *Store) embedMissing(ctx context.Context, a *actorState) {
+	defer func() {
+		byID := s.vectorsByID(ctx, a.id)
+		a.mu.Lock()
+		if a.ix != nil {
+			a.ix.vecs = vectorsFor(a.ix, byID)
+		}
+		a.mu.Unlock()
+	}()
 	have := map[string]bool{}
 	rows, err := s.db.QueryContext(ctx, `SELECT id FROM vectors WHERE actor=?`, a.id)
 	if err != nil {
@@ -387,11 +414,17 @@ func (s *Store) embedMissing(ctx context.Context, a *actorState) {
 	}
 }
 
-func (s *Store) loadVectors(ctx context.Context, a *actorState) [][]float32 {
+// loadVectors returns the stored vector of each document of x (nil where
+// none).
+func (s *Store) loadVectors(ctx context.Context, a *actorState, x *actorIndex) [][]float32 {
+	return vectorsFor(x, s.vectorsByID(ctx, a.id))
+}
+
+func (s *Store) vectorsByID(ctx context.Context, actor string) map[string][]float32 {
 	byID := map[string][]float32{}
-	rows, err := s.db.QueryContext(ctx, `SELECT id,vec FROM vectors WHERE actor=?`, a.id)
+	rows, err := s.db.QueryContext(ctx, `SELECT id,vec FROM vectors WHERE actor=?`, actor)
 	if err != nil {
-		return nil
+		return byID
 	}
 	for rows.Next() {
 		var id string
@@ -400,8 +433,12 @@ func (s *Store) loadVectors(ctx context.Context, a *actorState) [][]float32 {
 		byID[id] = decodeVec(b)
 	}
 	rows.Close()
-	out := make([][]float32, len(a.docs))
-	for i, d := range a.docs {
+	return byID
+}
+
+func vectorsFor(x *actorIndex, byID map[string][]float32) [][]float32 {
+	out := make([][]float32, len(x.docs))
+	for i, d := range x.docs {
 		out[i] = byID[d.ID]
 	}
 	return out
@@ -426,15 +463,20 @@ func decodeVec(b []byte) []float32 {
 // Prepare builds the ranking index of an actor now rather than on its first
 // search (warm-up after bulk loads).
 func (s *Store) Prepare(ctx context.Context, actorID string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	if s.closed {
+		return errors.New("memory store closed")
+	}
 	if !s.known(ctx, actorID) {
 		return nil
 	}
-	a, err := s.actor(ctx, actorID)
+	a, release, err := s.acquire(ctx, actorID)
 	if err != nil {
 		return err
 	}
-	s.ensureIndex(ctx, a)
+	defer release()
+	s.readIndex(ctx, a)
+	a.mu.RUnlock()
 	return nil
 }

@@ -65,18 +65,32 @@ type Options struct {
 }
 
 // Store is the embedded memory store. It is safe for concurrent use.
+//
+// Locking: ordinary operations hold gate shared; operations that replace
+// whole actors (Sync reloads, Rebuild, Forget, ExpireEvents, ExportMarkdown,
+// Close) hold it exclusively. mu guards only the actor cache. Each actor
+// has its own writer lock (held across the Markdown append, fsync and index
+// transaction, so writes of one actor stay ordered) and a read-write lock
+// over its in-memory state (writers hold it only to apply a change that is
+// already durable), so searches of one actor never wait for another
+// actor's work or for any fsync.
 type Store struct {
 	home, dir string
 	db        *sql.DB
 	opts      Options
 	params    search.Params
+	// legacy drops the ranking index on every write and lists through it
+	// (the behaviour before incremental indexing), for benchmarks.
+	legacy bool
+
+	gate   sync.RWMutex
+	closed bool // written under gate exclusively
 
 	mu        sync.Mutex
 	actors    map[string]*actorState
 	lastSync  time.Time
 	actorSync map[string]time.Time // last per-actor Markdown check
 	tick      uint64
-	closed    bool
 }
 
 var (
@@ -85,25 +99,29 @@ var (
 )
 
 type actorState struct {
-	id       string
-	enc      string
+	id  string
+	enc string
+
+	// wmu serialises the writers of this actor.
+	wmu sync.Mutex
+	// qmu guards evq, the event batches waiting for a group commit.
+	qmu sync.Mutex
+	evq []*evBatch
+	// mu guards records, events, rejected and ix: searches and reads hold
+	// it shared, writers exclusively (and only while applying). Writers,
+	// holding wmu, may read the maps without it.
+	mu       sync.RWMutex
 	records  map[string]memory.Record
+	byStrat  map[memory.Strategy]map[string]struct{} // record IDs by strategy (listings)
 	events   map[string]memory.Event
 	rejected map[string]bool
-	used     uint64 // s.tick at last use, for eviction
+	ix       *actorIndex // nil until the first ranked search
 
-	idx  *search.Index
-	docs []memory.Record // the hit record of each document
-	vecs [][]float32
-	// masks caches allow masks by query scope (the retriever asks the same
-	// two scopes every turn); cleared with the index.
-	masks map[string]mask
-}
+	once    sync.Once // loads the state from the index
+	loadErr error
 
-type mask struct {
-	allow []bool
-	any   bool
-	scope *search.Scope
+	used uint64 // Store.tick at last use, for eviction; guarded by Store.mu
+	refs int    // operations using the state; guarded by Store.mu
 }
 
 const schema = `
@@ -181,8 +199,8 @@ func Open(home string, opts Options) (*Store, error) {
 
 // Close closes the index.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.gate.Lock()
+	defer s.gate.Unlock()
 	if s.closed {
 		return nil
 	}
@@ -278,50 +296,68 @@ func (s *Store) PutBatch(ctx context.Context, recs []memory.Record) ([]memory.Re
 		}
 		out = append(out, p)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.gate.RLock()
+	defer s.gate.RUnlock()
 	if s.closed {
 		return nil, errors.New("memory store closed")
 	}
-	byActor := map[string][]memory.Record{}
-	states := map[string]*actorState{} // held here: the cache may evict them meanwhile
-	var order []string
+	byActor := map[string][]int{}
 	for i, r := range out {
 		actor, err := recordActor(r.Namespace)
 		if err != nil {
 			return nil, fmt.Errorf("put record: %w", err)
 		}
-		a := states[actor]
-		if a == nil {
-			if a, err = s.actor(ctx, actor); err != nil {
-				return nil, err
-			}
-			states[actor] = a
-		}
-		if old, ok := a.records[r.ID]; ok {
-			if r.CreatedAt.IsZero() || recs[i].CreatedAt.IsZero() {
-				r.CreatedAt = old.CreatedAt
-			}
-			if recs[i].UpdatedAt.IsZero() {
-				r.UpdatedAt = s.opts.Now().UTC()
-			}
-			out[i] = r
-		} else if !fresh[i] {
-			owner, err := s.ownerOf(ctx, r.ID)
-			if err != nil {
-				return nil, err
-			}
-			if owner != "" && owner != actor {
-				return nil, fmt.Errorf("put record %s: %w: id belongs to another actor", r.ID, memory.ErrInvalidQuery)
-			}
-		}
-		if _, ok := byActor[actor]; !ok {
-			order = append(order, actor)
-		}
-		byActor[actor] = append(byActor[actor], out[i])
+		byActor[actor] = append(byActor[actor], i)
 	}
+	order := make([]string, 0, len(byActor))
+	for actor := range byActor {
+		order = append(order, actor)
+	}
+	sort.Strings(order) // writer locks are taken in this order
+	states := make([]*actorState, 0, len(order))
+	defer func() {
+		for _, a := range states {
+			a.wmu.Unlock()
+		}
+	}()
 	for _, actor := range order {
-		if err := s.writeRecords(ctx, states[actor], byActor[actor]); err != nil {
+		a, release, err := s.acquire(ctx, actor)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		a.wmu.Lock()
+		states = append(states, a)
+	}
+	for ai, actor := range order {
+		a := states[ai]
+		for _, i := range byActor[actor] {
+			r := out[i]
+			if old, ok := a.records[r.ID]; ok {
+				if r.CreatedAt.IsZero() || recs[i].CreatedAt.IsZero() {
+					r.CreatedAt = old.CreatedAt
+				}
+				if recs[i].UpdatedAt.IsZero() {
+					r.UpdatedAt = s.opts.Now().UTC()
+				}
+				out[i] = r
+			} else if !fresh[i] {
+				owner, err := s.ownerOf(ctx, r.ID)
+				if err != nil {
+					return nil, err
+				}
+				if owner != "" && owner != actor {
+					return nil, fmt.Errorf("put record %s: %w: id belongs to another actor", r.ID, memory.ErrInvalidQuery)
+				}
+			}
+		}
+	}
+	for ai, actor := range order {
+		group := make([]memory.Record, len(byActor[actor]))
+		for j, i := range byActor[actor] {
+			group[j] = out[i]
+		}
+		if err := s.writeRecords(ctx, states[ai], group); err != nil {
 			return nil, err
 		}
 	}
@@ -341,19 +377,25 @@ func (s *Store) ownerOf(ctx context.Context, id string) (string, error) {
 }
 
 // writeRecords persists recs of one actor: Markdown first (append for new
-// records, rewrite for updates), then the index.
+// records, rewrite for updates), then the index rows, then the in-memory
+// state and ranking index. The caller holds a.wmu.
 func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.Record) error {
 	appends := map[string][]byte{}
 	rewrite := map[string]bool{}
+	pending := map[string]memory.Record{}
 	for _, r := range recs {
 		f := markdown.RecordFile(r)
-		if old, ok := a.records[r.ID]; ok {
+		old, ok := pending[r.ID]
+		if !ok {
+			old, ok = a.records[r.ID]
+		}
+		if ok {
 			rewrite[f] = true
 			rewrite[markdown.RecordFile(old)] = true
 		} else {
 			appends[f] = append(appends[f], markdown.FormatRecord(r)...)
 		}
-		a.records[r.ID] = r
+		pending[r.ID] = r
 	}
 	for f, b := range appends {
 		if rewrite[f] {
@@ -366,7 +408,7 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 		s.fsync(path)
 	}
 	for f := range rewrite {
-		if err := s.rewriteFile(a, f); err != nil {
+		if err := s.rewriteFile(a, f, pending, ""); err != nil {
 			return err
 		}
 	}
@@ -397,11 +439,31 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
-	a.invalidate()
+	a.mu.Lock()
+	for _, r := range recs {
+		a.setRecord(r)
+	}
+	switch {
+	case a.ix == nil:
+	case s.legacy:
+		a.ix = nil
+	default:
+		a.ix.putRecords(recs)
+		s.compact(ctx, a)
+	}
+	a.mu.Unlock()
 	if s.opts.Embedder != nil {
 		s.embedMissing(ctx, a)
 	}
 	return nil
+}
+
+// compact rebuilds a's ranking index when most of its documents are
+// retired. The caller holds a.mu exclusively.
+func (s *Store) compact(ctx context.Context, a *actorState) {
+	if a.ix != nil && a.ix.compactable() {
+		a.ix = s.buildIndex(ctx, a)
+	}
 }
 
 func insertRecord(ctx context.Context, stmt *sql.Stmt, actor string, r memory.Record) error {
@@ -424,11 +486,20 @@ func insertEvent(ctx context.Context, stmt *sql.Stmt, actor string, e memory.Eve
 	return nil
 }
 
-// rewriteFile renders one layer file of a from its in-memory state
-// (removing it when empty).
-func (s *Store) rewriteFile(a *actorState, rel string) error {
+// rewriteFile renders one layer file of a from its in-memory state, with
+// the pending records (written, not yet applied) and the pending rejection
+// hash in place (removing the file when empty). The caller holds a.wmu.
+func (s *Store) rewriteFile(a *actorState, rel string, pending map[string]memory.Record, pendingHash string) error {
 	var recs []memory.Record
-	for _, r := range a.records {
+	for id, r := range a.records {
+		if _, ok := pending[id]; ok {
+			continue
+		}
+		if markdown.RecordFile(r) == rel {
+			recs = append(recs, r)
+		}
+	}
+	for _, r := range pending {
 		if markdown.RecordFile(r) == rel {
 			recs = append(recs, r)
 		}
@@ -445,6 +516,9 @@ func (s *Store) rewriteFile(a *actorState, rel string) error {
 	if rel == markdown.RejectedFile {
 		for h := range a.rejected {
 			rej = append(rej, h)
+		}
+		if pendingHash != "" && !a.rejected[pendingHash] {
+			rej = append(rej, pendingHash)
 		}
 	}
 	path := filepath.Join(s.dir, a.enc, rel)
@@ -490,8 +564,11 @@ func (s *Store) noteFiles(ctx context.Context, tx execer, a *actorState, rels ma
 // Get implements memory.Store. Event IDs return the event as an episodic
 // record. Unknown IDs are memory.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (memory.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	if s.closed {
+		return memory.Record{}, errors.New("memory store closed")
+	}
 	owner, err := s.ownerOf(ctx, id)
 	if err != nil {
 		return memory.Record{}, err
@@ -499,10 +576,13 @@ func (s *Store) Get(ctx context.Context, id string) (memory.Record, error) {
 	if owner == "" {
 		return memory.Record{}, fmt.Errorf("get %q: %w", id, memory.ErrNotFound)
 	}
-	a, err := s.actor(ctx, owner)
+	a, release, err := s.acquire(ctx, owner)
 	if err != nil {
 		return memory.Record{}, err
 	}
+	defer release()
+	a.mu.RLock()
+	defer a.mu.RUnlock()
 	if r, ok := a.records[id]; ok {
 		return r, nil
 	}
@@ -519,19 +599,16 @@ func (s *Store) AppendEvents(ctx context.Context, events []memory.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return errors.New("memory store closed")
-	}
 	byActor := map[string][]memory.Event{}
 	var order []string
+	generated := map[string]bool{} // IDs made here: unique, no ownership check
 	for _, e := range events {
 		if e.ActorID == "" {
 			return fmt.Errorf("append events: %w: empty actor", memory.ErrInvalidQuery)
 		}
 		if e.ID == "" {
 			e.ID = newID("ev_")
+			generated[e.ID] = true
 		}
 		if strings.ContainsAny(e.ID, "\n\r") {
 			return fmt.Errorf("append events: %w: id contains a newline", memory.ErrInvalidQuery)
@@ -557,35 +634,145 @@ func (s *Store) AppendEvents(ctx context.Context, events []memory.Event) error {
 		}
 		byActor[e.ActorID] = append(byActor[e.ActorID], e)
 	}
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	if s.closed {
+		return errors.New("memory store closed")
+	}
 	for _, actor := range order {
-		a, err := s.actor(ctx, actor)
-		if err != nil {
-			return err
-		}
-		if err := s.writeEvents(ctx, a, byActor[actor]); err != nil {
+		if err := s.appendActorEvents(ctx, actor, &evBatch{evs: byActor[actor], generated: generated}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *Store) writeEvents(ctx context.Context, a *actorState, evs []memory.Event) error {
+// evBatch is one AppendEvents call's events of one actor, waiting for a
+// group commit.
+type evBatch struct {
+	evs       []memory.Event
+	generated map[string]bool
+	err       error
+	done      chan struct{}
+}
+
+// appendActorEvents writes b by group commit: concurrent calls for the
+// same actor queue their batches, and whoever holds the actor's writer
+// lock writes every queued batch with one append per file, one fsync and
+// one index transaction. Each call returns once its own events are durable
+// (or failed).
+func (s *Store) appendActorEvents(ctx context.Context, actor string, b *evBatch) error {
+	a, release, err := s.acquire(ctx, actor)
+	if err != nil {
+		return err
+	}
+	defer release()
+	b.done = make(chan struct{})
+	a.qmu.Lock()
+	a.evq = append(a.evq, b)
+	a.qmu.Unlock()
+	a.wmu.Lock()
+	a.qmu.Lock()
+	group := a.evq
+	a.evq = nil
+	a.qmu.Unlock()
+	if len(group) > 0 {
+		wctx := ctx
+		if len(group) > 1 {
+			wctx = context.WithoutCancel(ctx) // the others' writes must not fail with our cancellation
+		}
+		err := s.writeEvents(wctx, a, group)
+		for _, g := range group {
+			if g.err == nil {
+				g.err = err
+			}
+			close(g.done)
+		}
+	}
+	a.wmu.Unlock()
+	<-b.done // written by us or by an earlier holder of the lock
+	return b.err
+}
+
+// owners returns the owning actor of each of ids that is stored.
+func (s *Store) owners(ctx context.Context, ids []string) (map[string]string, error) {
+	out := map[string]string{}
+	for start := 0; start < len(ids); start += 400 {
+		chunk := ids[start:min(start+400, len(ids))]
+		ph := strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",")
+		args := make([]any, 0, 2*len(chunk))
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		args = append(args, args...)
+		rows, err := s.db.QueryContext(ctx, `SELECT id,actor FROM records WHERE id IN (`+ph+`) UNION ALL SELECT id,actor FROM events WHERE id IN (`+ph+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("memory index: %w", err)
+		}
+		for rows.Next() {
+			var id, actor string
+			if err := rows.Scan(&id, &actor); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("memory index: %w", err)
+			}
+			out[id] = actor
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("memory index: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// writeEvents persists the new events of a group of batches of one actor:
+// the daily Markdown logs (appended and fsynced), the index rows, then the
+// in-memory state and ranking index. A batch naming an ID of another
+// actor fails alone (g.err) and writes nothing; the returned error fails
+// every other batch. The caller holds a.wmu.
+func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch) error {
+	var check []string
+	for _, g := range group {
+		for _, e := range g.evs {
+			if _, ok := a.events[e.ID]; !ok && !g.generated[e.ID] {
+				check = append(check, e.ID)
+			}
+		}
+	}
+	owner := map[string]string{}
+	if len(check) > 0 {
+		var err error
+		if owner, err = s.owners(ctx, check); err != nil {
+			return err
+		}
+	}
 	appends := map[string][]byte{}
 	var fresh []memory.Event
 	seen := map[string]bool{}
-	for _, e := range evs {
-		if _, ok := a.events[e.ID]; ok || seen[e.ID] {
+	for _, g := range group {
+		var mine []memory.Event
+		for _, e := range g.evs {
+			if _, ok := a.events[e.ID]; ok || seen[e.ID] {
+				continue
+			}
+			if owner[e.ID] != "" {
+				g.err = fmt.Errorf("append event %s: %w: id belongs to another actor", e.ID, memory.ErrInvalidQuery)
+				break
+			}
+			mine = append(mine, e)
+		}
+		if g.err != nil {
 			continue
 		}
-		if owner, err := s.ownerOf(ctx, e.ID); err != nil {
-			return err
-		} else if owner != "" {
-			return fmt.Errorf("append event %s: %w: id belongs to another actor", e.ID, memory.ErrInvalidQuery)
+		for _, e := range mine {
+			if seen[e.ID] {
+				continue
+			}
+			seen[e.ID] = true
+			f := markdown.EventFile(e)
+			appends[f] = append(appends[f], markdown.FormatEvent(e)...)
+			fresh = append(fresh, e)
 		}
-		seen[e.ID] = true
-		f := markdown.EventFile(e)
-		appends[f] = append(appends[f], markdown.FormatEvent(e)...)
-		fresh = append(fresh, e)
 	}
 	if len(fresh) == 0 {
 		return nil
@@ -612,7 +799,6 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, evs []memory.Eve
 		if err := insertEvent(ctx, stmt, a.id, e); err != nil {
 			return err
 		}
-		a.events[e.ID] = e
 	}
 	if err := s.noteFiles(ctx, tx, a, files); err != nil {
 		return err
@@ -620,7 +806,19 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, evs []memory.Eve
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
-	a.invalidate()
+	a.mu.Lock()
+	for _, e := range fresh {
+		a.events[e.ID] = e
+	}
+	switch {
+	case a.ix == nil:
+	case s.legacy:
+		a.ix = nil
+	default:
+		s.addEvents(a, a.ix, fresh)
+		s.compact(ctx, a)
+	}
+	a.mu.Unlock()
 	if s.opts.Embedder != nil {
 		s.embedMissing(ctx, a)
 	}
@@ -637,15 +835,21 @@ func (s *Store) expired(e memory.Event) bool {
 // Events implements memory.Store: the actor's unexpired events, oldest
 // first; sessionID "" means every session.
 func (s *Store) Events(ctx context.Context, actorID, sessionID string) ([]memory.Event, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	if s.closed {
+		return nil, errors.New("memory store closed")
+	}
 	if !s.known(ctx, actorID) {
 		return nil, nil
 	}
-	a, err := s.actor(ctx, actorID)
+	a, release, err := s.acquire(ctx, actorID)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
+	a.mu.RLock()
+	defer a.mu.RUnlock()
 	var out []memory.Event
 	for _, e := range a.events {
 		if (sessionID == "" || e.SessionID == sessionID) && !s.expired(e) {
@@ -658,7 +862,10 @@ func (s *Store) Events(ctx context.Context, actorID, sessionID string) ([]memory
 
 // known reports whether the actor has any state, without creating it.
 func (s *Store) known(ctx context.Context, actor string) bool {
-	if _, ok := s.actors[actor]; ok {
+	s.mu.Lock()
+	_, ok := s.actors[actor]
+	s.mu.Unlock()
+	if ok {
 		return true
 	}
 	var n int
@@ -669,19 +876,23 @@ func (s *Store) known(ctx context.Context, actor string) bool {
 // ExpireEvents removes events older than EventExpiryDays from the
 // Markdown and the index and returns how many went.
 func (s *Store) ExpireEvents(ctx context.Context) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.gate.Lock()
+	defer s.gate.Unlock()
+	if s.closed {
+		return 0, errors.New("memory store closed")
+	}
 	actors, err := s.actorIDs(ctx)
 	if err != nil {
 		return 0, err
 	}
 	total := 0
 	for _, id := range actors {
-		a, err := s.actor(ctx, id)
+		a, release, err := s.acquire(ctx, id)
 		if err != nil {
 			return total, err
 		}
 		n, err := s.expire(ctx, a)
+		release()
 		total += n
 		if err != nil {
 			return total, err
@@ -690,9 +901,12 @@ func (s *Store) ExpireEvents(ctx context.Context) (int, error) {
 	return total, nil
 }
 
+// expire deletes a's expired events. The caller has a to itself (loading
+// it, or holding gate exclusively).
 func (s *Store) expire(ctx context.Context, a *actorState) (int, error) {
 	files := map[string]bool{}
 	var gone []string
+	a.mu.Lock()
 	for id, e := range a.events {
 		if s.expired(e) {
 			files[markdown.EventFile(e)] = true
@@ -700,11 +914,15 @@ func (s *Store) expire(ctx context.Context, a *actorState) (int, error) {
 			delete(a.events, id)
 		}
 	}
+	if len(gone) > 0 {
+		a.ix = nil
+	}
+	a.mu.Unlock()
 	if len(gone) == 0 {
 		return 0, nil
 	}
 	for f := range files {
-		if err := s.rewriteFile(a, f); err != nil {
+		if err := s.rewriteFile(a, f, nil, ""); err != nil {
 			return 0, err
 		}
 	}
@@ -725,7 +943,6 @@ func (s *Store) expire(ctx context.Context, a *actorState) (int, error) {
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("memory index: %w", err)
 	}
-	a.invalidate()
 	return len(gone), nil
 }
 
@@ -737,8 +954,11 @@ func (s *Store) Forget(ctx context.Context, agentID, actorID string) error {
 	if actorID == "" {
 		return fmt.Errorf("forget: %w: empty actor", memory.ErrInvalidQuery)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.gate.Lock()
+	defer s.gate.Unlock()
+	if s.closed {
+		return errors.New("memory store closed")
+	}
 	enc, err := markdown.EncodeActor(actorID)
 	if err != nil {
 		return err
@@ -760,22 +980,30 @@ func (s *Store) Forget(ctx context.Context, agentID, actorID string) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("forget %s: %w", actorID, err)
 	}
+	s.mu.Lock()
 	delete(s.actors, actorID)
+	s.mu.Unlock()
 	s.opts.Logger.Info("memory forgotten", "agent", agentID, "actor", actorID)
 	return nil
 }
 
 // IsRejected implements memory.RejectionStore.
 func (s *Store) IsRejected(ctx context.Context, actorID, content string) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	if s.closed {
+		return false, errors.New("memory store closed")
+	}
 	if !s.known(ctx, actorID) {
 		return false, nil
 	}
-	a, err := s.actor(ctx, actorID)
+	a, release, err := s.acquire(ctx, actorID)
 	if err != nil {
 		return false, err
 	}
+	defer release()
+	a.mu.RLock()
+	defer a.mu.RUnlock()
 	return a.rejected[memory.ContentHash(content)], nil
 }
 
@@ -785,24 +1013,35 @@ func (s *Store) MarkRejected(ctx context.Context, actorID, content string) error
 	if actorID == "" {
 		return fmt.Errorf("mark rejected: %w: empty actor", memory.ErrInvalidQuery)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a, err := s.actor(ctx, actorID)
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	if s.closed {
+		return errors.New("memory store closed")
+	}
+	a, release, err := s.acquire(ctx, actorID)
 	if err != nil {
 		return err
 	}
+	defer release()
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
 	h := memory.ContentHash(content)
 	if a.rejected[h] {
 		return nil
 	}
-	a.rejected[h] = true
-	if err := s.rewriteFile(a, markdown.RejectedFile); err != nil {
+	if err := s.rewriteFile(a, markdown.RejectedFile, nil, h); err != nil {
 		return err
 	}
 	if _, err := s.db.ExecContext(ctx, `INSERT OR IGNORE INTO rejections(actor,hash) VALUES(?,?)`, actorID, h); err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
-	return s.noteFiles(ctx, s.db, a, map[string]bool{markdown.RejectedFile: true})
+	if err := s.noteFiles(ctx, s.db, a, map[string]bool{markdown.RejectedFile: true}); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.rejected[h] = true
+	a.mu.Unlock()
+	return nil
 }
 
 // actorIDs lists every actor in the index.
@@ -826,60 +1065,102 @@ func (s *Store) actorIDs(ctx context.Context) ([]string, error) {
 
 // Actors lists every actor with memory, sorted.
 func (s *Store) Actors(ctx context.Context) ([]string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	if s.closed {
+		return nil, errors.New("memory store closed")
+	}
 	return s.actorIDs(ctx)
 }
 
-// actor returns the loaded state of an actor, loading it from the index.
-func (s *Store) actor(ctx context.Context, id string) (*actorState, error) {
+// acquire returns the state of an actor, loading it from the index on
+// first use, and pins it in the cache until release is called. The caller
+// holds gate (shared or exclusive).
+func (s *Store) acquire(ctx context.Context, id string) (*actorState, func(), error) {
+	s.mu.Lock()
 	s.tick++
-	if a, ok := s.actors[id]; ok {
-		a.used = s.tick
-		return a, nil
+	a, ok := s.actors[id]
+	if !ok {
+		enc, err := markdown.EncodeActor(id)
+		if err != nil {
+			s.mu.Unlock()
+			return nil, nil, err
+		}
+		s.evictLocked(s.opts.MaxCachedActors - 1)
+		a = &actorState{id: id, enc: enc, records: map[string]memory.Record{}, byStrat: map[memory.Strategy]map[string]struct{}{}, events: map[string]memory.Event{}, rejected: map[string]bool{}}
+		s.actors[id] = a
 	}
-	if len(s.actors) >= s.opts.MaxCachedActors {
+	a.used = s.tick
+	a.refs++
+	s.mu.Unlock()
+	release := func() {
+		s.mu.Lock()
+		a.refs--
+		s.evictLocked(s.opts.MaxCachedActors) // states pinned at insertion may have overfilled it
+		s.mu.Unlock()
+	}
+	a.once.Do(func() { a.loadErr = s.load(ctx, a) })
+	if a.loadErr != nil {
+		s.mu.Lock()
+		if s.actors[id] == a {
+			delete(s.actors, id)
+		}
+		a.refs--
+		s.mu.Unlock()
+		return nil, nil, a.loadErr
+	}
+	return a, release, nil
+}
+
+// evictLocked drops least recently used unpinned actors until at most
+// limit remain (or every remaining one is in use). The caller holds s.mu.
+func (s *Store) evictLocked(limit int) {
+	for len(s.actors) > limit {
 		var lru *actorState
 		for _, a := range s.actors {
-			if lru == nil || a.used < lru.used {
+			if a.refs == 0 && (lru == nil || a.used < lru.used) {
 				lru = a
 			}
 		}
+		if lru == nil {
+			return // every cached actor is in use
+		}
 		delete(s.actors, lru.id)
 	}
-	enc, err := markdown.EncodeActor(id)
-	if err != nil {
-		return nil, err
-	}
-	a := &actorState{id: id, enc: enc, used: s.tick, records: map[string]memory.Record{}, events: map[string]memory.Event{}, rejected: map[string]bool{}}
+}
+
+// load reads an actor's records, events and rejections from the index and
+// deletes its expired events.
+func (s *Store) load(ctx context.Context, a *actorState) error {
+	id := a.id
 	rows, err := s.db.QueryContext(ctx, `SELECT id,namespace,strategy,status,content,metadata,created_at,updated_at,sources,importance FROM records WHERE actor=?`, id)
 	if err != nil {
-		return nil, fmt.Errorf("memory index: %w", err)
+		return fmt.Errorf("memory index: %w", err)
 	}
 	for rows.Next() {
 		var r memory.Record
 		var md, src, ca, ua string
 		if err := rows.Scan(&r.ID, &r.Namespace, &r.Strategy, &r.Status, &r.Content, &md, &ca, &ua, &src, &r.Importance); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("memory index: %w", err)
+			return fmt.Errorf("memory index: %w", err)
 		}
 		r.Metadata = decodeJSONMetadata(md)
 		json.Unmarshal([]byte(src), &r.Sources)
 		r.CreatedAt, _ = time.Parse(time.RFC3339Nano, ca)
 		r.UpdatedAt, _ = time.Parse(time.RFC3339Nano, ua)
-		a.records[r.ID] = r
+		a.setRecord(r)
 	}
 	rows.Close()
 	rows, err = s.db.QueryContext(ctx, `SELECT id,session,role,text,ts,metadata FROM events WHERE actor=?`, id)
 	if err != nil {
-		return nil, fmt.Errorf("memory index: %w", err)
+		return fmt.Errorf("memory index: %w", err)
 	}
 	for rows.Next() {
 		e := memory.Event{ActorID: id}
 		var ts, md string
 		if err := rows.Scan(&e.ID, &e.SessionID, &e.Role, &e.Text, &ts, &md); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("memory index: %w", err)
+			return fmt.Errorf("memory index: %w", err)
 		}
 		e.Timestamp, _ = time.Parse(time.RFC3339Nano, ts)
 		e.Metadata = decodeJSONMetadata(md)
@@ -888,7 +1169,7 @@ func (s *Store) actor(ctx context.Context, id string) (*actorState, error) {
 	rows.Close()
 	rows, err = s.db.QueryContext(ctx, `SELECT hash FROM rejections WHERE actor=?`, id)
 	if err != nil {
-		return nil, fmt.Errorf("memory index: %w", err)
+		return fmt.Errorf("memory index: %w", err)
 	}
 	for rows.Next() {
 		var h string
@@ -896,11 +1177,23 @@ func (s *Store) actor(ctx context.Context, id string) (*actorState, error) {
 		a.rejected[h] = true
 	}
 	rows.Close()
-	s.actors[id] = a
-	if _, err := s.expire(ctx, a); err != nil {
-		return nil, err
+	_, err = s.expire(ctx, a)
+	return err
+}
+
+// setRecord stores r in a's records. The caller holds a.mu exclusively (or
+// has a to itself).
+func (a *actorState) setRecord(r memory.Record) {
+	if old, ok := a.records[r.ID]; ok && old.Strategy != r.Strategy {
+		delete(a.byStrat[old.Strategy], r.ID)
 	}
-	return a, nil
+	a.records[r.ID] = r
+	set := a.byStrat[r.Strategy]
+	if set == nil {
+		set = map[string]struct{}{}
+		a.byStrat[r.Strategy] = set
+	}
+	set[r.ID] = struct{}{}
 }
 
 func decodeJSONMetadata(s string) map[string]any {
@@ -912,13 +1205,6 @@ func decodeJSONMetadata(s string) map[string]any {
 		return nil
 	}
 	return markdown.DecodeMetadata(m)
-}
-
-func (a *actorState) invalidate() {
-	a.idx = nil
-	a.docs = nil
-	a.vecs = nil
-	a.masks = nil
 }
 
 // decodeDir reverses EncodeActor for directories whose files lack an actor

@@ -58,13 +58,82 @@ func (s *Store) scan() (map[string]map[string]fileStat, error) {
 // changed (size or mtime), appeared or disappeared since the index last
 // saw them is re-read from Markdown into the index.
 func (s *Store) Sync(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.gate.Lock()
+	defer s.gate.Unlock()
+	if s.closed {
+		return errors.New("memory store closed")
+	}
 	return s.syncLocked(ctx)
 }
 
+// maybeSyncAll runs Sync when SyncInterval has passed since the last one.
+// The caller holds gate shared; it is held exclusively meanwhile.
+func (s *Store) maybeSyncAll(ctx context.Context) error {
+	if s.opts.SyncInterval <= 0 {
+		return nil
+	}
+	due := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.opts.Now().Sub(s.lastSync) >= s.opts.SyncInterval
+	}
+	if !due() {
+		return nil
+	}
+	s.gate.RUnlock()
+	s.gate.Lock()
+	var err error
+	if !s.closed && due() {
+		err = s.syncLocked(ctx)
+	}
+	s.gate.Unlock()
+	s.gate.RLock()
+	return err
+}
+
+// maybeSyncActor checks the actor's Markdown for hand edits at most once
+// per SyncInterval. The check runs with gate shared; only a change found
+// takes gate exclusively (re-checked there, since a write of ours may have
+// been between its append and its index transaction) to reload the actor.
+func (s *Store) maybeSyncActor(ctx context.Context, actor string) error {
+	if s.opts.SyncInterval <= 0 {
+		return nil
+	}
+	s.mu.Lock()
+	now := s.opts.Now()
+	due := now.Sub(s.actorSync[actor]) >= s.opts.SyncInterval
+	if due {
+		s.actorSync[actor] = now
+	}
+	s.mu.Unlock()
+	if !due {
+		return nil
+	}
+	enc, err := markdown.EncodeActor(actor)
+	if err != nil {
+		return err
+	}
+	changed, err := s.actorChanged(ctx, enc)
+	if err != nil || !changed {
+		return err
+	}
+	s.gate.RUnlock()
+	s.gate.Lock()
+	if !s.closed {
+		if changed, err = s.actorChanged(ctx, enc); err == nil && changed {
+			err = s.reload(ctx, enc)
+		}
+	}
+	s.gate.Unlock()
+	s.gate.RLock()
+	return err
+}
+
+// syncLocked is Sync; the caller holds gate exclusively.
 func (s *Store) syncLocked(ctx context.Context) error {
+	s.mu.Lock()
 	s.lastSync = s.opts.Now()
+	s.mu.Unlock()
 	disk, err := s.scan()
 	if err != nil {
 		return fmt.Errorf("scan memory markdown: %w", err)
@@ -119,16 +188,13 @@ func (s *Store) syncLocked(ctx context.Context) error {
 	return nil
 }
 
-// syncActorLocked is Sync for one actor directory: cheap enough to run
-// before that actor's searches.
-func (s *Store) syncActorLocked(ctx context.Context, actor string) error {
-	enc, err := markdown.EncodeActor(actor)
-	if err != nil {
-		return err
-	}
+// actorChanged reports whether one actor directory's Markdown differs from
+// what the index last saw: cheap enough to run before that actor's
+// searches.
+func (s *Store) actorChanged(ctx context.Context, enc string) (bool, error) {
 	disk := map[string]fileStat{}
 	root := filepath.Join(s.dir, enc)
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
@@ -147,11 +213,11 @@ func (s *Store) syncActorLocked(ctx context.Context, actor string) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("scan memory markdown: %w", err)
+		return false, fmt.Errorf("scan memory markdown: %w", err)
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT path,size,mtime FROM files WHERE path LIKE ? ESCAPE '\'`, likeEscape(enc)+"/%")
 	if err != nil {
-		return fmt.Errorf("memory index: %w", err)
+		return false, fmt.Errorf("memory index: %w", err)
 	}
 	known := map[string]fileStat{}
 	for rows.Next() {
@@ -159,7 +225,7 @@ func (s *Store) syncActorLocked(ctx context.Context, actor string) error {
 		var st fileStat
 		if err := rows.Scan(&p, &st.size, &st.mtime); err != nil {
 			rows.Close()
-			return err
+			return false, err
 		}
 		known[strings.TrimPrefix(p, enc+"/")] = st
 	}
@@ -170,10 +236,7 @@ func (s *Store) syncActorLocked(ctx context.Context, actor string) error {
 			changed = true
 		}
 	}
-	if changed {
-		return s.reload(ctx, enc)
-	}
-	return nil
+	return changed, nil
 }
 
 // readActorDir parses every layer file of one actor directory.
@@ -304,7 +367,9 @@ func (s *Store) reload(ctx context.Context, enc string) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
+	s.mu.Lock()
 	delete(s.actors, actor)
+	s.mu.Unlock()
 	return nil
 }
 
@@ -316,8 +381,11 @@ func likeEscape(s string) string {
 // Rebuild recreates the whole index from the Markdown files, reporting
 // progress (actor directories done of total) when progress is non-nil.
 func (s *Store) Rebuild(ctx context.Context, progress func(done, total int)) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.gate.Lock()
+	defer s.gate.Unlock()
+	if s.closed {
+		return errors.New("memory store closed")
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
@@ -331,7 +399,9 @@ func (s *Store) Rebuild(ctx context.Context, progress func(done, total int)) err
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("rebuild memory index: %w", err)
 	}
+	s.mu.Lock()
 	s.actors = map[string]*actorState{}
+	s.mu.Unlock()
 	entries, err := os.ReadDir(s.dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("rebuild memory index: %w", err)
@@ -353,25 +423,31 @@ func (s *Store) Rebuild(ctx context.Context, progress func(done, total int)) err
 			progress(i+1, len(dirs))
 		}
 	}
+	s.mu.Lock()
 	s.lastSync = s.opts.Now()
+	s.mu.Unlock()
 	return nil
 }
 
 // ExportMarkdown writes every actor's layer files, rendered from the index,
 // under dir (the same layout as <home>/memory).
 func (s *Store) ExportMarkdown(ctx context.Context, dir string) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.gate.Lock()
+	defer s.gate.Unlock()
+	if s.closed {
+		return 0, errors.New("memory store closed")
+	}
 	ids, err := s.actorIDs(ctx)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, id := range ids {
-		a, err := s.actor(ctx, id)
+		a, release, err := s.acquire(ctx, id)
 		if err != nil {
 			return n, err
 		}
+		release() // gate is held exclusively: nothing changes a meanwhile
 		recs := make([]memory.Record, 0, len(a.records))
 		for _, r := range a.records {
 			recs = append(recs, r)

@@ -1,0 +1,323 @@
+package sqlitestore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/search"
+)
+
+// actorIndex is the ranking index of one actor, kept up to date in place:
+// a write adds the new documents (and re-adds the documents whose text
+// changed: an updated record, or the neighbouring turns of a new event,
+// whose context field holds it) and retires the old ones. Every document
+// carries a sort key, records by (createdAt, ID) then events by (timestamp,
+// ID), so that equal scores rank the same as in an index built from
+// scratch; the index is rebuilt from scratch once more than half of its
+// documents are retired. Guarded by actorState.mu (writers exclusive,
+// searches shared); the mask cache has its own lock.
+type actorIndex struct {
+	ix    *search.Index
+	docs  []memory.Record    // the hit record of each document number
+	docOf map[string]int     // live document of each record or event ID
+	sess  map[string][]evRef // session → its indexed events in (timestamp, ID) order
+	// oldest is the earliest indexed event's timestamp (zero: none), so a
+	// search notices when an event expires.
+	oldest time.Time
+	vecs   [][]float32 // per document, with an Embedder
+
+	maskMu sync.Mutex
+	masks  map[string]*mask
+}
+
+type evRef struct {
+	ts time.Time
+	id string
+}
+
+func (r evRef) before(o evRef) bool {
+	if !r.ts.Equal(o.ts) {
+		return r.ts.Before(o.ts)
+	}
+	return r.id < o.id
+}
+
+// mask is the set of documents a query's scope, statuses, strategies and
+// filters allow, with its corpus statistics; cached per condition set and
+// updated by every write.
+type mask struct {
+	cond  cond
+	scope *search.Scope
+}
+
+// cond is the non-text part of a query.
+type cond struct {
+	ns, path   string
+	statuses   []memory.Status
+	strategies []memory.Strategy
+	filters    []memory.Filter
+}
+
+func newCond(q memory.Query, statuses []memory.Status, filters []memory.Filter) cond {
+	c := cond{statuses: statuses, strategies: q.Strategies, filters: filters}
+	if q.Namespace != "" {
+		c.ns = memory.CleanNamespace(q.Namespace)
+	}
+	if q.NamespacePath != "" {
+		c.path = memory.CleanNamespace(q.NamespacePath)
+	}
+	return c
+}
+
+// admits reports whether the record's strategy and status pass (cheap, no
+// namespace or metadata).
+func (c cond) admits(st memory.Strategy, status memory.Status) bool {
+	return hasStatus(c.statuses, status) && hasStrategy(c.strategies, st)
+}
+
+func (c cond) inScope(ns string) bool {
+	return c.ns != "" && memory.NamespaceEqual(ns, c.ns) || c.path != "" && memory.NamespaceUnder(ns, c.path)
+}
+
+func (c cond) match(r memory.Record) bool {
+	return c.admits(r.Strategy, r.Status) && c.inScope(r.Namespace) && memory.MatchFilters(r, c.filters)
+}
+
+const keyTime = "2006-01-02T15:04:05.000000000"
+
+// recordKey and eventKey order documents as a fresh build does: records
+// by (createdAt, ID), then events by (timestamp, ID).
+func recordKey(r memory.Record) string { return "0" + r.CreatedAt.UTC().Format(keyTime) + r.ID }
+func eventKey(e memory.Event) string   { return "1" + e.Timestamp.UTC().Format(keyTime) + e.ID }
+
+// buildIndex builds a's ranking index from scratch. The caller holds a.mu
+// exclusively.
+func (s *Store) buildIndex(ctx context.Context, a *actorState) *actorIndex {
+	recs := make([]*memory.Record, 0, len(a.records))
+	for id := range a.records {
+		r := a.records[id]
+		recs = append(recs, &r)
+	}
+	sort.Slice(recs, func(i, j int) bool {
+		if !recs[i].CreatedAt.Equal(recs[j].CreatedAt) {
+			return recs[i].CreatedAt.Before(recs[j].CreatedAt)
+		}
+		return recs[i].ID < recs[j].ID
+	})
+	x := &actorIndex{ix: search.NewIndex(s.params), docOf: make(map[string]int, len(a.records)+len(a.events)), sess: map[string][]evRef{}}
+	x.docs = make([]memory.Record, 0, len(a.records)+len(a.events))
+	for _, r := range recs {
+		x.add(recordDoc(*r), *r)
+	}
+	var evs []evRef
+	for _, e := range a.events {
+		if !s.expired(e) {
+			evs = append(evs, evRef{e.Timestamp, e.ID})
+		}
+	}
+	sort.Slice(evs, func(i, j int) bool { return evs[i].before(evs[j]) })
+	for _, r := range evs {
+		sid := a.events[r.id].SessionID
+		x.sess[sid] = append(x.sess[sid], r)
+	}
+	for _, r := range evs {
+		e := a.events[r.id]
+		x.add(s.eventDoc(a, x, e), s.eventRecord(e))
+	}
+	if len(evs) > 0 {
+		x.oldest = evs[0].ts
+	}
+	if s.opts.Embedder != nil {
+		x.vecs = s.loadVectors(ctx, a, x)
+	}
+	return x
+}
+
+func recordDoc(r memory.Record) search.Doc {
+	return search.Doc{Text: r.Content, Date: dateWords(r.CreatedAt), Key: recordKey(r)}
+}
+
+// eventDoc is the document of event e: its text (and image caption), the
+// previous and next turn of its session as context, its speaker and date.
+func (s *Store) eventDoc(a *actorState, x *actorIndex, e memory.Event) search.Doc {
+	text := e.Text
+	if c, ok := e.Metadata["caption"].(string); ok && c != "" {
+		text += " " + c
+	}
+	if s.opts.PlainDocs {
+		return search.Doc{Text: fmt.Sprintf("(%s) %s: %s", plainDate(e.Timestamp), speakerOf(e), text), Key: eventKey(e)}
+	}
+	var ctxText []string
+	list := x.sess[e.SessionID]
+	i := sort.Search(len(list), func(i int) bool { return !list[i].before(evRef{e.Timestamp, e.ID}) })
+	if i > 0 {
+		ctxText = append(ctxText, a.events[list[i-1].id].Text)
+	}
+	if i+1 < len(list) {
+		ctxText = append(ctxText, a.events[list[i+1].id].Text)
+	}
+	return search.Doc{Text: text, Context: strings.Join(ctxText, "\n"), Speaker: speakerOf(e), Date: dateWords(e.Timestamp), Group: e.SessionID, Key: eventKey(e)}
+}
+
+// add appends a document for rec and places it in every cached mask.
+func (x *actorIndex) add(d search.Doc, rec memory.Record) {
+	doc := x.ix.Add(d)
+	x.docs = append(x.docs, rec)
+	x.docOf[rec.ID] = doc
+	if x.vecs != nil {
+		x.vecs = append(x.vecs, nil)
+	}
+	for _, m := range x.masks {
+		m.scope.Set(x.ix, doc, m.cond.match(rec))
+	}
+}
+
+// remove retires the document of id, if any.
+func (x *actorIndex) remove(id string) {
+	doc, ok := x.docOf[id]
+	if !ok {
+		return
+	}
+	x.ix.Remove(doc)
+	delete(x.docOf, id)
+	for _, m := range x.masks {
+		m.scope.Set(x.ix, doc, false)
+	}
+}
+
+// putRecords replaces or adds the documents of recs (in order; the last
+// version of an ID wins).
+func (x *actorIndex) putRecords(recs []memory.Record) {
+	for _, r := range recs {
+		x.remove(r.ID)
+		x.add(recordDoc(r), r)
+	}
+}
+
+// addEvents indexes new events of a (already in a.events) and re-indexes
+// their neighbours, whose context field changes.
+func (s *Store) addEvents(a *actorState, x *actorIndex, evs []memory.Event) {
+	var added []memory.Event
+	for _, e := range evs {
+		if s.expired(e) {
+			continue
+		}
+		if _, ok := x.docOf[e.ID]; ok {
+			continue
+		}
+		r := evRef{e.Timestamp, e.ID}
+		list := x.sess[e.SessionID]
+		i := sort.Search(len(list), func(i int) bool { return !list[i].before(r) })
+		list = append(list, evRef{})
+		copy(list[i+1:], list[i:])
+		list[i] = r
+		x.sess[e.SessionID] = list
+		if x.oldest.IsZero() || e.Timestamp.Before(x.oldest) {
+			x.oldest = e.Timestamp
+		}
+		added = append(added, e)
+	}
+	affected := map[string]bool{}
+	for _, e := range added {
+		list := x.sess[e.SessionID]
+		r := evRef{e.Timestamp, e.ID}
+		i := sort.Search(len(list), func(i int) bool { return !list[i].before(r) })
+		affected[e.ID] = true
+		if i > 0 {
+			affected[list[i-1].id] = true
+		}
+		if i+1 < len(list) {
+			affected[list[i+1].id] = true
+		}
+	}
+	s.reindexEvents(a, x, affected)
+}
+
+// reindexEvents re-adds the documents of the given events, in key order.
+func (s *Store) reindexEvents(a *actorState, x *actorIndex, ids map[string]bool) {
+	evs := make([]memory.Event, 0, len(ids))
+	for id := range ids {
+		if e, ok := a.events[id]; ok {
+			evs = append(evs, e)
+		}
+	}
+	sort.Slice(evs, func(i, j int) bool {
+		return evRef{evs[i].Timestamp, evs[i].ID}.before(evRef{evs[j].Timestamp, evs[j].ID})
+	})
+	for _, e := range evs {
+		x.remove(e.ID)
+		x.add(s.eventDoc(a, x, e), s.eventRecord(e))
+	}
+}
+
+// needsExpiry reports whether an indexed event has expired.
+func (s *Store) needsExpiry(x *actorIndex) bool {
+	return !x.oldest.IsZero() && s.expired(memory.Event{Timestamp: x.oldest})
+}
+
+// expireIndexed retires expired events from the index (they stay in the
+// Markdown until ExpireEvents or the next load) and re-indexes the turns
+// that had them as context.
+func (s *Store) expireIndexed(a *actorState, x *actorIndex) {
+	affected := map[string]bool{}
+	x.oldest = time.Time{}
+	for sid, list := range x.sess {
+		n := 0
+		for n < len(list) && s.expired(memory.Event{Timestamp: list[n].ts}) {
+			x.remove(list[n].id)
+			delete(affected, list[n].id)
+			n++
+		}
+		list = list[n:]
+		if len(list) == 0 {
+			delete(x.sess, sid)
+			continue
+		}
+		x.sess[sid] = list
+		if n > 0 {
+			affected[list[0].id] = true
+		}
+		if x.oldest.IsZero() || list[0].ts.Before(x.oldest) {
+			x.oldest = list[0].ts
+		}
+	}
+	s.reindexEvents(a, x, affected)
+}
+
+// compactable reports whether so many documents are retired that a
+// rebuild from scratch pays off.
+func (x *actorIndex) compactable() bool {
+	d := x.ix.Dead()
+	return d > 256 && 2*d > x.ix.Len()
+}
+
+// mask returns the cached mask of a condition set, computing it on a miss.
+// The caller holds a.mu (shared suffices).
+func (x *actorIndex) mask(c cond) *mask {
+	key, err := json.Marshal([]any{c.ns, c.path, c.statuses, c.strategies, c.filters})
+	x.maskMu.Lock()
+	defer x.maskMu.Unlock()
+	if err == nil {
+		if m, ok := x.masks[string(key)]; ok {
+			return m
+		}
+	}
+	allow := make([]bool, x.ix.Len())
+	for i, r := range x.docs {
+		allow[i] = x.ix.Live(i) && c.match(r)
+	}
+	m := &mask{cond: c, scope: x.ix.NewScope(allow)}
+	if err == nil {
+		if x.masks == nil || len(x.masks) >= 16 {
+			x.masks = map[string]*mask{}
+		}
+		x.masks[string(key)] = m
+	}
+	return m
+}
