@@ -98,7 +98,19 @@ func openApp(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, e
 	for k, v := range cfg.Session.ChannelOverrides {
 		ctxCfg.ChannelOverrides[k] = session.Limits{MaxHistoryMessages: v.MaxHistoryMessages, MaxHistoryTokens: v.MaxHistoryTokens}
 	}
+	// Context building, with auto-compaction when the built context passes
+	// the configured share of the model's context window (SPEC §3). The
+	// overflow trigger lives in the agent (one compaction, one retry).
 	deps.History = func(ctx context.Context, key session.Key, chatType string) ([]session.Node, error) {
+		nodes, err := session.BuildContext(ctx, st, key, ctxCfg.For(chatType))
+		if err != nil || deps.Compact == nil ||
+			!session.ShouldCompact(nodes, cfg.Model.ContextWindow, cfg.Session.Compaction.Threshold) {
+			return nodes, err
+		}
+		if err := deps.Compact(ctx, key); err != nil {
+			log.Warn("auto-compaction failed; continuing with the full context", "session", key.String(), "err", err)
+			return nodes, nil
+		}
 		return session.BuildContext(ctx, st, key, ctxCfg.For(chatType))
 	}
 	if err := a.wireExtras(ctx, &deps); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/tendrilai/tendril/internal/agent"
 	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/model/modeltest"
+	"github.com/tendrilai/tendril/internal/session"
 )
 
 // openTestApp wires the real stores in a temp home against a fake model.
@@ -91,5 +93,62 @@ func TestTurnRemembersExplicitPreferenceAcrossSessions(t *testing.T) {
 		if !strings.Contains(strings.ToLower(block2), "chemical") {
 			t.Fatalf("user 2's own memory missing:\n%s", block2)
 		}
+	}
+}
+
+// A context past the threshold of the model's window is compacted before
+// the turn: the model then sees the summary instead of the old nodes, the
+// originals stay on disk, and memory extraction consumed them first.
+func TestTurnAutoCompaction(t *testing.T) {
+	fake := modeltest.NewOpenAI(t)
+	t.Setenv("TENDRIL_HOME", t.TempDir())
+	t.Setenv("MODEL_ID", "openai/gpt-test")
+	t.Setenv("OPENAI_BASE_URL", fake.BaseURL())
+	t.Setenv("OPENAI_API_KEY", "k")
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Memory.LLMExtraction = false
+	cfg.Model.ContextWindow = 200 // tokens: a few turns pass 0.8 × 200
+	cfg.Session.Compaction.KeepLast = 2
+	a, err := openApp(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ctx := context.Background()
+	for i := 0; i < 6; i++ {
+		msg := fmt.Sprintf("turn %d: I have a %s in the garden and I water it every morning before work.", i, []string{"fig", "rose", "lemon", "olive", "apple", "pear"}[i])
+		if _, err := a.agent.Invoke(ctx, agent.Request{Message: msg, ActorID: "api:c", SessionID: "long"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var summaryCalls int
+	for _, s := range fake.Requests() {
+		if strings.HasPrefix(s.System, "Summarise this conversation") {
+			summaryCalls++
+		}
+	}
+	if summaryCalls == 0 {
+		t.Fatal("no compaction happened")
+	}
+	last := fake.Requests()[len(fake.Requests())-1]
+	for _, m := range last.Messages {
+		for _, b := range m.Content {
+			if strings.HasPrefix(b.Text, "turn 0:") {
+				t.Fatalf("the oldest turn was not compacted away:\n%s", allText(last))
+			}
+		}
+	}
+	if !strings.Contains(allText(last), "[Session summary]") {
+		t.Fatalf("the summary is not in the context:\n%s", allText(last))
+	}
+	nodes, err := a.sessions.Nodes(ctx, session.Key{AgentID: "main", Channel: "api", ID: "long"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(nodes[0].PlainText(), "turn 0:") {
+		t.Fatal("compaction rewrote history")
 	}
 }
