@@ -120,7 +120,7 @@ type Deps struct {
 	// ToolSource, when set, supplies the tools per turn instead of Tools
 	// (MCP servers are re-checked, and restarted lazily, each turn).
 	ToolSource func(ctx context.Context) []tool.Tool
-	Persona      Persona
+	Persona    Persona
 	// Skills is the prompt section listing the active skills.
 	Skills    string
 	Deliverer Deliverer

@@ -18,9 +18,9 @@ type Metrics struct {
 	ModelDuration     *prometheus.HistogramVec // labels: provider, model, outcome
 	Errors            *prometheus.CounterVec   // labels: code
 	RetrievalDuration prometheus.Histogram
-	RetrievalTimeouts prometheus.Counter // timeouts and errors that fell back to no memory
-	ExtractionLag     prometheus.Gauge   // seconds the oldest pending extraction job has waited
-	QueueDepth        *prometheus.GaugeVec // labels: queue
+	RetrievalTimeouts prometheus.Counter     // timeouts and errors that fell back to no memory
+	ExtractionLag     prometheus.Gauge       // seconds the oldest pending extraction job has waited
+	QueueDepth        *prometheus.GaugeVec   // labels: queue
 	Approvals         *prometheus.CounterVec // labels: outcome (requested|approved|denied|expired|refused)
 	BreakerLevel      *prometheus.GaugeVec   // labels: actor-independent level name; 1 for the current max level
 	InFlight          prometheus.Gauge
