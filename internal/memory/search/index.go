@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -697,17 +698,21 @@ func (ix *Index) tf(f Field, id, doc int32) int {
 
 func (ix *Index) explain(doc int32, qs []qterm, st stats, boostWhy func(int32) (float64, []string), total, prior float64) string {
 	mult, why := boostWhy(doc)
-	var b strings.Builder
+	b := make([]byte, 0, 256)
+	b = strconv.AppendFloat(b, total, 'f', 4, 64)
 	if mult != 1 || prior != 0 {
-		fmt.Fprintf(&b, "%.4f = (", total)
+		b = append(b, " = ("...)
 	} else {
-		fmt.Fprintf(&b, "%.4f = ", total)
+		b = append(b, " = "...)
 	}
-	fmt.Fprintf(&b, "bm25f(k1=%.2g)[", ix.p.K1)
+	b = append(b, "bm25f(k1="...)
+	b = strconv.AppendFloat(b, ix.p.K1, 'g', 2, 64)
+	b = append(b, ")["...)
 	first := true
+	var parts []byte
 	for _, q := range qs {
 		t := 0.0
-		var parts []string
+		parts = parts[:0]
 		for f := Field(0); f < NumFields; f++ {
 			fp := ix.p.Fields[f]
 			if fp.Weight == 0 {
@@ -719,34 +724,57 @@ func (ix *Index) explain(doc int32, qs []qterm, st stats, boostWhy func(int32) (
 			}
 			norm := 1 - fp.B + fp.B*float64(ix.lens[doc][f])/st.avg[f]
 			t += fp.Weight * float64(tf) / norm
-			parts = append(parts, fmt.Sprintf("%s tf=%d w=%.2g", f, tf, fp.Weight))
+			if len(parts) > 0 {
+				parts = append(parts, ", "...)
+			}
+			parts = append(parts, fieldNames[f]...)
+			parts = append(parts, " tf="...)
+			parts = strconv.AppendInt(parts, int64(tf), 10)
+			parts = append(parts, " w="...)
+			parts = strconv.AppendFloat(parts, fp.Weight, 'g', 2, 64)
 		}
 		if t == 0 {
 			continue
 		}
 		if !first {
-			b.WriteString(" + ")
+			b = append(b, " + "...)
 		}
 		first = false
 		c := q.weight * q.idf * t / (ix.p.K1 + t)
-		fmt.Fprintf(&b, "%q %.3f (idf %.2f, %s", q.text, c, q.idf, strings.Join(parts, ", "))
+		b = strconv.AppendQuote(b, q.text)
+		b = append(b, ' ')
+		b = strconv.AppendFloat(b, c, 'f', 3, 64)
+		b = append(b, " (idf "...)
+		b = strconv.AppendFloat(b, q.idf, 'f', 2, 64)
+		b = append(b, ", "...)
+		b = append(b, parts...)
 		if q.weight != 1 {
-			fmt.Fprintf(&b, ", query weight %.2g", q.weight)
+			b = append(b, ", query weight "...)
+			b = strconv.AppendFloat(b, q.weight, 'g', 2, 64)
 		}
-		b.WriteString(")")
+		b = append(b, ')')
 	}
-	b.WriteString("]")
+	b = append(b, ']')
 	if prior != 0 {
-		fmt.Fprintf(&b, " + session prior %.3f (%.2g × best other turn of the session)", prior, ix.p.GroupWeight)
+		b = append(b, " + session prior "...)
+		b = strconv.AppendFloat(b, prior, 'f', 3, 64)
+		b = append(b, " ("...)
+		b = strconv.AppendFloat(b, ix.p.GroupWeight, 'g', 2, 64)
+		b = append(b, " × best other turn of the session)"...)
 	}
 	if mult != 1 || prior != 0 {
-		b.WriteString(")")
+		b = append(b, ')')
 	}
 	if mult != 1 {
-		fmt.Fprintf(&b, " × %.3g (%s)", mult, strings.Join(why, ", "))
+		b = append(b, " × "...)
+		b = strconv.AppendFloat(b, mult, 'g', 3, 64)
+		b = append(b, " ("...)
+		b = append(b, strings.Join(why, ", ")...)
+		b = append(b, ')')
 	}
-	fmt.Fprintf(&b, "; N=%d", st.n)
-	return b.String()
+	b = append(b, "; N="...)
+	b = strconv.AppendInt(b, int64(st.n), 10)
+	return string(b)
 }
 
 // namedSpeakers returns the speakers the query names.

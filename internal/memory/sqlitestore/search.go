@@ -234,23 +234,25 @@ func (s *Store) listActor(a *actorState, c cond, k int) []memory.Hit {
 	return out
 }
 
-// readIndex returns a's ranking index with a.mu held shared, building it
-// (or retiring expired events) first under the exclusive lock when needed.
-// The caller must a.mu.RUnlock.
+// readIndex returns a's ranking index with a.ixMu held shared, building
+// it (or retiring expired events) first under the exclusive lock when
+// needed. The caller must a.ixMu.RUnlock.
 func (s *Store) readIndex(ctx context.Context, a *actorState) *actorIndex {
 	for {
-		a.mu.RLock()
+		a.ixMu.RLock()
 		if x := a.ix; x != nil && !s.needsExpiry(x) {
 			return x
 		}
-		a.mu.RUnlock()
-		a.mu.Lock()
+		a.ixMu.RUnlock()
+		a.ixMu.Lock()
+		a.mu.RLock()
 		if a.ix == nil {
 			a.ix = s.buildIndex(ctx, a)
 		} else if s.needsExpiry(a.ix) {
 			s.expireIndexed(a, a.ix)
 		}
-		a.mu.Unlock()
+		a.mu.RUnlock()
+		a.ixMu.Unlock()
 	}
 }
 
@@ -259,7 +261,7 @@ func (s *Store) readIndex(ctx context.Context, a *actorState) *actorIndex {
 // kept for the benchmark's baseline).
 func (s *Store) searchActor(ctx context.Context, a *actorState, c cond, text string, qvec []float32, k int) []memory.Hit {
 	x := s.readIndex(ctx, a)
-	defer a.mu.RUnlock()
+	defer a.ixMu.RUnlock()
 	m := x.mask(c)
 	if m.scope.N() == 0 {
 		return nil
@@ -373,11 +375,11 @@ func docText(r memory.Record) string { return r.Content }
 func (s *Store) embedMissing(ctx context.Context, a *actorState) {
 	defer func() {
 		byID := s.vectorsByID(ctx, a.id)
-		a.mu.Lock()
+		a.ixMu.Lock()
 		if a.ix != nil {
 			a.ix.vecs = vectorsFor(a.ix, byID)
 		}
-		a.mu.Unlock()
+		a.ixMu.Unlock()
 	}()
 	have := map[string]bool{}
 	rows, err := s.db.QueryContext(ctx, `SELECT id FROM vectors WHERE actor=?`, a.id)
@@ -477,6 +479,6 @@ func (s *Store) Prepare(ctx context.Context, actorID string) error {
 	}
 	defer release()
 	s.readIndex(ctx, a)
-	a.mu.RUnlock()
+	a.ixMu.RUnlock()
 	return nil
 }

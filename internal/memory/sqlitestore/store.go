@@ -107,15 +107,18 @@ type actorState struct {
 	// qmu guards evq, the event batches waiting for a group commit.
 	qmu sync.Mutex
 	evq []*evBatch
-	// mu guards records, events, rejected and ix: searches and reads hold
-	// it shared, writers exclusively (and only while applying). Writers,
-	// holding wmu, may read the maps without it.
+	// mu guards records, byStrat, events and rejected: reads hold it
+	// shared, writers exclusively (and only while applying a durable
+	// change). Writers, holding wmu, may read the maps without it.
 	mu       sync.RWMutex
 	records  map[string]memory.Record
 	byStrat  map[memory.Strategy]map[string]struct{} // record IDs by strategy (listings)
 	events   map[string]memory.Event
 	rejected map[string]bool
-	ix       *actorIndex // nil until the first ranked search
+	// ixMu guards ix: ranked searches hold it shared, writers exclusively
+	// while applying. Order: ixMu before mu.
+	ixMu sync.RWMutex
+	ix   *actorIndex // nil until the first ranked search
 
 	once    sync.Once // loads the state from the index
 	loadErr error
@@ -443,6 +446,10 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 	for _, r := range recs {
 		a.setRecord(r)
 	}
+	a.mu.Unlock()
+	// Searches of this actor wait from here until the index is updated
+	// (listings, Get and Events do not); wmu keeps the maps unchanged.
+	a.ixMu.Lock()
 	switch {
 	case a.ix == nil:
 	case s.legacy:
@@ -451,7 +458,7 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 		a.ix.putRecords(recs)
 		s.compact(ctx, a)
 	}
-	a.mu.Unlock()
+	a.ixMu.Unlock()
 	if s.opts.Embedder != nil {
 		s.embedMissing(ctx, a)
 	}
@@ -459,7 +466,7 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 }
 
 // compact rebuilds a's ranking index when most of its documents are
-// retired. The caller holds a.mu exclusively.
+// retired. The caller holds a.ixMu exclusively and a.wmu.
 func (s *Store) compact(ctx context.Context, a *actorState) {
 	if a.ix != nil && a.ix.compactable() {
 		a.ix = s.buildIndex(ctx, a)
@@ -810,6 +817,8 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch
 	for _, e := range fresh {
 		a.events[e.ID] = e
 	}
+	a.mu.Unlock()
+	a.ixMu.Lock()
 	switch {
 	case a.ix == nil:
 	case s.legacy:
@@ -818,7 +827,7 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch
 		s.addEvents(a, a.ix, fresh)
 		s.compact(ctx, a)
 	}
-	a.mu.Unlock()
+	a.ixMu.Unlock()
 	if s.opts.Embedder != nil {
 		s.embedMissing(ctx, a)
 	}
@@ -914,10 +923,12 @@ func (s *Store) expire(ctx context.Context, a *actorState) (int, error) {
 			delete(a.events, id)
 		}
 	}
-	if len(gone) > 0 {
-		a.ix = nil
-	}
 	a.mu.Unlock()
+	if len(gone) > 0 {
+		a.ixMu.Lock()
+		a.ix = nil
+		a.ixMu.Unlock()
+	}
 	if len(gone) == 0 {
 		return 0, nil
 	}
