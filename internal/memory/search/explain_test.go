@@ -63,7 +63,6 @@ func (ix *Index) explainReference(doc int32, qs []qterm, st stats, boostWhy func
 	return b.String()
 }
 
-
 // TestExplainText: the explanation text matches the reference for
 // documents with and without boosts, priors, feedback terms and
 // several fields.
