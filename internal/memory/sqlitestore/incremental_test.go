@@ -118,7 +118,7 @@ func TestIncrementalIndexMatchesFreshBuild(t *testing.T) {
 		}
 	}
 	compare("initial") // builds the index and caches every mask
-	if s.actors["u"].ix == nil {
+	if s.actors["u"].currentIndex() == nil {
 		t.Fatal("index not built by the first search")
 	}
 
@@ -194,7 +194,7 @@ func TestIncrementalIndexMatchesFreshBuild(t *testing.T) {
 		}
 		compare(st.name)
 	}
-	if x := s.actors["u"].ix; x == nil || x.ix.Dead() == 0 {
+	if x := s.actors["u"].currentIndex(); x == nil || x.ix.Dead() == 0 {
 		t.Fatal("writes rebuilt the index instead of updating it in place")
 	}
 }
@@ -387,4 +387,12 @@ func BenchmarkSearchAfterWrite(b *testing.B) {
 			b.ReportMetric(float64(lat[(len(lat)-1)*99/100].Microseconds())/1000, "p99-ms")
 		})
 	}
+}
+
+// currentIndex returns the active copy of a's ranking index (tests).
+func (a *actorState) currentIndex() *actorIndex {
+	slot := &a.slots[a.active.Load()]
+	slot.mu.RLock()
+	defer slot.mu.RUnlock()
+	return slot.x
 }

@@ -20,8 +20,8 @@ import (
 // carries a sort key, records by (createdAt, ID) then events by (timestamp,
 // ID), so that equal scores rank the same as in an index built from
 // scratch; the index is rebuilt from scratch once more than half of its
-// documents are retired. Guarded by actorState.ixMu (writers exclusive,
-// searches shared); the mask cache has its own lock.
+// documents are retired. Each copy is guarded by its ixSlot lock (changes
+// exclusive, searches shared); the mask cache has its own lock.
 type actorIndex struct {
 	ix    *search.Index
 	docs  []memory.Record    // the hit record of each document number
@@ -32,7 +32,7 @@ type actorIndex struct {
 	oldest time.Time
 	vecs   [][]float32 // per document, with an Embedder
 
-	maskMu sync.Mutex
+	maskMu sync.RWMutex
 	masks  map[string]*mask
 }
 
@@ -96,8 +96,8 @@ const keyTime = "2006-01-02T15:04:05.000000000"
 func recordKey(r memory.Record) string { return "0" + r.CreatedAt.UTC().Format(keyTime) + r.ID }
 func eventKey(e memory.Event) string   { return "1" + e.Timestamp.UTC().Format(keyTime) + e.ID }
 
-// buildIndex builds a's ranking index from scratch. The caller holds
-// a.ixMu exclusively and keeps the maps still (a.mu shared, or a.wmu).
+// buildIndex builds a ranking index of a from scratch. The caller keeps
+// the maps still (a.mu shared, or a.wmu).
 func (s *Store) buildIndex(ctx context.Context, a *actorState) *actorIndex {
 	recs := make([]*memory.Record, 0, len(a.records))
 	for id := range a.records {
@@ -298,9 +298,17 @@ func (x *actorIndex) compactable() bool {
 }
 
 // mask returns the cached mask of a condition set, computing it on a miss.
-// The caller holds a.ixMu (shared suffices).
+// The caller holds the copy's slot lock (shared suffices).
 func (x *actorIndex) mask(c cond) *mask {
 	key, err := json.Marshal([]any{c.ns, c.path, c.statuses, c.strategies, c.filters})
+	if err == nil {
+		x.maskMu.RLock()
+		m, ok := x.masks[string(key)]
+		x.maskMu.RUnlock()
+		if ok {
+			return m
+		}
+	}
 	x.maskMu.Lock()
 	defer x.maskMu.Unlock()
 	if err == nil {

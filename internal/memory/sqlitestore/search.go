@@ -234,25 +234,26 @@ func (s *Store) listActor(a *actorState, c cond, k int) []memory.Hit {
 	return out
 }
 
-// readIndex returns a's ranking index with a.ixMu held shared, building
-// it (or retiring expired events) first under the exclusive lock when
-// needed. The caller must a.ixMu.RUnlock.
-func (s *Store) readIndex(ctx context.Context, a *actorState) *actorIndex {
+// readIndex returns the active copy of a's ranking index, read-locked
+// until done is called, building it (or retiring expired events) first
+// when needed.
+func (s *Store) readIndex(ctx context.Context, a *actorState) (x *actorIndex, done func()) {
 	for {
-		a.ixMu.RLock()
-		if x := a.ix; x != nil && !s.needsExpiry(x) {
-			return x
+		slot := &a.slots[a.active.Load()]
+		slot.mu.RLock()
+		if x := slot.x; x != nil && !s.needsExpiry(x) {
+			return x, slot.mu.RUnlock
 		}
-		a.ixMu.RUnlock()
-		a.ixMu.Lock()
-		a.mu.RLock()
-		if a.ix == nil {
-			a.ix = s.buildIndex(ctx, a)
-		} else if s.needsExpiry(a.ix) {
-			s.expireIndexed(a, a.ix)
+		slot.mu.RUnlock()
+		a.ixw.Lock()
+		a.mu.RLock() // the maps stay still for both copies
+		if x := a.slots[a.active.Load()].x; x == nil {
+			s.changeIndexLocked(a, func(*actorIndex) *actorIndex { return s.buildIndex(ctx, a) }, true)
+		} else if s.needsExpiry(x) {
+			s.changeIndexLocked(a, func(x *actorIndex) *actorIndex { s.expireIndexed(a, x); return x }, false)
 		}
 		a.mu.RUnlock()
-		a.ixMu.Unlock()
+		a.ixw.Unlock()
 	}
 }
 
@@ -260,8 +261,8 @@ func (s *Store) readIndex(ctx context.Context, a *actorState) *actorIndex {
 // lists them in document order: the path before incremental indexing,
 // kept for the benchmark's baseline).
 func (s *Store) searchActor(ctx context.Context, a *actorState, c cond, text string, qvec []float32, k int) []memory.Hit {
-	x := s.readIndex(ctx, a)
-	defer a.ixMu.RUnlock()
+	x, done := s.readIndex(ctx, a)
+	defer done()
 	m := x.mask(c)
 	if m.scope.N() == 0 {
 		return nil
@@ -375,11 +376,7 @@ func docText(r memory.Record) string { return r.Content }
 func (s *Store) embedMissing(ctx context.Context, a *actorState) {
 	defer func() {
 		byID := s.vectorsByID(ctx, a.id)
-		a.ixMu.Lock()
-		if a.ix != nil {
-			a.ix.vecs = vectorsFor(a.ix, byID)
-		}
-		a.ixMu.Unlock()
+		s.changeIndex(a, func(x *actorIndex) *actorIndex { x.vecs = vectorsFor(x, byID); return x })
 	}()
 	have := map[string]bool{}
 	rows, err := s.db.QueryContext(ctx, `SELECT id FROM vectors WHERE actor=?`, a.id)
@@ -478,7 +475,7 @@ func (s *Store) Prepare(ctx context.Context, actorID string) error {
 		return err
 	}
 	defer release()
-	s.readIndex(ctx, a)
-	a.ixMu.RUnlock()
+	_, done := s.readIndex(ctx, a)
+	done()
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -115,10 +116,15 @@ type actorState struct {
 	byStrat  map[memory.Strategy]map[string]struct{} // record IDs by strategy (listings)
 	events   map[string]memory.Event
 	rejected map[string]bool
-	// ixMu guards ix: ranked searches hold it shared, writers exclusively
-	// while applying. Order: ixMu before mu.
-	ixMu sync.RWMutex
-	ix   *actorIndex // nil until the first ranked search
+	// The ranking index is kept twice (left-right): searches read the
+	// active copy under its read lock and never wait for a change, which
+	// is applied to the inactive copy, made active, then applied to the
+	// other once its last readers leave. ixw serialises changes. Both
+	// copies are nil until the first ranked search. Order: ixw, mu, slot
+	// locks (no slot lock is held while taking mu).
+	ixw    sync.Mutex
+	slots  [2]ixSlot
+	active atomic.Int32
 
 	once    sync.Once // loads the state from the index
 	loadErr error
@@ -447,29 +453,60 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 		a.setRecord(r)
 	}
 	a.mu.Unlock()
-	// Searches of this actor wait from here until the index is updated
-	// (listings, Get and Events do not); wmu keeps the maps unchanged.
-	a.ixMu.Lock()
-	switch {
-	case a.ix == nil:
-	case s.legacy:
-		a.ix = nil
-	default:
-		a.ix.putRecords(recs)
-		s.compact(ctx, a)
-	}
-	a.ixMu.Unlock()
+	s.changeIndex(a, func(x *actorIndex) *actorIndex { // wmu keeps the maps still
+		if s.legacy {
+			return nil
+		}
+		x.putRecords(recs)
+		return s.compacted(ctx, a, x)
+	})
 	if s.opts.Embedder != nil {
 		s.embedMissing(ctx, a)
 	}
 	return nil
 }
 
-// compact rebuilds a's ranking index when most of its documents are
-// retired. The caller holds a.ixMu exclusively and a.wmu.
-func (s *Store) compact(ctx context.Context, a *actorState) {
-	if a.ix != nil && a.ix.compactable() {
-		a.ix = s.buildIndex(ctx, a)
+// compacted returns x, or a's index built afresh when most of x's
+// documents are retired. The caller keeps a's maps still.
+func (s *Store) compacted(ctx context.Context, a *actorState, x *actorIndex) *actorIndex {
+	if x.compactable() {
+		return s.buildIndex(ctx, a)
+	}
+	return x
+}
+
+// ixSlot is one copy of an actor's ranking index.
+type ixSlot struct {
+	mu sync.RWMutex
+	x  *actorIndex
+}
+
+// changeIndex applies f to both copies of a's ranking index, if built:
+// first to the inactive copy, which then becomes active, then to the
+// other once its readers are done. f returns the copy to keep (nil drops
+// the index); it must change both copies alike.
+func (s *Store) changeIndex(a *actorState, f func(x *actorIndex) *actorIndex) {
+	a.ixw.Lock()
+	defer a.ixw.Unlock()
+	s.changeIndexLocked(a, f, false)
+}
+
+// changeIndexLocked is changeIndex with a.ixw held; build runs f even
+// when the index is not built.
+func (s *Store) changeIndexLocked(a *actorState, f func(x *actorIndex) *actorIndex, build bool) {
+	cur := a.active.Load()
+	if a.slots[cur].x == nil && !build {
+		return
+	}
+	next := 1 - cur
+	for _, i := range []int32{next, cur} {
+		slot := &a.slots[i]
+		slot.mu.Lock()
+		slot.x = f(slot.x)
+		slot.mu.Unlock()
+		if i == next {
+			a.active.Store(next)
+		}
 	}
 }
 
@@ -818,16 +855,13 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch
 		a.events[e.ID] = e
 	}
 	a.mu.Unlock()
-	a.ixMu.Lock()
-	switch {
-	case a.ix == nil:
-	case s.legacy:
-		a.ix = nil
-	default:
-		s.addEvents(a, a.ix, fresh)
-		s.compact(ctx, a)
-	}
-	a.ixMu.Unlock()
+	s.changeIndex(a, func(x *actorIndex) *actorIndex { // wmu keeps the maps still
+		if s.legacy {
+			return nil
+		}
+		s.addEvents(a, x, fresh)
+		return s.compacted(ctx, a, x)
+	})
 	if s.opts.Embedder != nil {
 		s.embedMissing(ctx, a)
 	}
@@ -925,9 +959,7 @@ func (s *Store) expire(ctx context.Context, a *actorState) (int, error) {
 	}
 	a.mu.Unlock()
 	if len(gone) > 0 {
-		a.ixMu.Lock()
-		a.ix = nil
-		a.ixMu.Unlock()
+		s.changeIndex(a, func(*actorIndex) *actorIndex { return nil })
 	}
 	if len(gone) == 0 {
 		return 0, nil
