@@ -81,9 +81,9 @@ func memoryBlock(system string) string {
 // memory block, and nothing of the other speaker ever does. CI replays the
 // first two sessions; TENDRIL_E2E_FULL=1 replays the whole conversation.
 func TestE2ETelegramLocomoReplay(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "data", "locomo", "locomo-dev.json"))
+	data, err := readLocomo()
 	if err != nil {
-		t.Skipf("LoCoMo data not available next to the repository (../shared/data/locomo): %v", err)
+		t.Skipf("LoCoMo data not found (set TENDRIL_LOCOMO, or place shared/data next to the repository): %v", err)
 	}
 	var convs []locomoConv
 	if err := json.Unmarshal(data, &convs); err != nil {
@@ -188,6 +188,25 @@ func TestE2ETelegramLocomoReplay(t *testing.T) {
 		}
 	}
 	fmt.Fprintln(os.Stderr) // keep go test -v output readable
+}
+
+// readLocomo finds the LoCoMo development file: $TENDRIL_LOCOMO, then
+// shared/data beside the repository, then the workspace's copy.
+func readLocomo() ([]byte, error) {
+	paths := []string{os.Getenv("TENDRIL_LOCOMO"),
+		filepath.Join("..", "..", "..", "shared", "data", "locomo", "locomo-dev.json"),
+		"/work/shared/data/locomo/locomo-dev.json"}
+	var err error
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		var b []byte
+		if b, err = os.ReadFile(p); err == nil {
+			return b, nil
+		}
+	}
+	return nil, err
 }
 
 // fragment is a distinctive prefix of a turn's text (up to 40 bytes on a
