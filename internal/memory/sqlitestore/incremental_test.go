@@ -396,3 +396,84 @@ func (a *actorState) currentIndex() *actorIndex {
 	defer slot.mu.RUnlock()
 	return slot.x
 }
+
+// BenchmarkConcurrentTurns is the store's share of the full-turn
+// benchmark: two actors with 10,000 records each, 64 concurrent sessions,
+// each turn lists the standing records, runs the two ranked searches and
+// appends its two events (fsync on). Reported: p50/p99 of the store work
+// of one turn. mode=legacy rebuilds the ranking index after every write
+// (fewer turns: each costs a rebuild).
+func BenchmarkConcurrentTurns(b *testing.B) {
+	for _, mode := range []string{"incremental", "legacy"} {
+		b.Run("mode="+mode, func(b *testing.B) {
+			s, err := Open(b.TempDir(), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			s.legacy = mode == "legacy"
+			words := strings.Fields("tomato fig basil rose aphid compost mulch prune water frost bed soil seed sun shade leaf root pot balcony orchard")
+			actors := []string{"b0", "b63"}
+			for _, actor := range actors {
+				recs := make([]memory.Record, 10000)
+				for i := range recs {
+					recs[i] = memory.Record{Namespace: "/main/" + actor + "/long_term/", Content: fmt.Sprintf("note %d: the %s near the %s needs %s", i, words[i%len(words)], words[(i/7)%len(words)], words[(i/49)%len(words)])}
+				}
+				if _, err := s.PutBatch(bg, recs); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Prepare(bg, actor); err != nil {
+					b.Fatal(err)
+				}
+			}
+			n := 640
+			if s.legacy {
+				n = 128
+			}
+			const sessions = 64
+			for b.Loop() {
+				lat := make([]time.Duration, n)
+				next := make(chan int)
+				var wg sync.WaitGroup
+				var failed sync.Once
+				for w := 0; w < sessions; w++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := range next {
+							actor := actors[i%2]
+							start := time.Now()
+							err := func() error {
+								if _, err := s.Search(bg, memory.Query{NamespacePath: "/main/" + actor + "/long_term/", TopK: 50,
+									Strategies: []memory.Strategy{memory.StrategyUserPreference, memory.StrategyProcedural}}); err != nil {
+									return err
+								}
+								for _, p := range []string{"/main/" + actor + "/long_term/", "/main/" + actor + "/episodic/"} {
+									if _, err := s.Search(bg, memory.Query{NamespacePath: p, Text: "how do I water the fig tomato?", TopK: 50}); err != nil {
+										return err
+									}
+								}
+								return s.AppendEvents(bg, []memory.Event{
+									{ActorID: actor, SessionID: fmt.Sprintf("s%d", i%sessions), Role: "user", Text: "how do I water the fig tomato?"},
+									{ActorID: actor, SessionID: fmt.Sprintf("s%d", i%sessions), Role: "assistant", Text: "water the fig at the root"},
+								})
+							}()
+							lat[i] = time.Since(start)
+							if err != nil {
+								failed.Do(func() { b.Error(err) })
+							}
+						}
+					}()
+				}
+				for i := 0; i < n; i++ {
+					next <- i
+				}
+				close(next)
+				wg.Wait()
+				sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "turn-p50-ms")
+				b.ReportMetric(float64(lat[(len(lat)-1)*99/100].Microseconds())/1000, "turn-p99-ms")
+			}
+		})
+	}
+}

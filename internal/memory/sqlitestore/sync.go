@@ -113,7 +113,34 @@ func (s *Store) maybeSyncActor(ctx context.Context, actor string) error {
 	if err != nil {
 		return err
 	}
+	// A write of this actor between its Markdown append and its index
+	// transaction looks like a hand edit; check only while no write is in
+	// flight (holding the writer lock), else retry on a later search.
+	s.mu.Lock()
+	a := s.actors[actor]
+	if a != nil {
+		a.refs++
+	}
+	s.mu.Unlock()
+	if a != nil {
+		defer func() {
+			s.mu.Lock()
+			a.refs--
+			s.mu.Unlock()
+		}()
+		if !a.wmu.TryLock() {
+			s.mu.Lock()
+			if s.actorSync[actor].Equal(now) {
+				delete(s.actorSync, actor)
+			}
+			s.mu.Unlock()
+			return nil
+		}
+	}
 	changed, err := s.actorChanged(ctx, enc)
+	if a != nil {
+		a.wmu.Unlock()
+	}
 	if err != nil || !changed {
 		return err
 	}
