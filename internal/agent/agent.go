@@ -174,6 +174,8 @@ func ErrorCode(err error) string {
 		return "MODEL_NOT_CONFIGURED"
 	case errors.Is(err, ErrApprovalPending):
 		return "APPROVAL_PENDING"
+	case errors.Is(err, ErrForbidden):
+		return "FORBIDDEN"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return "MODEL_ERROR"
 	}
@@ -188,8 +190,11 @@ var errModel = errors.New("model call failed")
 
 // validate checks and normalises a request.
 func validate(req *Request) error {
-	if req.Message == "" && len(req.Images) == 0 {
+	if strings.TrimSpace(req.Message) == "" && len(req.Images) == 0 {
 		return fmt.Errorf("%w: message is required", ErrInvalidRequest)
+	}
+	if len(req.Images) > MaxImages {
+		return fmt.Errorf("%w: at most %d images per turn, got %d", ErrInvalidRequest, MaxImages, len(req.Images))
 	}
 	if len(req.Message) > 256<<10 {
 		return fmt.Errorf("%w: message longer than 256 KiB", ErrInvalidRequest)
@@ -215,6 +220,9 @@ func validate(req *Request) error {
 		if len(img.Data) == 0 {
 			return fmt.Errorf("%w: images[%d] has no data", ErrInvalidRequest, i)
 		}
+		if len(img.Data) > MaxImageBytes {
+			return fmt.Errorf("%w: images[%d] is %d bytes; the limit is %d", ErrInvalidRequest, i, len(img.Data), MaxImageBytes)
+		}
 		switch img.MediaType {
 		case "image/jpeg", "image/png", "image/gif", "image/webp":
 		default:
@@ -223,6 +231,13 @@ func validate(req *Request) error {
 	}
 	return nil
 }
+
+// Image limits per turn: Telegram albums hold up to 10 images, and the
+// providers reject images over a few MiB.
+const (
+	MaxImages     = 10
+	MaxImageBytes = 5 << 20
+)
 
 // ValidateID accepts 1–256 characters with no control characters. Storage
 // backends encode IDs further; this only rejects what no channel produces.
@@ -241,15 +256,32 @@ func ValidateID(id string) error {
 	return nil
 }
 
+// sessionKey derives the session of a request. Without a session_id the
+// session is the actor's own on that channel: "telegram:123" on channel
+// telegram is session "123" (the file telegram_123.jsonl); an actor whose
+// prefix differs from the channel keeps its whole ID, so "api:me" and
+// "other:me" never share a session.
 func (a *Agent) sessionKey(req Request) session.Key {
 	id := req.SessionID
 	if id == "" {
 		id = req.ActorID
-		if i := strings.IndexByte(id, ':'); i >= 0 && i < len(id)-1 {
-			id = id[i+1:]
+		if rest, ok := strings.CutPrefix(id, req.Channel+":"); ok && rest != "" {
+			id = rest
 		}
 	}
 	return session.Key{AgentID: a.opt.AgentID, Channel: req.Channel, ID: id}
+}
+
+// checkOwner refuses a session whose messages were written by another
+// actor: a session belongs to the actor that started it, and its history
+// must never reach another actor's model call.
+func checkOwner(history []session.Node, actorID string) error {
+	for _, n := range history {
+		if owner, ok := n.Metadata["actorId"].(string); ok && owner != "" && owner != actorID {
+			return fmt.Errorf("%w: session belongs to another actor", ErrForbidden)
+		}
+	}
+	return nil
 }
 
 func keyString(k session.Key) string { return k.AgentID + "\x00" + k.Channel + "\x00" + k.ID }

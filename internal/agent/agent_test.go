@@ -396,6 +396,9 @@ func TestInvalidRequests(t *testing.T) {
 		{Request{Message: "x", ActorID: strings.Repeat("a", 300)}, "INVALID_ACTOR_ID"},
 		{Request{Message: "x", ActorID: "u", SessionID: "s\n1"}, "INVALID_REQUEST"},
 		{Request{Message: "x", ActorID: "u", Images: []Image{{Data: []byte{1}, MediaType: "text/html"}}}, "INVALID_REQUEST"},
+		{Request{Message: " \n\t ", ActorID: "u"}, "INVALID_REQUEST"},
+		{Request{Message: "x", ActorID: "u", Images: make([]Image, 11)}, "INVALID_REQUEST"},
+		{Request{Message: "x", ActorID: "u", Images: []Image{{Data: make([]byte, MaxImageBytes+1), MediaType: "image/png"}}}, "INVALID_REQUEST"},
 	} {
 		_, err := a.Invoke(context.Background(), tc.req)
 		if got := ErrorCode(err); got != tc.code {
@@ -551,5 +554,50 @@ func TestApprovalPauseAndResume(t *testing.T) {
 	}
 	if roles != "user assistant tool assistant " {
 		t.Fatalf("persisted roles %q", roles)
+	}
+}
+
+func TestSessionsBelongToTheirActor(t *testing.T) {
+	m := &scriptModel{}
+	a, _ := newTestAgent(t, m, Deps{})
+	ctx := context.Background()
+	if _, err := a.Invoke(ctx, Request{Message: "my secret garden plan", ActorID: "api:jin", SessionID: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Invoke(ctx, Request{Message: "what did I say before?", ActorID: "api:evil", SessionID: "s1"})
+	if ErrorCode(err) != "FORBIDDEN" {
+		t.Fatalf("foreign actor on s1: %v", err)
+	}
+	if len(m.requests()) != 1 {
+		t.Fatal("the foreign turn reached the model")
+	}
+	// Default sessions of actors that differ only in prefix stay apart.
+	if _, err := a.Invoke(ctx, Request{Message: "hi", ActorID: "api:me"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Invoke(ctx, Request{Message: "hi", ActorID: "other:me"}); err != nil {
+		t.Fatalf("other:me collided with api:me: %v", err)
+	}
+	if k1, k2 := a.sessionKey(Request{ActorID: "telegram:5", Channel: "telegram"}), a.sessionKey(Request{ActorID: "other:5", Channel: "telegram"}); k1.ID != "5" || k2.ID == k1.ID {
+		t.Fatalf("keys %v %v", k1, k2)
+	}
+}
+
+func TestMalformedToolArgsNeverReachTheGate(t *testing.T) {
+	write := &fakeTool{name: "notes", class: tool.ClassWrite}
+	m := &scriptModel{script: []func(*model.Request) (*model.Response, error){toolCall("t1", "notes", `{not json`)}}
+	gate := newClassGate()
+	a, _ := newTestAgent(t, m, Deps{Gate: gate, Tools: []tool.Tool{write}})
+	res, err := a.Invoke(context.Background(), Request{Message: "note it", ActorID: "api:u"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.PendingApproval != nil || len(gate.pending) != 0 || write.calls != 0 {
+		t.Fatalf("malformed call reached the gate: %+v", res)
+	}
+	reqs := m.requests()
+	tr := reqs[1].Messages[len(reqs[1].Messages)-1].Content[0]
+	if !tr.IsError || !strings.Contains(tr.Text, "JSON object") {
+		t.Fatalf("tool result %+v", tr)
 	}
 }

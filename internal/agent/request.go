@@ -54,4 +54,6 @@ var (
 	ErrInvalidRequest  = errors.New("INVALID_REQUEST")
 	ErrInvalidActorID  = errors.New("INVALID_ACTOR_ID")
 	ErrApprovalPending = errors.New("APPROVAL_PENDING")
+	// ErrForbidden: the session belongs to another actor.
+	ErrForbidden = errors.New("FORBIDDEN")
 )

@@ -24,6 +24,9 @@ func (a *Agent) preTurn(ctx context.Context, req Request, key session.Key) (*tur
 	if err != nil {
 		return nil, fmt.Errorf("load session %s/%s: %w", key.Channel, key.ID, err)
 	}
+	if err := checkOwner(history, req.ActorID); err != nil {
+		return nil, err
+	}
 
 	t.memories = a.retrieve(ctx, req)
 	t.MemoriesUsed = len(t.memories)
@@ -344,6 +347,13 @@ func (a *Agent) callTool(ctx context.Context, t *turn, use model.Block, approved
 	args := use.Input
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
+	}
+	// Malformed arguments go back to the model; they never reach the gate
+	// or an operator's approval queue.
+	var obj map[string]any
+	if err := json.Unmarshal(args, &obj); err != nil {
+		a.countTool(use.Name, "bad_args")
+		return fmt.Sprintf("tool %q: arguments must be a JSON object: %v", use.Name, err), true, nil, nil
 	}
 	call := a.gateCall(t, use.Name, tl.Class(), args)
 	exec := approvedExec

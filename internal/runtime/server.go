@@ -29,6 +29,10 @@ type Options struct {
 	Addr         string // default 127.0.0.1:8080
 	AuthToken    string // required for non-loopback addresses
 	MaxBodyBytes int64  // /invocations body limit, default 8 MiB
+	// TurnTimeout bounds one turn (model retries and tool calls included);
+	// default 5 minutes. A client that disconnects does not cancel its turn:
+	// it completes and is stored in the session.
+	TurnTimeout time.Duration
 	// ShutdownGrace bounds how long in-flight requests may finish after
 	// Shutdown begins.
 	ShutdownGrace time.Duration
@@ -64,6 +68,9 @@ func New(opt Options) (*Server, error) {
 	if opt.ShutdownGrace <= 0 {
 		opt.ShutdownGrace = 30 * time.Second
 	}
+	if opt.TurnTimeout <= 0 {
+		opt.TurnTimeout = 5 * time.Minute
+	}
 	if opt.Tracker == nil {
 		opt.Tracker = NewTracker(nil)
 	}
@@ -84,7 +91,7 @@ func New(opt Options) (*Server, error) {
 	s.mux.HandleFunc("GET /ping", s.handlePing)
 	s.mux.Handle("POST /invocations", s.auth(http.HandlerFunc(s.handleInvocations)))
 	if opt.Metrics != nil {
-		s.mux.Handle("GET /metrics", opt.Metrics.Handler())
+		s.mux.Handle("GET /metrics", s.auth(opt.Metrics.Handler()))
 	}
 	s.http = &http.Server{Addr: opt.Addr, Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
@@ -142,7 +149,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) auth(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.opt.AuthToken != "" {
-			got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+			// The scheme is case-insensitive (RFC 7235 §2.1).
+			got := r.Header.Get("Authorization")
+			if len(got) > 7 && strings.EqualFold(got[:7], "bearer ") {
+				got = got[7:]
+			} else {
+				got = ""
+			}
 			if subtle.ConstantTimeCompare([]byte(got), []byte(s.opt.AuthToken)) != 1 {
 				writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "missing or wrong bearer token")
 				return
@@ -189,11 +202,13 @@ func (s *Server) handleInvocations(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	ctx, cancel := s.turnContext(r)
+	defer cancel()
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
-		s.stream(w, r, req)
+		s.stream(ctx, w, req)
 		return
 	}
-	res, err := s.opt.Invoker.Invoke(r.Context(), req)
+	res, err := s.opt.Invoker.Invoke(ctx, req)
 	if err != nil {
 		status, code, msg := errorStatus(err)
 		writeError(w, status, code, msg)
@@ -288,23 +303,40 @@ func (s *Server) decodeInvocation(w http.ResponseWriter, r *http.Request) (agent
 }
 
 // errorStatus maps an Invoke error to the HTTP status, code and message.
+// The message drops a leading "CODE: " so the code is not said twice.
 func errorStatus(err error) (int, string, string) {
 	code := agent.ErrorCode(err)
+	if msg := err.Error(); strings.HasPrefix(msg, code+": ") {
+		return errorStatusMsg(code, strings.TrimPrefix(msg, code+": "))
+	}
+	return errorStatusMsg(code, err.Error())
+}
+
+func errorStatusMsg(code, msg string) (int, string, string) {
 	switch code {
 	case "INVALID_REQUEST", "INVALID_ACTOR_ID":
-		return http.StatusBadRequest, code, err.Error()
+		return http.StatusBadRequest, code, msg
+	case "FORBIDDEN":
+		return http.StatusForbidden, code, msg
 	case "MODEL_NOT_CONFIGURED":
-		return http.StatusServiceUnavailable, code, err.Error()
+		return http.StatusServiceUnavailable, code, msg
 	case "MODEL_ERROR":
-		return http.StatusBadGateway, code, err.Error()
+		return http.StatusBadGateway, code, msg
 	}
-	return http.StatusInternalServerError, "INTERNAL_ERROR", err.Error()
+	return http.StatusInternalServerError, "INTERNAL_ERROR", msg
 }
 
 // stream answers with Server-Sent Events: a "start" frame, the reply text
 // in chunks, then a final frame holding the same JSON body as the
 // non-streaming response (or the error envelope).
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, req agent.Request) {
+// turnContext detaches the turn from the client connection (a dropped
+// client must not throw away a turn the model already answered) and bounds
+// it by TurnTimeout.
+func (s *Server) turnContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.Context()), s.opt.TurnTimeout)
+}
+
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req agent.Request) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR", "streaming unsupported")
@@ -320,7 +352,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req agent.Reques
 		fl.Flush()
 	}
 	frame(map[string]any{"type": "start"})
-	res, err := s.opt.Invoker.Invoke(r.Context(), req)
+	res, err := s.opt.Invoker.Invoke(ctx, req)
 	if err != nil {
 		_, code, msg := errorStatus(err)
 		frame(map[string]any{"type": "final", "ok": false, "error": code, "message": msg})

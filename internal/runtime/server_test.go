@@ -271,7 +271,42 @@ func TestAuthToken(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("with token: %d", resp.StatusCode)
 	}
+	resp, _ = post(t, ts.URL, `{"message":"hi","actor_id":"a"}`, map[string]string{"Authorization": "bearer s3cret"})
+	if resp.StatusCode != 200 {
+		t.Fatalf("lower-case scheme: %d", resp.StatusCode)
+	}
+	resp, _ = post(t, ts.URL, `{"message":"hi","actor_id":"a"}`, map[string]string{"Authorization": "Bearer s3cre"})
+	if resp.StatusCode != 401 {
+		t.Fatalf("wrong token: %d", resp.StatusCode)
+	}
 	if r, _ := http.Get(ts.URL + "/ping"); r.StatusCode != 200 {
 		t.Fatal("ping must stay open")
+	}
+}
+
+func TestClientDisconnectDoesNotCancelTheTurn(t *testing.T) {
+	inv := &ctxInvoker{done: make(chan error, 1)}
+	ts := newTestServer(t, inv, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", ts.URL+"/invocations", strings.NewReader(`{"message":"hi","actor_id":"a"}`))
+	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	if _, err := http.DefaultClient.Do(req); err == nil {
+		t.Fatal("request should have been cancelled by the client")
+	}
+	if err := <-inv.done; err != nil {
+		t.Fatalf("turn context ended with the client: %v", err)
+	}
+}
+
+type ctxInvoker struct{ done chan error }
+
+func (c *ctxInvoker) Invoke(ctx context.Context, req agent.Request) (*agent.Result, error) {
+	select {
+	case <-ctx.Done():
+		c.done <- ctx.Err()
+		return nil, ctx.Err()
+	case <-time.After(300 * time.Millisecond):
+		c.done <- nil
+		return &agent.Result{Text: "done"}, nil
 	}
 }
