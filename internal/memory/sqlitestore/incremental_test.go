@@ -398,14 +398,18 @@ func (a *actorState) currentIndex() *actorIndex {
 }
 
 // BenchmarkConcurrentTurns is the store's share of the full-turn
-// benchmark: two actors with 10,000 records each, 64 concurrent sessions,
-// each turn lists the standing records, runs the two ranked searches and
+// benchmark: two actors with 10,000 records each, 1 or 64 concurrent
+// sessions, each turn lists the standing records, runs the two ranked searches and
 // appends its two events (fsync on). Reported: p50/p99 of the store work
 // of one turn. mode=legacy rebuilds the ranking index after every write
 // (fewer turns: each costs a rebuild).
 func BenchmarkConcurrentTurns(b *testing.B) {
-	for _, mode := range []string{"incremental", "legacy"} {
-		b.Run("mode="+mode, func(b *testing.B) {
+	for _, bc := range []struct {
+		mode     string
+		sessions int
+	}{{"incremental", 1}, {"incremental", 64}, {"legacy", 1}, {"legacy", 64}} {
+		mode, sessions := bc.mode, bc.sessions
+		b.Run(fmt.Sprintf("mode=%s/sessions=%d", mode, sessions), func(b *testing.B) {
 			s, err := Open(b.TempDir(), Options{})
 			if err != nil {
 				b.Fatal(err)
@@ -430,7 +434,6 @@ func BenchmarkConcurrentTurns(b *testing.B) {
 			if s.legacy {
 				n = 128
 			}
-			const sessions = 64
 			for b.Loop() {
 				lat := make([]time.Duration, n)
 				next := make(chan int)
