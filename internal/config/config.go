@@ -299,11 +299,16 @@ func DefaultHome() string {
 func Load(path string) (*Config, error) {
 	c := Default()
 	c.Home = DefaultHome()
-	if path == "" {
+	explicit := path != ""
+	if !explicit {
 		path = filepath.Join(c.Home, "tendril.json")
 	}
 	b, err := os.ReadFile(path)
 	switch {
+	case err != nil && explicit:
+		// --config names a file that must exist: a typo must not silently
+		// run on defaults.
+		return nil, fmt.Errorf("config %s: %w", path, err)
 	case err == nil:
 		std, err := hujson.Standardize(b)
 		if err != nil {
@@ -379,6 +384,32 @@ func (c Config) Masked() Config {
 	c.Telegram.WebhookSecret = m(c.Telegram.WebhookSecret)
 	c.DatabaseURL = maskURL(c.DatabaseURL)
 	c.RedisURL = maskURL(c.RedisURL)
+	for _, u := range []*string{&c.Providers.AnthropicBaseURL, &c.Providers.OpenAIBaseURL, &c.Providers.OllamaBaseURL,
+		&c.Providers.BedrockEndpoint, &c.Telegram.APIURL, &c.Tools.WeatherBaseURL, &c.Tools.GeocodingBaseURL} {
+		*u = maskURL(*u)
+	}
+	mcp := make(map[string]MCPServer, len(c.MCP))
+	for name, s := range c.MCP {
+		s.URL = maskURL(s.URL)
+		if len(s.Env) > 0 {
+			env := make(map[string]string, len(s.Env))
+			for k, v := range s.Env {
+				env[k] = m(v)
+			}
+			s.Env = env
+		}
+		if len(s.Headers) > 0 {
+			h := make(map[string]string, len(s.Headers))
+			for k, v := range s.Headers {
+				h[k] = m(v)
+			}
+			s.Headers = h
+		}
+		mcp[name] = s
+	}
+	if c.MCP != nil {
+		c.MCP = mcp
+	}
 	return c
 }
 

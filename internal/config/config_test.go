@@ -1,0 +1,83 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadFileEnvAndErrors(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("TENDRIL_HOME", home)
+	for _, k := range []string{"MODEL_ID", "VISION_MODEL_ID", "TENDRIL_ADDR", "TELEGRAM_ALLOWED_CHAT_IDS", "OPENAI_BASE_URL"} {
+		t.Setenv(k, "")
+	}
+	// No file: defaults.
+	c, err := Load("")
+	if err != nil || c.Addr != "127.0.0.1:8080" || c.Memory.TopK != 50 || c.Session.MaxHistoryMessages != 50 {
+		t.Fatalf("defaults: %+v %v", c, err)
+	}
+	// Comments allowed; env overrides the file.
+	os.WriteFile(filepath.Join(home, "tendril.json"), []byte(`{
+	  // a comment
+	  "addr": "127.0.0.1:9000",
+	  "model": {"id": "openai/a", "timeout": "2m"},
+	  "session": {"retention": {"maxAge": "7d"}},
+	}`), 0o600)
+	t.Setenv("MODEL_ID", "anthropic/b")
+	t.Setenv("TELEGRAM_ALLOWED_CHAT_IDS", "1, 2,x")
+	c, err = Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "127.0.0.1:9000" || c.Model.ID != "anthropic/b" || c.Model.VisionID != "anthropic/b" || c.Model.Timeout.D() != 2*time.Minute {
+		t.Fatalf("merged config %+v", c.Model)
+	}
+	if len(c.Telegram.AllowedChatIDs) != 2 {
+		t.Fatalf("allowed chats %v", c.Telegram.AllowedChatIDs)
+	}
+	// Syntax errors and unknown fields name the file.
+	for _, bad := range []string{`{"addr": }`, `{"adddr": "x"}`} {
+		os.WriteFile(filepath.Join(home, "tendril.json"), []byte(bad), 0o600)
+		if _, err := Load(""); err == nil || !strings.Contains(err.Error(), "tendril.json") {
+			t.Fatalf("%s: err %v", bad, err)
+		}
+	}
+	// An explicit --config that does not exist is an error.
+	if _, err := Load(filepath.Join(home, "nope.json")); err == nil {
+		t.Fatal("missing --config file accepted")
+	}
+}
+
+func TestMaskedHidesSecrets(t *testing.T) {
+	c := Default()
+	c.Providers.OpenAIAPIKey = "sk-1234567890abcdef"
+	c.Providers.OpenAIBaseURL = "http://user:pass@llm.local/v1"
+	c.Telegram.BotToken = "123:ABCDEFGHIJKLMNOP"
+	c.DatabaseURL = "postgres://u:pw@db/x"
+	c.MCP = map[string]MCPServer{"x": {URL: "https://a:b@mcp", Env: map[string]string{"TOKEN": "secret-token-value"}, Headers: map[string]string{"Authorization": "Bearer abcdefghij"}}}
+	m := c.Masked()
+	all := strings.Join([]string{m.Providers.OpenAIAPIKey, m.Providers.OpenAIBaseURL, m.Telegram.BotToken, m.DatabaseURL,
+		m.MCP["x"].URL, m.MCP["x"].Env["TOKEN"], m.MCP["x"].Headers["Authorization"]}, " ")
+	for _, secret := range []string{"1234567890", "pass", "ABCDEFGH", "pw@", "a:b", "secret-token", "abcdefg"} {
+		if strings.Contains(all, secret) {
+			t.Fatalf("%q visible in %q", secret, all)
+		}
+	}
+	if c.MCP["x"].Env["TOKEN"] != "secret-token-value" {
+		t.Fatal("Masked changed the original")
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{"30d": 30 * 24 * time.Hour, "1.5d": 36 * time.Hour, "90m": 90 * time.Minute} {
+		if got, err := ParseDuration(in); err != nil || got != want {
+			t.Errorf("%s: %v %v", in, got, err)
+		}
+	}
+	if _, err := ParseDuration("xd"); err == nil {
+		t.Error("bad duration accepted")
+	}
+}
