@@ -44,3 +44,12 @@ func TestCLIExitCodes(t *testing.T) {
 		}
 	}
 }
+
+func TestE2ESecondServeOnOneHomeIsRefused(t *testing.T) {
+	home := t.TempDir()
+	startServe(t, home)
+	_, stderr, code := runCLI(t, home, []string{"TENDRIL_ADDR=" + freeAddr(t)}, "serve")
+	if code != 1 || !strings.Contains(stderr, "already running") {
+		t.Fatalf("second serve: exit %d %q", code, stderr)
+	}
+}

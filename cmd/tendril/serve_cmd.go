@@ -179,6 +179,11 @@ func (g *globals) openQuietApp(ctx context.Context) (*app, error) {
 // serve runs the server until ctx ends (SIGTERM/SIGINT), then shuts down
 // gracefully.
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	release, err := lockHome(cfg.Home)
+	if err != nil {
+		return err
+	}
+	defer release()
 	a, err := openApp(ctx, cfg, log)
 	if err != nil {
 		return err
