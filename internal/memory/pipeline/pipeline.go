@@ -328,6 +328,9 @@ func (p *Pipeline) RecordTurn(ctx context.Context, agentID, actorID, sessionID s
 		if ev.Timestamp.IsZero() {
 			ev.Timestamp = now
 		}
+		// Credentials never become memory (they would be re-injected into
+		// later prompts); the session keeps the conversation itself.
+		ev.Text, _ = memory.Redact(ev.Text)
 		if _, ok := ev.Metadata["agentId"]; !ok {
 			md := make(map[string]any, len(ev.Metadata)+1)
 			for k, v := range ev.Metadata {

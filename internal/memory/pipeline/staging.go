@@ -158,7 +158,7 @@ func (p *Pipeline) WriteEpisodic(ctx context.Context, agentID, actorID, sessionI
 			return WriteResult{}, err
 		}
 	}
-	text = strings.TrimSpace(text)
+	text, _ = memory.Redact(strings.TrimSpace(text))
 	if text == "" || len(text) > MaxWriteBytes || !utf8.ValidString(text) {
 		return WriteResult{}, fmt.Errorf("%w: memory_write text must be 1..%d bytes of UTF-8", ErrInvalid, MaxWriteBytes)
 	}

@@ -1,0 +1,75 @@
+package memory
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Redacted replaces a secret in remembered text.
+const Redacted = "[redacted]"
+
+// secretPatterns match credentials that must never become memory: API keys
+// and tokens by their documented prefixes, private keys, and a password or
+// PIN stated in words. Card numbers are checked with Luhn separately.
+var secretPatterns = []*regexp.Regexp{
+	regexp.MustCompile(`\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{16,}`),                          // OpenAI / Anthropic / Stripe-style keys
+	regexp.MustCompile(`\bsk-ant-[A-Za-z0-9_\-]{16,}`),                                 // Anthropic
+	regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`),                                // AWS access key IDs
+	regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{30,}\b`),                               // GitHub tokens
+	regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9\-]{10,}`),                              // Slack tokens
+	regexp.MustCompile(`\b\d{6,12}:[A-Za-z0-9_\-]{30,}\b`),                             // Telegram bot tokens
+	regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]+`), // JWTs
+	regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)`),
+}
+
+// statedSecrets keep their keyword and lose the value: "my password is
+// hunter2" → "my password is [redacted]".
+var statedSecrets = []*regexp.Regexp{
+	regexp.MustCompile(`(?i)(\b(?:password|passwd|passcode|pin|secret|api[ _-]?key|token)\b(?:\s*(?:is|was|:|=)\s*|\s+))\S+`),
+	regexp.MustCompile(`((?:비밀번호|비번|암호|핀번호)\s*(?:은|는|이|가|:|=)?\s*)\S+`),
+}
+
+var cardRE = regexp.MustCompile(`\b(?:\d[ \-]?){13,19}\b`)
+
+// Redact removes secrets from text before it is stored as an event or a
+// record, so memory never keeps or re-injects credentials. It reports
+// whether anything was removed.
+func Redact(text string) (string, bool) {
+	out := text
+	for _, re := range secretPatterns {
+		out = re.ReplaceAllString(out, Redacted)
+	}
+	for _, re := range statedSecrets {
+		out = re.ReplaceAllString(out, "${1}"+Redacted)
+	}
+	out = cardRE.ReplaceAllStringFunc(out, func(m string) string {
+		digits := strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				return r
+			}
+			return -1
+		}, m)
+		if len(digits) >= 13 && luhn(digits) {
+			return Redacted
+		}
+		return m
+	})
+	return out, out != text
+}
+
+// luhn reports whether digits pass the Luhn checksum (ISO/IEC 7812-1).
+func luhn(digits string) bool {
+	sum, double := 0, false
+	for i := len(digits) - 1; i >= 0; i-- {
+		d := int(digits[i] - '0')
+		if double {
+			d *= 2
+			if d > 9 {
+				d -= 9
+			}
+		}
+		sum += d
+		double = !double
+	}
+	return sum%10 == 0
+}
