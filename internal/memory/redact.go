@@ -12,12 +12,12 @@ const Redacted = "[redacted]"
 // and tokens by their documented prefixes, private keys, and a password or
 // PIN stated in words. Card numbers are checked with Luhn separately.
 var secretPatterns = []*regexp.Regexp{
-	regexp.MustCompile(`\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{16,}`),                          // OpenAI / Anthropic / Stripe-style keys
-	regexp.MustCompile(`\bsk-ant-[A-Za-z0-9_\-]{16,}`),                                 // Anthropic
-	regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`),                                // AWS access key IDs
-	regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{30,}\b`),                               // GitHub tokens
-	regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9\-]{10,}`),                              // Slack tokens
-	regexp.MustCompile(`\b\d{6,12}:[A-Za-z0-9_\-]{30,}\b`),                             // Telegram bot tokens
+	regexp.MustCompile(`\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{16,}`),                             // OpenAI / Anthropic / Stripe-style keys
+	regexp.MustCompile(`\bsk-ant-[A-Za-z0-9_\-]{16,}`),                                   // Anthropic
+	regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`),                                  // AWS access key IDs
+	regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{30,}\b`),                                 // GitHub tokens
+	regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9\-]{10,}`),                                // Slack tokens
+	regexp.MustCompile(`\b\d{6,12}:[A-Za-z0-9_\-]{30,}\b`),                               // Telegram bot tokens
 	regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]+`), // JWTs
 	regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)`),
 }

@@ -25,7 +25,7 @@ func TestRedact(t *testing.T) {
 	for _, keep := range []string{
 		"I only use organic fertiliser",
 		"I planted 12 tomatoes on 2024-03-05",
-		"call me at 1234 5678", // not a card: too short
+		"call me at 1234 5678",      // not a card: too short
 		"order 4111 1111 1111 1112", // fails Luhn
 		"저는 부산에 살아요",
 	} {
