@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/tendrilai/tendril/internal/agent"
@@ -53,11 +57,62 @@ func (s stateAdapter) Observe(ctx context.Context, actorID, _ string, text strin
 }
 
 // gateAdapter presents the approval gate as agent.Gate.
-type gateAdapter struct{ g *approval.Gate }
+//
+// The paused turn (conversation, system prompt with the memory block) is
+// kept out of the append-only ledger, which can never forget: it is written
+// to resumeDir/<sha256>.json and the ledger stores only {"ref": sha256}.
+// The file is deleted when the turn resumes or its actor is forgotten.
+type gateAdapter struct {
+	g         *approval.Gate
+	resumeDir string
+}
+
+type resumeRef struct {
+	Ref string `json:"ref"`
+}
 
 func (a gateAdapter) call(c agent.GateCall, resume json.RawMessage) approval.Call {
 	return approval.Call{AgentID: c.AgentID, ActorID: c.ActorID, SessionID: c.SessionID, Channel: c.Channel,
 		Tool: c.Tool, Class: c.Class, Args: c.Args, Resume: resume}
+}
+
+// storeResume writes the payload beside the ledger and returns its reference.
+func (a gateAdapter) storeResume(payload json.RawMessage) (json.RawMessage, error) {
+	if len(payload) == 0 {
+		return nil, nil
+	}
+	sum := sha256.Sum256(payload)
+	ref := hex.EncodeToString(sum[:])
+	if err := os.MkdirAll(a.resumeDir, 0o700); err != nil {
+		return nil, err
+	}
+	tmp := filepath.Join(a.resumeDir, ref+".tmp")
+	if err := os.WriteFile(tmp, payload, 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, filepath.Join(a.resumeDir, ref+".json")); err != nil {
+		return nil, err
+	}
+	return json.Marshal(resumeRef{Ref: ref})
+}
+
+// loadResume returns the payload a ledger reference points to.
+func (a gateAdapter) loadResume(stored json.RawMessage) (json.RawMessage, string, error) {
+	var r resumeRef
+	if err := json.Unmarshal(stored, &r); err != nil || len(r.Ref) != 64 {
+		return nil, "", fmt.Errorf("approval resume reference is malformed")
+	}
+	if _, err := hex.DecodeString(r.Ref); err != nil {
+		return nil, "", fmt.Errorf("approval resume reference is malformed")
+	}
+	b, err := os.ReadFile(filepath.Join(a.resumeDir, r.Ref+".json"))
+	return b, r.Ref, err
+}
+
+func (a gateAdapter) dropResume(ref string) {
+	if len(ref) == 64 {
+		os.Remove(filepath.Join(a.resumeDir, ref+".json"))
+	}
 }
 
 func (a gateAdapter) Visible(name string, class tool.Class, level agent.Level) bool {
@@ -66,7 +121,11 @@ func (a gateAdapter) Visible(name string, class tool.Class, level agent.Level) b
 }
 
 func (a gateAdapter) Check(ctx context.Context, c agent.GateCall, level agent.Level, resume json.RawMessage) (agent.GateDecision, error) {
-	d, err := a.g.Check(ctx, a.call(c, resume), stateLevel(level))
+	ref, err := a.storeResume(resume)
+	if err != nil {
+		return agent.GateDecision{}, fmt.Errorf("store paused turn: %w", err)
+	}
+	d, err := a.g.Check(ctx, a.call(c, ref), stateLevel(level))
 	if err != nil {
 		return agent.GateDecision{}, err
 	}

@@ -44,6 +44,7 @@ type app struct {
 	pipeline  *pipeline.Pipeline
 	state     *state.Engine
 	gate      *approval.Gate
+	gateAd    gateAdapter
 	mcp       *mcp.Manager
 	scheduler *schedule.Scheduler
 	telegram  *telegram.Channel

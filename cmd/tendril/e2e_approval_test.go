@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +29,16 @@ func TestE2EApprovalSurvivesRestart(t *testing.T) {
 	id, _ := approvalInfo["request_id"].(string)
 	if id == "" {
 		t.Fatalf("no request id in %v", out)
+	}
+
+	// The append-only ledger never holds the conversation or the prompt
+	// (memory must stay forgettable); only the tool call and its hash.
+	ledger, err := os.ReadFile(filepath.Join(home, "approvals", "ledger.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(ledger), "note that I pruned the fig") || strings.Contains(string(ledger), "Sprout") {
+		t.Fatalf("ledger holds the paused conversation:\n%s", ledger)
 	}
 
 	// Restart.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -169,7 +170,8 @@ func (a *app) wireSafety(deps *agent.Deps) error {
 	}
 	a.gate = g
 	a.closers = append(a.closers, g.Close)
-	deps.Gate = gateAdapter{g}
+	a.gateAd = gateAdapter{g: g, resumeDir: filepath.Join(approvalDir(cfg), "resume")}
+	deps.Gate = a.gateAd
 	return nil
 }
 
@@ -354,7 +356,27 @@ func (m memoryLister) Forget(ctx context.Context, actorID string) error {
 	if err := m.a.memory.Forget(ctx, m.a.cfg.AgentID, actorID); err != nil {
 		return err
 	}
-	return m.a.pipeline.Forget(ctx, actorID)
+	if err := m.a.pipeline.Forget(ctx, actorID); err != nil {
+		return err
+	}
+	return m.a.forgetPaused(ctx, actorID)
+}
+
+// forgetPaused deletes the saved conversations of the actor's paused
+// turns; their ledger entries keep only the tool name, arguments and hash.
+func (a *app) forgetPaused(ctx context.Context, actorID string) error {
+	reqs, err := a.gate.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range reqs {
+		if r.ActorID == actorID && len(r.Resume) > 0 {
+			if _, ref, err := a.gateAd.loadResume(r.Resume); ref != "" || err == nil {
+				a.gateAd.dropResume(ref)
+			}
+		}
+	}
+	return nil
 }
 
 // onDecision resumes a paused turn when its approval is decided, here or in
@@ -363,7 +385,14 @@ func (a *app) onDecision(req approval.Request, approved bool) {
 	if len(req.Resume) == 0 {
 		return
 	}
+	payload, ref, err := a.gateAd.loadResume(req.Resume)
+	if err != nil {
+		a.log.Warn("paused turn cannot resume: its saved state is missing", "request", req.ID, "err", err)
+		return
+	}
+	req.Resume = payload
 	go func() {
+		defer a.gateAd.dropResume(ref)
 		defer a.tracker.Begin()()
 		ctx, cancel := context.WithTimeout(context.Background(), resumeTimeout)
 		defer cancel()
