@@ -154,16 +154,17 @@ type Gate struct {
 	dir, path string
 	opts      Options
 
-	mu       sync.Mutex
-	f        *os.File // ledger, O_APPEND
-	lock     *os.File
-	st       *ledgerState
-	broken   *VerifyReport
-	lastLine []byte
-	yoloMono time.Duration // monotonic deadline of the current YOLO window, 0 if none
-	yoloSeen int64         // seq of the yolo entry yoloMono was computed for
-	subs     []func(Request, bool)
-	noSync   bool // tests only: skip fsync when generating large ledgers
+	mu        sync.Mutex
+	f         *os.File // ledger, O_APPEND
+	lock      *os.File
+	st        *ledgerState
+	broken    *VerifyReport
+	lastLine  []byte
+	yoloMono  time.Duration // monotonic deadline of the current YOLO window, 0 if none
+	yoloSeen  int64         // seq of the yolo entry yoloMono was computed for
+	subs      []func(Request, bool)
+	refreshes int  // Refresh calls, for periodic full verification
+	noSync    bool // tests only: skip fsync when generating large ledgers
 }
 
 // Open opens (creating if needed) the gate whose ledger is
@@ -751,8 +752,32 @@ func (g *Gate) Refresh(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return g.withLock(g.catchUp)
+	return g.withLock(func() error {
+		if err := g.catchUp(); err != nil {
+			return err
+		}
+		// catchUp sees appends, truncation and a rewritten last line; an
+		// edit to an earlier line needs the whole chain. Re-verify it every
+		// RefreshVerifyEvery refreshes (about every 10 s for a server
+		// refreshing each second), so a running server fails closed too.
+		g.refreshes++
+		if g.broken != nil || g.refreshes%RefreshVerifyEvery != 0 {
+			return nil
+		}
+		b, err := os.ReadFile(g.path)
+		if err != nil {
+			return fmt.Errorf("approval: read ledger: %w", err)
+		}
+		if rep := VerifyBytes(b, g.path); !rep.OK {
+			g.broken = &rep
+		}
+		return nil
+	})
 }
+
+// RefreshVerifyEvery is how many Refresh calls pass between full chain
+// verifications.
+const RefreshVerifyEvery = 10
 
 // Replay fires OnDecision(req, true) for every request that is approved but
 // not yet executed (and not expired). Decisions made while no server was

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -774,5 +775,35 @@ func TestLedgerRemovedOrReplacedFailsClosed(t *testing.T) {
 	g2.Refresh(ctx)
 	if g2.Broken() == nil {
 		t.Fatal("replaced ledger accepted")
+	}
+}
+
+// An edit to an earlier line (not the tail) is caught by a running gate
+// within RefreshVerifyEvery refreshes, and the gate then fails closed.
+func TestRefreshDetectsEarlierLineTamper(t *testing.T) {
+	dir := t.TempDir()
+	c := newClocks()
+	g := open(t, dir, c, nil)
+	d, _ := g.Check(ctx, writeCall(`{"a":1}`), state.Normal)
+	for i := 0; i < 3; i++ {
+		g.Check(ctx, writeCall(fmt.Sprintf(`{"b":%d}`, i)), state.Normal)
+	}
+	b, _ := os.ReadFile(g.Path())
+	first := bytes.IndexByte(b, '\n')
+	b[first/2] ^= 0x01 // inside the first line, same size
+	os.WriteFile(g.Path(), b, 0o600)
+	for i := 0; i < RefreshVerifyEvery; i++ {
+		if err := g.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g.Broken() == nil {
+		t.Fatal("running gate did not notice the tampered line")
+	}
+	if err := g.Decide(ctx, d.Request.ID, true, "cli"); !errors.Is(err, ErrLedgerBroken) {
+		t.Fatalf("decide after tamper: %v", err)
+	}
+	if dd, _ := g.Check(ctx, writeCall(`{"c":1}`), state.Normal); dd.Verdict != Deny {
+		t.Fatalf("closed gate verdict %v", dd.Verdict)
 	}
 }
