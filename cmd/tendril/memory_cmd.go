@@ -367,6 +367,9 @@ deleted too. A search over every status runs afterwards and must find nothing.`,
 			if err := st.Forget(ctx, agent, actor); err != nil {
 				return err
 			}
+			if err := forgetActorExtras(ctx, cfg, st, actor); err != nil {
+				return err
+			}
 			var removed []string
 			if sessions {
 				if removed, err = forgetSessions(ctx, cfg, actor); err != nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/memory/extract"
-	"github.com/tendrilai/tendril/internal/memory/gate"
 	"github.com/tendrilai/tendril/internal/memory/pipeline"
 	"github.com/tendrilai/tendril/internal/memory/sqlitestore"
 	"github.com/tendrilai/tendril/internal/metrics"
@@ -67,12 +66,8 @@ func (a *app) wireMemory(ctx context.Context, deps *agent.Deps, router *model.Ro
 	a.memory = st
 	a.closers = append(a.closers, st.Close)
 
-	popts := pipeline.Options{
-		Home: cfg.Home, AgentID: cfg.AgentID, ExtractEveryTurns: cfg.Memory.ExtractEveryTurns,
-		IdleAfter:  cfg.Memory.IdleAfter.D(),
-		Thresholds: gate.Thresholds{Stage: cfg.Memory.StageThreshold, Store: cfg.Memory.StoreThreshold},
-		Logger:     a.log,
-	}
+	popts := memoryPipelineOptions(cfg)
+	popts.Logger = a.log
 	if router.Configured() && cfg.Memory.LLMExtraction {
 		popts.Extractor = extract.NewLLM(completer(router))
 	}
@@ -359,7 +354,56 @@ func (m memoryLister) Forget(ctx context.Context, actorID string) error {
 	if err := m.a.pipeline.Forget(ctx, actorID); err != nil {
 		return err
 	}
+	if err := m.a.state.Forget(ctx, actorID); err != nil {
+		return err
+	}
 	return m.a.forgetPaused(ctx, actorID)
+}
+
+// forgetActorExtras is the CLI side of forgetting beyond the memory store:
+// extraction jobs, internal state and saved paused turns.
+func forgetActorExtras(ctx context.Context, cfg *config.Config, st memory.Store, actor string) error {
+	p, err := pipeline.New(st, memoryPipelineOptions(cfg))
+	if err == nil {
+		err = p.Forget(ctx, actor)
+		p.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("forget extraction state: %w", err)
+	}
+	sopts, err := stateOptions(cfg)
+	if err != nil {
+		return err
+	}
+	eng, err := state.Open(stateDir(cfg), sopts)
+	if err != nil {
+		return err
+	}
+	if err := eng.Forget(ctx, actor); err != nil {
+		return err
+	}
+	gopts, err := approvalOptions(cfg, false)
+	if err != nil {
+		return err
+	}
+	g, err := approval.Open(approvalDir(cfg), gopts)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	ga := gateAdapter{g: g, resumeDir: filepath.Join(approvalDir(cfg), "resume")}
+	reqs, err := g.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range reqs {
+		if r.ActorID == actor && len(r.Resume) > 0 {
+			if _, ref, _ := ga.loadResume(r.Resume); ref != "" {
+				ga.dropResume(ref)
+			}
+		}
+	}
+	return nil
 }
 
 // forgetPaused deletes the saved conversations of the actor's paused

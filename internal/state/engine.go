@@ -524,3 +524,19 @@ func (e *Engine) Actors(ctx context.Context) ([]string, error) {
 	sort.Strings(out)
 	return out, nil
 }
+
+// Forget removes the actor's state file and cached values: the actor
+// starts again from the persona's baseline. A missing file is not an error.
+func (e *Engine) Forget(ctx context.Context, actorID string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.actors, actorID)
+	err := os.Remove(filepath.Join(e.dir, fileName(actorID)))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("state: forget %s: %w", actorID, err)
+	}
+	return nil
+}

@@ -466,3 +466,29 @@ func TestBreakerTransitionsProperty(t *testing.T) {
 		t.Fatalf("random walk did not visit every level: %v", visits)
 	}
 }
+
+func TestForgetResetsToBaseline(t *testing.T) {
+	dir := t.TempDir()
+	e, err := Open(dir, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := 1; i <= 5; i++ {
+		e.Observe(ctx, "a/../b", i, "this is useless, everything failed again, I give up")
+	}
+	if err := e.Forget(ctx, "a/../b"); err != nil {
+		t.Fatal(err)
+	}
+	e2, _ := Open(dir, Options{NoSync: true})
+	snap, err := e2.Snapshot(ctx, "a/../b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Turns != 0 || len(snap.History) != 0 {
+		t.Fatalf("state survived forget: %+v", snap)
+	}
+	if acts, _ := e2.Actors(ctx); len(acts) != 0 {
+		t.Fatalf("actors after forget: %v", acts)
+	}
+}

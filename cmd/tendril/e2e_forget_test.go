@@ -1,0 +1,47 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/model/modeltest"
+)
+
+// `tendril memory forget` run beside a live server takes effect on the very
+// next turn: nothing of the actor reaches the model again.
+func TestE2EForgetTakesEffectOnRunningServer(t *testing.T) {
+	fake := modeltest.NewOpenAI(t)
+	p := startServe(t, testHome(t), openAIEnv(fake)...)
+	for _, m := range []string{"I only use organic fertiliser.", "I live in Busan and grow figs."} {
+		if st, out := invoke(t, p.URL, map[string]any{"message": m, "actor_id": "api:fo", "session_id": "a"}); st != 200 {
+			t.Fatalf("%d %v", st, out)
+		}
+	}
+	// Wait for extraction (every 2 turns) to store the preference.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, _, _ := runCLI(t, p.Home, nil, "memory", "list", "--actor", "api:fo", "--json")
+		if strings.Contains(strings.ToLower(out), "organic") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("preference never extracted:\n%s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	before := len(fake.Requests())
+	invoke(t, p.URL, map[string]any{"message": "what fertiliser should I buy?", "actor_id": "api:fo", "session_id": "b"})
+	if !strings.Contains(strings.ToLower(memoryBlock(fake.Requests()[before].System)), "organic") {
+		t.Fatalf("memory not used before forgetting:\n%s", fake.Requests()[before].System)
+	}
+	if _, e, code := runCLI(t, p.Home, nil, "memory", "forget", "--actor", "api:fo", "--sessions"); code != 0 {
+		t.Fatalf("forget: exit %d %s", code, e)
+	}
+	before = len(fake.Requests())
+	invoke(t, p.URL, map[string]any{"message": "what fertiliser should I buy?", "actor_id": "api:fo", "session_id": "c"})
+	sys := strings.ToLower(fake.Requests()[before].System)
+	if block := memoryBlock(sys); strings.Contains(block, "organic") || strings.Contains(block, "busan") {
+		t.Fatalf("forgotten memory reached the model:\n%s", block)
+	}
+}
