@@ -359,7 +359,10 @@ func (p *Pipeline) storeAndSupersede(ctx context.Context, w sink, ns string, c e
 	return put, ids, append([]memory.Record{put}, olds...), nil
 }
 
-// contradicted lists the active records on rec's topic with other content.
+// contradicted lists the active records of rec's strategy on rec's topic
+// with other content. A preference only supersedes a preference, a fact a
+// fact: a topic label shared across kinds (an LLM extractor may reuse one)
+// must not erase an unrelated memory.
 func contradicted(rec memory.Record, existing []memory.Record) []memory.Record {
 	topic := topicOf(rec)
 	if topic == "" {
@@ -368,7 +371,7 @@ func contradicted(rec memory.Record, existing []memory.Record) []memory.Record {
 	hash := hashOf(rec.Content)
 	var out []memory.Record
 	for _, r := range existing {
-		if r.ID == rec.ID || r.Status != memory.StatusActive || topicOf(r) != topic || hashOf(r.Content) == hash {
+		if r.ID == rec.ID || r.Status != memory.StatusActive || r.Strategy != rec.Strategy || topicOf(r) != topic || hashOf(r.Content) == hash {
 			continue
 		}
 		out = append(out, r)

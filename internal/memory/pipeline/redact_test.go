@@ -50,3 +50,15 @@ func TestSecretsNeverBecomeMemory(t *testing.T) {
 		t.Fatalf("nothing was stored at all:\n%s", all.String())
 	}
 }
+
+func TestContradictionStaysWithinAStrategy(t *testing.T) {
+	pref := memory.Record{ID: "p", Strategy: memory.StrategyUserPreference, Status: memory.StatusActive, Content: "I only use organic fertiliser", Metadata: map[string]any{"topic": "garden"}}
+	fact := memory.Record{ID: "f", Strategy: memory.StrategySemantic, Status: memory.StatusActive, Content: "lives in Busan", Metadata: map[string]any{"topic": "garden"}}
+	newPref := memory.Record{ID: "n", Strategy: memory.StrategyUserPreference, Status: memory.StatusActive, Content: "I now use chemical fertiliser", Metadata: map[string]any{"topic": "garden"}}
+	if got := contradicted(fact, []memory.Record{pref}); len(got) != 0 {
+		t.Fatalf("a fact superseded a preference: %v", got)
+	}
+	if got := contradicted(newPref, []memory.Record{pref, fact}); len(got) != 1 || got[0].ID != "p" {
+		t.Fatalf("a newer preference must supersede the old one only: %v", got)
+	}
+}
