@@ -100,10 +100,12 @@ func runChecks(ctx context.Context, cfg *config.Config) []check {
 	if cfg.Model.ID == "" {
 		add("model", "warn", model.ErrNotConfigured.Error())
 	} else {
+		seen := map[string]bool{}
 		for _, ref := range append([]string{cfg.Model.ID, cfg.Model.VisionID}, cfg.Model.Fallbacks...) {
-			if ref == "" {
+			if ref == "" || seen[ref] {
 				continue
 			}
+			seen[ref] = true
 			st, d := modelCheck(ctx, cfg, ref)
 			add("model "+ref, st, d)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -13,8 +14,26 @@ import (
 	"github.com/tendrilai/tendril/internal/config"
 )
 
-// Set by -ldflags "-X main.version=...".
-var version = "dev"
+// Set by -ldflags "-X main.version=..."; otherwise taken from the module
+// and VCS build information.
+var version = ""
+
+func init() {
+	if version != "" {
+		return
+	}
+	version = "dev"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v := bi.Main.Version; v != "" && v != "(devel)" {
+			version = v
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				version += " (" + s.Value[:12] + ")"
+			}
+		}
+	}
+}
 
 // globals are the persistent flags every subcommand sees.
 type globals struct {
@@ -50,8 +69,8 @@ func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "tendril",
 		Short: "Tendril: a self-hosted personal AI assistant runtime",
-		Long: `Tendril is a self-hosted personal AI assistant. It answers over Telegram, a web
-dashboard, a terminal and an HTTP API; remembers each user across conversations;
+		Long: `Tendril is a self-hosted personal AI assistant. It answers over Telegram, a
+terminal and an HTTP API; remembers each user across conversations;
 keeps every conversation as a branchable tree; asks before risky tool calls; and
 runs reminders on schedule.
 

@@ -71,7 +71,7 @@ func newInvokeCmd(g *globals) *cobra.Command {
 	var actor, session, channel string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   `invoke "message"`,
+		Use:   `invoke message...`,
 		Short: "Run one turn in-process and print the reply (script-friendly)",
 		Long: `Invoke runs a single turn without starting the server, using the same stores
 as "tendril serve", and prints the reply on stdout. With --json it prints the
@@ -80,14 +80,14 @@ same JSON body as POST /invocations. Exit status is 1 when the turn fails
 
 Example:
   tendril invoke "what should I plant in March?" --actor cli:me --json`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := g.openQuietApp(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer a.Close()
-			res, err := a.agent.Invoke(cmd.Context(), agent.Request{Message: args[0], ActorID: actor, SessionID: session, Channel: channel, InvocationType: "api"})
+			res, err := a.agent.Invoke(cmd.Context(), agent.Request{Message: strings.Join(args, " "), ActorID: actor, SessionID: session, Channel: channel, InvocationType: "api"})
 			out := cmd.OutOrStdout()
 			if asJSON {
 				body := runtime.ResponseBody(res, err)
@@ -127,7 +127,7 @@ func newChatCmd(g *globals) *cobra.Command {
 		Short: "Chat with the assistant in the terminal",
 		Long: `Chat opens an interactive conversation in the terminal, in-process, with the
 same memory, sessions and tools as the server. Type a message and press Enter.
-Commands: /quit to leave.`,
+Commands: /help, /quit.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a, err := g.openQuietApp(cmd.Context())
@@ -138,7 +138,7 @@ Commands: /quit to leave.`,
 			in := bufio.NewScanner(cmd.InOrStdin())
 			in.Buffer(make([]byte, 64<<10), 1<<20)
 			out := cmd.OutOrStdout()
-			fmt.Fprintln(out, "Tendril chat. /quit to leave.")
+			fmt.Fprintln(out, "Tendril chat. /help for commands, /quit to leave.")
 			for {
 				fmt.Fprint(out, "> ")
 				if !in.Scan() {
@@ -151,6 +151,10 @@ Commands: /quit to leave.`,
 				}
 				if line == "/quit" || line == "/exit" {
 					return nil
+				}
+				if line == "/help" {
+					fmt.Fprintln(out, "Type a message and press Enter. /quit leaves. Memory, sessions and approvals are the server's: see `tendril --help`.")
+					continue
 				}
 				res, err := a.agent.Invoke(cmd.Context(), agent.Request{Message: line, ActorID: actor, SessionID: session, Channel: "cli"})
 				if err != nil {
