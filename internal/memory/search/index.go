@@ -136,6 +136,49 @@ func NewIndex(p Params) *Index {
 	return &Index{p: p, terms: map[string]int32{}, spkTerms: map[string][]int32{}, spkIDs: map[string]int32{}, groupIDs: map[string]int32{}}
 }
 
+// Clone returns an independent copy of the index: later Add or Remove on
+// either leaves the other unchanged. Postings are shared until appended
+// to (their capacity is clipped, so an append copies), which makes a clone
+// far cheaper than indexing the documents again.
+func (ix *Index) Clone() *Index {
+	c := &Index{p: ix.p, ndead: ix.ndead}
+	c.terms = make(map[string]int32, len(ix.terms))
+	for k, v := range ix.terms {
+		c.terms[k] = v
+	}
+	c.spkTerms = make(map[string][]int32, len(ix.spkTerms))
+	for k, v := range ix.spkTerms {
+		c.spkTerms[k] = clip(v)
+	}
+	c.spkIDs = make(map[string]int32, len(ix.spkIDs))
+	for k, v := range ix.spkIDs {
+		c.spkIDs[k] = v
+	}
+	c.groupIDs = make(map[string]int32, len(ix.groupIDs))
+	for k, v := range ix.groupIDs {
+		c.groupIDs[k] = v
+	}
+	c.termStr = clip(ix.termStr)
+	for f := range ix.post {
+		c.post[f] = make([][]posting, len(ix.post[f]))
+		for id, ps := range ix.post[f] {
+			c.post[f][id] = clip(ps)
+		}
+	}
+	c.lens = clip(ix.lens)
+	c.speaker = clip(ix.speaker)
+	c.hasTime = clip(ix.hasTime)
+	c.group = clip(ix.group)
+	c.fwd = clip(ix.fwd) // inner slices are never appended to
+	c.keys = clip(ix.keys)
+	c.dead = append([]bool(nil), ix.dead...) // Remove writes in place
+	return c
+}
+
+// clip returns s with its capacity cut to its length, so that appending
+// to it never writes into memory another slice shares.
+func clip[T any](s []T) []T { return s[:len(s):len(s)] }
+
 // Params returns the ranking parameters.
 func (ix *Index) Params() Params { return ix.p }
 

@@ -139,6 +139,24 @@ func (s *Store) buildIndex(ctx context.Context, a *actorState) *actorIndex {
 	return x
 }
 
+// clone returns an independent copy of x (masks are not copied: each copy
+// computes its own on first use).
+func (x *actorIndex) clone() *actorIndex {
+	c := &actorIndex{ix: x.ix.Clone(), docs: x.docs[:len(x.docs):len(x.docs)], oldest: x.oldest}
+	c.docOf = make(map[string]int, len(x.docOf))
+	for k, v := range x.docOf {
+		c.docOf[k] = v
+	}
+	c.sess = make(map[string][]evRef, len(x.sess))
+	for k, v := range x.sess {
+		c.sess[k] = append([]evRef(nil), v...) // insertions shift in place
+	}
+	if x.vecs != nil {
+		c.vecs = x.vecs[:len(x.vecs):len(x.vecs)]
+	}
+	return c
+}
+
 func recordDoc(r memory.Record) search.Doc {
 	return search.Doc{Text: r.Content, Date: dateWords(r.CreatedAt), Key: recordKey(r)}
 }

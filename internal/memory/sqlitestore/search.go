@@ -248,7 +248,15 @@ func (s *Store) readIndex(ctx context.Context, a *actorState) (x *actorIndex, do
 		a.ixw.Lock()
 		a.mu.RLock() // the maps stay still for both copies
 		if x := a.slots[a.active.Load()].x; x == nil {
-			s.changeIndexLocked(a, func(*actorIndex) *actorIndex { return s.buildIndex(ctx, a) }, true)
+			built := s.buildIndex(ctx, a)
+			first := true
+			s.changeIndexLocked(a, func(*actorIndex) *actorIndex { // one build, one clone
+				if first {
+					first = false
+					return built.clone()
+				}
+				return built
+			}, true)
 		} else if s.needsExpiry(x) {
 			s.changeIndexLocked(a, func(x *actorIndex) *actorIndex { s.expireIndexed(a, x); return x }, false)
 		}
