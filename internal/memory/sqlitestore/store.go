@@ -2,9 +2,11 @@
 // under <home>/memory/ are the source of truth (package markdown) and a
 // SQLite database (modernc.org/sqlite, pure Go) at <home>/index/memory.db is
 // a rebuildable index of their rows. Ranking runs in package search over an
-// in-memory BM25F index per actor, built from the SQLite rows on first use,
-// so corpus statistics never mix actors and Rebuild gives identical
-// results.
+// in-memory BM25F index per actor, built from the SQLite rows on the first
+// ranked search and then updated in place by every write (documents added,
+// changed ones retired and re-added, corpus statistics kept exact), so
+// corpus statistics never mix actors and an index built from scratch, or
+// after Rebuild, gives identical results.
 package sqlitestore
 
 import (
