@@ -455,12 +455,13 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 		a.setRecord(r)
 	}
 	a.mu.Unlock()
+	var built *actorIndex
 	s.changeIndex(a, func(x *actorIndex) *actorIndex { // wmu keeps the maps still
 		if s.legacy {
 			return nil
 		}
 		x.putRecords(recs)
-		return s.compacted(ctx, a, x)
+		return s.compacted(ctx, a, x, &built)
 	})
 	if s.opts.Embedder != nil {
 		s.embedMissing(ctx, a)
@@ -469,12 +470,18 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 }
 
 // compacted returns x, or a's index built afresh when most of x's
-// documents are retired. The caller keeps a's maps still.
-func (s *Store) compacted(ctx context.Context, a *actorState, x *actorIndex) *actorIndex {
-	if x.compactable() {
-		return s.buildIndex(ctx, a)
+// documents are retired. The caller keeps a's maps still. Both copies of
+// the index compact on the same change: *built carries the first copy's
+// build so that the second is a clone.
+func (s *Store) compacted(ctx context.Context, a *actorState, x *actorIndex, built **actorIndex) *actorIndex {
+	if !x.compactable() {
+		return x
 	}
-	return x
+	if *built == nil {
+		*built = s.buildIndex(ctx, a)
+		return (*built).clone()
+	}
+	return *built
 }
 
 // ixSlot is one copy of an actor's ranking index.
@@ -857,12 +864,13 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch
 		a.events[e.ID] = e
 	}
 	a.mu.Unlock()
+	var built *actorIndex
 	s.changeIndex(a, func(x *actorIndex) *actorIndex { // wmu keeps the maps still
 		if s.legacy {
 			return nil
 		}
 		s.addEvents(a, x, fresh)
-		return s.compacted(ctx, a, x)
+		return s.compacted(ctx, a, x, &built)
 	})
 	if s.opts.Embedder != nil {
 		s.embedMissing(ctx, a)
