@@ -618,8 +618,8 @@ func better(a, b scored) bool {
 	if a.score != b.score {
 		return a.score > b.score
 	}
-	if a.key != b.key {
-		return a.key < b.key
+	if c := strings.Compare(a.key, b.key); c != 0 {
+		return c < 0
 	}
 	return a.doc < b.doc
 }
