@@ -45,14 +45,11 @@ func (s stateAdapter) Level(ctx context.Context, actorID string) (agent.Level, e
 	return agentLevel(l), err
 }
 
-// Observe records the stimulus with the actor's next turn number (the
-// engine's own per-actor count), so every change names its turn.
+// Observe records the stimulus with the actor's next turn number (turn 0
+// asks the engine for its own per-actor count), so every change names its
+// turn.
 func (s stateAdapter) Observe(ctx context.Context, actorID, _ string, text string) error {
-	snap, err := s.e.Snapshot(ctx, actorID)
-	if err != nil {
-		return err
-	}
-	_, err = s.e.Observe(ctx, actorID, snap.Turns+1, text)
+	_, err := s.e.Observe(ctx, actorID, 0, text)
 	return err
 }
 

@@ -182,7 +182,7 @@ func BenchmarkFullTurnOverhead(b *testing.B) {
 				if i%2 == 1 {
 					actor = "api:b63"
 				}
-				_, err := a.agent.Invoke(ctx, agent.Request{Message: "how do I water the fig tomato?", ActorID: actor, SessionID: fmt.Sprintf("s%d", i%c)})
+				_, err := a.agent.Invoke(ctx, agent.Request{Message: "how do I water the fig tomato?", ActorID: actor, SessionID: fmt.Sprintf("s%d-%s", i%c, actor)})
 				return err
 			})
 			if err != nil {

@@ -144,6 +144,11 @@ func (a *app) wireSafety(deps *agent.Deps) error {
 	if err != nil {
 		return err
 	}
+	// State is derived, not user data: each save is an atomic rename, but
+	// not fsynced, so one actor's turn does not wait on the disk under the
+	// engine's lock. A power cut can lose the last change (values then
+	// decay from the previous one).
+	sopts.NoSync = true
 	eng, err := state.Open(stateDir(cfg), sopts)
 	if err != nil {
 		return fmt.Errorf("open state: %w", err)

@@ -54,8 +54,10 @@ type Options struct {
 	HistoryLimit int
 	// Now is the clock; default time.Now. Tests inject a fake.
 	Now func() time.Time
-	// NoSync skips fsync of state files (tests only: an atomic replace with
-	// fsync costs tens of ms on slow disks).
+	// NoSync skips fsync of state files; saves stay atomic (temp file and
+	// rename) but a power cut may lose the last change. An fsynced replace
+	// costs milliseconds to tens of ms under the engine lock, so the server
+	// sets it: state is derived data, not something the user said.
 	NoSync bool
 }
 
@@ -358,6 +360,9 @@ func (e *Engine) Apply(ctx context.Context, actorID string, turn int, s Stimulus
 		return Event{}, err
 	}
 	st := *stored // work on a copy; commit only after a successful save
+	if turn <= 0 {
+		turn = st.Turns + 1 // the actor's next turn
+	}
 	st.Recent = append([]recent(nil), stored.Recent...)
 	st.History = append([]Change(nil), stored.History...)
 
