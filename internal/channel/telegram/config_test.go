@@ -1,7 +1,6 @@
 package telegram
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,7 +14,7 @@ func TestOptionsFromConfig(t *testing.T) {
 	t.Setenv("TELEGRAM_WEBHOOK_SECRET", "sec")
 	t.Setenv("TELEGRAM_API_URL", "http://127.0.0.1:9")
 	t.Setenv("TELEGRAM_ALLOWED_CHAT_IDS", "5, -100123")
-	cfg, err := config.Load(filepath.Join(home, "absent.json"))
+	cfg, err := config.Load("") // no tendril.json in home: defaults + env
 	if err != nil {
 		t.Fatal(err)
 	}
