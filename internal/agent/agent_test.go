@@ -601,3 +601,36 @@ func TestMalformedToolArgsNeverReachTheGate(t *testing.T) {
 		t.Fatalf("tool result %+v", tr)
 	}
 }
+
+type streamModel struct{ scriptModel }
+
+func (s *streamModel) GenerateStream(ctx context.Context, req *model.Request, vision bool, onDelta func(string)) (*model.Response, error) {
+	resp, err := s.Generate(ctx, req, vision)
+	if err != nil {
+		return nil, err
+	}
+	txt := resp.TextContent()
+	for i := 0; i < len(txt); i += 4 {
+		onDelta(txt[i:min(i+4, len(txt))])
+	}
+	return resp, nil
+}
+
+func TestDeltasStreamWhenAsked(t *testing.T) {
+	m := &streamModel{}
+	a, _ := newTestAgent(t, m, Deps{})
+	var got []string
+	ctx := WithDeltas(context.Background(), func(s string) { got = append(got, s) })
+	res, err := a.Invoke(ctx, Request{Message: "stream please", ActorID: "api:u"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) < 2 || strings.Join(got, "") != res.Text {
+		t.Fatalf("deltas %q for %q", got, res.Text)
+	}
+	// Without the context value nothing streams.
+	got = nil
+	if _, err := a.Invoke(context.Background(), Request{Message: "no stream", ActorID: "api:u"}); err != nil || got != nil {
+		t.Fatalf("streamed without asking: %v %v", got, err)
+	}
+}

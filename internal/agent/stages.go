@@ -268,7 +268,7 @@ func (a *Agent) generate(ctx context.Context, t *turn) (*model.Response, error) 
 		}
 		req.Tools = append(req.Tools, model.ToolDef{Name: name, Description: tl.Description(), InputSchema: tl.Schema()})
 	}
-	resp, err := a.deps.Models.Generate(ctx, req, t.Vision)
+	resp, err := a.call(ctx, req, t.Vision)
 	if errors.Is(err, model.ErrContextOverflow) && !t.Compacted && a.deps.Compact != nil {
 		t.Compacted = true
 		a.opt.Logger.Info("context overflow; compacting session and retrying once", "session", t.Key.ID)
@@ -283,7 +283,7 @@ func (a *Agent) generate(ctx context.Context, t *turn) (*model.Response, error) 
 		turnMsgs := t.Messages[len(t.Messages)-1-countTurnMessages(t):]
 		req.Messages = append(nodesToMessages(history), turnMsgs...)
 		t.Messages = req.Messages
-		resp, err = a.deps.Models.Generate(ctx, req, t.Vision)
+		resp, err = a.call(ctx, req, t.Vision)
 	}
 	if err != nil {
 		if errors.Is(err, model.ErrNotConfigured) {

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tendrilai/tendril/internal/agent"
@@ -326,9 +327,10 @@ func errorStatusMsg(code, msg string) (int, string, string) {
 	return http.StatusInternalServerError, "INTERNAL_ERROR", msg
 }
 
-// stream answers with Server-Sent Events: a "start" frame, the reply text
-// in chunks, then a final frame holding the same JSON body as the
-// non-streaming response (or the error envelope).
+// stream answers with Server-Sent Events: a "start" frame, "delta" frames
+// with the reply text as the model streams it, then a "final" frame holding
+// the same JSON body as the non-streaming response (or the error envelope).
+// With tools, deltas may include text the model wrote before a tool call.
 // turnContext detaches the turn from the client connection (a dropped
 // client must not throw away a turn the model already answered) and bounds
 // it by TurnTimeout.
@@ -352,14 +354,32 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req agent.Re
 		fl.Flush()
 	}
 	frame(map[string]any{"type": "start"})
+	// Deltas go out as the model produces them; a model that cannot
+	// stream sends the finished reply in chunks instead.
+	var mu sync.Mutex
+	streamed := false
+	ctx = agent.WithDeltas(ctx, func(text string) {
+		if text == "" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		streamed = true
+		frame(map[string]any{"type": "delta", "text": text})
+	})
 	res, err := s.opt.Invoker.Invoke(ctx, req)
 	if err != nil {
 		_, code, msg := errorStatus(err)
 		frame(map[string]any{"type": "final", "ok": false, "error": code, "message": msg})
 		return
 	}
-	for _, chunk := range chunkText(res.Text, 256) {
-		frame(map[string]any{"type": "delta", "text": chunk})
+	mu.Lock()
+	sent := streamed
+	mu.Unlock()
+	if !sent {
+		for _, chunk := range chunkText(res.Text, 256) {
+			frame(map[string]any{"type": "delta", "text": chunk})
+		}
 	}
 	body := successBody(res)
 	body["type"] = "final"
