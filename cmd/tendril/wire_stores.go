@@ -149,6 +149,10 @@ func (a *app) wireSafety(deps *agent.Deps) error {
 	// engine's lock. A power cut can lose the last change (values then
 	// decay from the previous one).
 	sopts.NoSync = true
+	// Each save re-encodes the kept history: 32 recent causes are plenty
+	// for `state show` and keep the save off the turn's critical path
+	// (200 cost about a fifth of a turn's CPU).
+	sopts.HistoryLimit = 32
 	eng, err := state.Open(stateDir(cfg), sopts)
 	if err != nil {
 		return fmt.Errorf("open state: %w", err)
