@@ -190,6 +190,16 @@ Examples:
 				return err
 			}
 			defer done()
+			if spec.Name != "" {
+				// Names identify jobs to people: one per actor.
+				same, err := s.List(cmd.Context(), schedule.Filter{ActorID: spec.ActorID, Name: spec.Name})
+				if err != nil {
+					return err
+				}
+				if len(same) > 0 {
+					return usagef("cron add: %s already has a job named %q (%s); remove it first or pick another name", spec.ActorID, spec.Name, same[0].ID)
+				}
+			}
 			j, err := s.Add(cmd.Context(), spec)
 			if errors.Is(err, schedule.ErrBadSpec) {
 				return usagef("cron add: %v", err)
