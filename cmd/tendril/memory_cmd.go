@@ -123,6 +123,7 @@ func newMemorySearchCmd(g *globals) *cobra.Command {
 	var filters, statuses []string
 	var explain, asJSON bool
 	var k int
+	var engine string
 	cmd := &cobra.Command{
 		Use:   "search <query> --actor A",
 		Short: "Search one actor's memory (records and past exchanges)",
@@ -132,14 +133,21 @@ was made. Filters are key:OP:value on declared indexed keys (default type, secti
 plants) or createdAt/updatedAt; OP is one of EQUALS_TO, CONTAINS, EXISTS, NOT_EXISTS,
 BEFORE, AFTER, GREATER_THAN, GREATER_THAN_OR_EQUALS, LESS_THAN, LESS_THAN_OR_EQUALS.
 Up to 5 filters are AND-ed and applied before ranking.
+--engine fts5 ranks with SQLite FTS5 bm25() over the index's full-text table instead
+(plain BM25 over the text; the same scope and filters; explain "fts5 bm25=...").
 
 Example:
   tendril memory search "aphids on roses" --actor telegram:12345 --explain
+  tendril memory search "aphids on roses" --actor telegram:12345 --engine fts5
   tendril memory search fig --actor u1 --filter plants:CONTAINS:fig --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if actor == "" {
 				return usagef("--actor is required")
+			}
+			eng, err := sqlitestore.ParseEngine(engine)
+			if err != nil {
+				return usagef("--engine: %v", err)
 			}
 			q := memory.Query{Text: args[0], TopK: k}
 			for _, f := range filters {
@@ -163,7 +171,7 @@ Example:
 				agent = cfg.AgentID
 			}
 			q.NamespacePath = actorPath(agent, actor)
-			hits, err := st.Search(c.Context(), q)
+			hits, err := st.SearchEngine(c.Context(), q, eng)
 			if errors.Is(err, memory.ErrInvalidFilter) {
 				return usageError{err}
 			}
@@ -193,6 +201,7 @@ Example:
 	f.BoolVar(&explain, "explain", false, "explain each score")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.IntVar(&k, "k", 10, "number of results")
+	f.StringVar(&engine, "engine", "bm25f", "ranking engine: bm25f (default) or fts5 (SQLite FTS5 bm25)")
 	return cmd
 }
 

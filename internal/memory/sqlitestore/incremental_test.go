@@ -116,6 +116,23 @@ func TestIncrementalIndexMatchesFreshBuild(t *testing.T) {
 				t.Fatalf("%s: query %+v\nincremental %d hits:\n  %s\nfresh %d hits:\n  %s", step, q, len(g), strings.Join(g, "\n  "), len(w), strings.Join(w, "\n  "))
 			}
 		}
+		// The fts5 engine: the same home's full-text index, kept in step by
+		// every write, ranks as one rebuilt from the Markdown alone.
+		rebuilt := openMarkdownCopy(t, home, opts)
+		defer rebuilt.Close()
+		for _, q := range equivQueries() {
+			got, err := s.SearchEngine(bg, q, EngineFTS5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := rebuilt.SearchEngine(bg, q, EngineFTS5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := fullSummary(got), fullSummary(want); !reflect.DeepEqual(g, w) {
+				t.Fatalf("%s: fts5 query %+v\nincremental %d hits:\n  %s\nrebuilt %d hits:\n  %s", step, q, len(g), strings.Join(g, "\n  "), len(w), strings.Join(w, "\n  "))
+			}
+		}
 	}
 	compare("initial") // builds the index and caches every mask
 	if s.actors["u"].currentIndex() == nil {

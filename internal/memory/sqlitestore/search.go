@@ -69,6 +69,24 @@ func plainDate(t time.Time) string { return t.UTC().Format("3:04 pm on 2 January
 // operation on other actors; a write of the same actor holds them only
 // while it applies its (already durable) change to the in-memory index.
 func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error) {
+	return s.search(ctx, q, s.opts.Engine)
+}
+
+// SearchEngine is Search ranked by the given engine instead of
+// Options.Engine: EngineFTS5 ranks with SQLite FTS5 bm25() (explain
+// "fts5 bm25=<raw bm25()>", score = -bm25(), higher is better), after the
+// same scope, status, strategy and filter checks; EngineBM25F (or "") is
+// the default BM25F. An unknown engine is memory.ErrInvalidQuery.
+func (s *Store) SearchEngine(ctx context.Context, q memory.Query, engine Engine) ([]memory.Hit, error) {
+	e, err := ParseEngine(string(engine))
+	if err != nil {
+		return nil, fmt.Errorf("search: %w: %v", memory.ErrInvalidQuery, err)
+	}
+	return s.search(ctx, q, e)
+}
+
+func (s *Store) search(ctx context.Context, q memory.Query, engine Engine) ([]memory.Hit, error) {
+	fts := engine == EngineFTS5
 	if (q.Namespace == "") == (q.NamespacePath == "") {
 		return nil, fmt.Errorf("search: %w: set exactly one of namespace and namespacePath", memory.ErrInvalidQuery)
 	}
@@ -83,7 +101,7 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 	// The query vector is fetched before taking any lock, so a slow
 	// embedding server never blocks other turns.
 	var qvec []float32
-	if s.opts.Embedder != nil && text != "" {
+	if s.opts.Embedder != nil && text != "" && !fts {
 		v, err := s.opts.Embedder.Embed(ctx, []string{text})
 		if err != nil {
 			s.opts.Logger.Warn("memory query embedding failed; BM25F only", "err", err)
@@ -137,6 +155,12 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 		var hits []memory.Hit
 		if text == "" && !s.legacy {
 			hits = s.listActor(a, c, k)
+		} else if fts {
+			hits, err = s.searchFTS(ctx, a, c, text, k)
+			if err != nil {
+				release()
+				return nil, err
+			}
 		} else {
 			hits = s.searchActor(ctx, a, c, text, qvec, k)
 		}

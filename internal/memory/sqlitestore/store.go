@@ -6,7 +6,10 @@
 // ranked search and then updated in place by every write (documents added,
 // changed ones retired and re-added, corpus statistics kept exact), so
 // corpus statistics never mix actors and an index built from scratch, or
-// after Rebuild, gives identical results.
+// after Rebuild, gives identical results. The index database also holds
+// an FTS5 full-text table (memory_fts, see ftsSchema) written in the same
+// transactions as the rows; Options.Engine or SearchEngine with
+// EngineFTS5 ranks with its bm25() instead.
 package sqlitestore
 
 import (
@@ -50,6 +53,10 @@ type Options struct {
 	SyncInterval time.Duration
 	// Ranking selects the ranking parameters; nil = search.DefaultParams.
 	Ranking *search.Params
+	// Engine is the ranking engine of Search: EngineBM25F ("" too, the
+	// default) or EngineFTS5 (SQLite FTS5 bm25()). SearchEngine picks one
+	// per call.
+	Engine Engine
 	// PlainDocs indexes events as the single text "(<date>) <speaker>: <text>"
 	// as in the LoCoMo reference baseline, instead of separate fields.
 	PlainDocs bool
@@ -180,6 +187,9 @@ func Open(home string, opts Options) (*Store, error) {
 		opts.Logger = slog.Default()
 	}
 	s := &Store{home: home, dir: filepath.Join(home, "memory"), opts: opts, actors: map[string]*actorState{}, actorSync: map[string]time.Time{}}
+	if _, err := ParseEngine(string(opts.Engine)); err != nil {
+		return nil, fmt.Errorf("open memory: %w", err)
+	}
 	s.params = search.DefaultParams()
 	if opts.Ranking != nil {
 		s.params = *opts.Ranking
@@ -201,6 +211,10 @@ func Open(home string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("create memory index: %w", err)
 	}
 	s.db = db
+	if err := s.createFTS(context.Background()); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if err := s.Sync(context.Background()); err != nil {
 		db.Close()
 		return nil, err
@@ -432,8 +446,15 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
+	fts, err := tx.PrepareContext(ctx, ftsUpsert)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
 	for _, r := range recs {
 		if err := insertRecord(ctx, stmt, a.id, r); err != nil {
+			return err
+		}
+		if err := ftsPutRecord(ctx, fts, a.id, r); err != nil {
 			return err
 		}
 	}
@@ -848,8 +869,15 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
+	fts, err := tx.PrepareContext(ctx, ftsUpsert)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
 	for _, e := range fresh {
 		if err := insertEvent(ctx, stmt, a.id, e); err != nil {
+			return err
+		}
+		if err := s.ftsPutEvent(ctx, fts, a.id, e); err != nil {
 			return err
 		}
 	}
@@ -1025,7 +1053,8 @@ func (s *Store) Forget(ctx context.Context, agentID, actorID string) error {
 	}
 	defer tx.Rollback()
 	for _, q := range []string{`DELETE FROM records WHERE actor=?`, `DELETE FROM events WHERE actor=?`,
-		`DELETE FROM rejections WHERE actor=?`, `DELETE FROM files WHERE actor=?`, `DELETE FROM vectors WHERE actor=?`} {
+		`DELETE FROM rejections WHERE actor=?`, `DELETE FROM files WHERE actor=?`, `DELETE FROM vectors WHERE actor=?`,
+		`DELETE FROM fts_docs WHERE actor=?`} {
 		if _, err := tx.ExecContext(ctx, q, actorID); err != nil {
 			return fmt.Errorf("forget %s: %w", actorID, err)
 		}

@@ -355,7 +355,7 @@ func (s *Store) reload(ctx context.Context, enc string) error {
 		return fmt.Errorf("memory index: %w", err)
 	}
 	defer tx.Rollback()
-	for _, q := range []string{`DELETE FROM records WHERE actor=?`, `DELETE FROM events WHERE actor=?`, `DELETE FROM rejections WHERE actor=?`} {
+	for _, q := range []string{`DELETE FROM records WHERE actor=?`, `DELETE FROM events WHERE actor=?`, `DELETE FROM rejections WHERE actor=?`, `DELETE FROM fts_docs WHERE actor=?`} {
 		if _, err := tx.ExecContext(ctx, q, actor); err != nil {
 			return fmt.Errorf("memory index: %w", err)
 		}
@@ -367,8 +367,15 @@ func (s *Store) reload(ctx context.Context, enc string) error {
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
+	fts, err := tx.PrepareContext(ctx, ftsUpsert)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
 	for _, r := range recs {
 		if err := insertRecord(ctx, rs, actor, r); err != nil {
+			return err
+		}
+		if err := ftsPutRecord(ctx, fts, actor, r); err != nil {
 			return err
 		}
 	}
@@ -378,6 +385,9 @@ func (s *Store) reload(ctx context.Context, enc string) error {
 	}
 	for _, e := range evs {
 		if err := insertEvent(ctx, es, actor, e); err != nil {
+			return err
+		}
+		if err := s.ftsPutEvent(ctx, fts, actor, e); err != nil {
 			return err
 		}
 	}
@@ -405,8 +415,8 @@ func likeEscape(s string) string {
 	return r.Replace(s)
 }
 
-// Rebuild recreates the whole index from the Markdown files, reporting
-// progress (actor directories done of total) when progress is non-nil.
+// Rebuild recreates the whole index from the Markdown files (rows, then
+// the FTS5 full-text index from them), reporting progress (actor directories done of total) when progress is non-nil.
 func (s *Store) Rebuild(ctx context.Context, progress func(done, total int)) error {
 	s.gate.Lock()
 	defer s.gate.Unlock()
@@ -417,7 +427,7 @@ func (s *Store) Rebuild(ctx context.Context, progress func(done, total int)) err
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
-	for _, t := range []string{"records", "events", "rejections", "files"} {
+	for _, t := range []string{"records", "events", "rejections", "files", "fts_docs"} {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM "+t); err != nil {
 			tx.Rollback()
 			return fmt.Errorf("rebuild memory index: %w", err)
@@ -449,6 +459,11 @@ func (s *Store) Rebuild(ctx context.Context, progress func(done, total int)) err
 		if progress != nil {
 			progress(i+1, len(dirs))
 		}
+	}
+	// The full-text index is recreated from its content rows, so nothing
+	// of the old index (segments, deleted-row tombstones) survives.
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO memory_fts(memory_fts) VALUES('rebuild')`); err != nil {
+		return fmt.Errorf("rebuild memory full-text index: %w", err)
 	}
 	s.mu.Lock()
 	s.lastSync = s.opts.Now()

@@ -1,0 +1,300 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/tendrilai/tendril/internal/memory"
+)
+
+// Engine names a ranking engine for ranked searches (listings, Text "",
+// are the same under every engine).
+type Engine string
+
+const (
+	// EngineBM25F is the default: package search's BM25F over an
+	// in-memory index per actor (stemming, neighbouring turns as context,
+	// speaker and time cues, optional vector fusion).
+	EngineBM25F Engine = "bm25f"
+	// EngineFTS5 ranks with SQLite FTS5's bm25() over the memory_fts table
+	// of the index database: plain Okapi BM25 (k1 1.2, b 0.75) over the
+	// document text, with corpus statistics of the whole table (every
+	// actor; results are still only the searched actor's). No vectors.
+	EngineFTS5 Engine = "fts5"
+)
+
+// ParseEngine maps "bm25f" (or "") and "fts5" to an Engine; anything else
+// is an error naming the choices.
+func ParseEngine(s string) (Engine, error) {
+	switch Engine(strings.ToLower(strings.TrimSpace(s))) {
+	case "", EngineBM25F:
+		return EngineBM25F, nil
+	case EngineFTS5:
+		return EngineFTS5, nil
+	}
+	return "", fmt.Errorf("unknown memory search engine %q (want bm25f or fts5)", s)
+}
+
+// ftsSchema is the SQLite full-text index of every record and event row.
+//
+// fts_docs holds one row per record or event (keyed by its ID; its integer
+// rowid is the FTS5 rowid): the text as indexed, the owning actor and the
+// namespace searched. memory_fts is an external-content FTS5 table over
+// fts_docs, so the text is stored once; triggers keep it in step with
+// fts_docs, and triggers on records and events delete their fts_docs row,
+// so every delete (expiry, forget, reload, rebuild) reaches the full-text
+// index in the same transaction. Inserts and updates are written by the
+// store (ftsPut*) in the transaction that writes the row, because an
+// event's namespace and text are derived in Go.
+//
+// Tokenizer "porter unicode61 remove_diacritics 2": unicode61 splits on
+// Unicode letter/number classes (so Hangul, accented Latin and CJK text
+// tokenise, which the ASCII tokenizer does not), folds case, and with
+// remove_diacritics 2 folds diacritics also from characters that
+// remove_diacritics 1 misses (e.g. composed forms), so "café" and "cafe"
+// match; porter wraps it with English stemming, so "watering" matches
+// "watered", as package search's analyzer does for BM25F.
+const ftsSchema = `
+CREATE TABLE IF NOT EXISTS fts_docs(
+  rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, actor TEXT NOT NULL,
+  namespace TEXT NOT NULL, content TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS fts_docs_actor ON fts_docs(actor);
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
+  content, actor UNINDEXED, namespace UNINDEXED,
+  content='fts_docs', content_rowid='rowid',
+  tokenize='porter unicode61 remove_diacritics 2');
+CREATE TRIGGER IF NOT EXISTS fts_docs_ai AFTER INSERT ON fts_docs BEGIN
+  INSERT INTO memory_fts(rowid,content,actor,namespace) VALUES(new.rowid,new.content,new.actor,new.namespace);
+END;
+CREATE TRIGGER IF NOT EXISTS fts_docs_ad AFTER DELETE ON fts_docs BEGIN
+  INSERT INTO memory_fts(memory_fts,rowid,content,actor,namespace) VALUES('delete',old.rowid,old.content,old.actor,old.namespace);
+END;
+CREATE TRIGGER IF NOT EXISTS fts_docs_au AFTER UPDATE ON fts_docs BEGIN
+  INSERT INTO memory_fts(memory_fts,rowid,content,actor,namespace) VALUES('delete',old.rowid,old.content,old.actor,old.namespace);
+  INSERT INTO memory_fts(rowid,content,actor,namespace) VALUES(new.rowid,new.content,new.actor,new.namespace);
+END;
+CREATE TRIGGER IF NOT EXISTS records_fts_ad AFTER DELETE ON records BEGIN
+  DELETE FROM fts_docs WHERE id=old.id;
+END;
+CREATE TRIGGER IF NOT EXISTS events_fts_ad AFTER DELETE ON events BEGIN
+  DELETE FROM fts_docs WHERE id=old.id;
+END;
+`
+
+// ftsUpsert writes (or replaces in place) the fts_docs row of one ID; the
+// update trigger re-indexes it.
+const ftsUpsert = `INSERT INTO fts_docs(id,actor,namespace,content) VALUES(?,?,?,?)
+ON CONFLICT(id) DO UPDATE SET actor=excluded.actor, namespace=excluded.namespace, content=excluded.content`
+
+// ftsEventText is the text an event is indexed under: its episodic record
+// content "(YYYY-MM-DD) <speaker>: <text>", plus its image caption.
+func (s *Store) ftsEventText(e memory.Event) string {
+	t := s.eventRecord(e).Content
+	if c, ok := e.Metadata["caption"].(string); ok && c != "" {
+		t += " " + c
+	}
+	return t
+}
+
+func ftsPutRecord(ctx context.Context, stmt *sql.Stmt, actor string, r memory.Record) error {
+	if _, err := stmt.ExecContext(ctx, r.ID, actor, r.Namespace, r.Content); err != nil {
+		return fmt.Errorf("memory full-text index: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) ftsPutEvent(ctx context.Context, stmt *sql.Stmt, actor string, e memory.Event) error {
+	if _, err := stmt.ExecContext(ctx, e.ID, actor, s.eventNamespace(e), s.ftsEventText(e)); err != nil {
+		return fmt.Errorf("memory full-text index: %w", err)
+	}
+	return nil
+}
+
+// createFTS creates the full-text tables and, when they are new in an
+// existing index (written before they existed), fills them from the rows.
+func (s *Store) createFTS(ctx context.Context) error {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE name='fts_docs'`).Scan(&n); err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, ftsSchema); err != nil {
+		return fmt.Errorf("create memory full-text index: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	return s.backfillFTS(ctx)
+}
+
+// backfillFTS indexes every record and event row in one transaction.
+func (s *Store) backfillFTS(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	defer tx.Rollback()
+	stmt, err := tx.PrepareContext(ctx, ftsUpsert)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT id,actor,namespace,content FROM records`)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	var recs []memory.Record
+	var recActors []string
+	for rows.Next() {
+		var r memory.Record
+		var actor string
+		if err := rows.Scan(&r.ID, &actor, &r.Namespace, &r.Content); err != nil {
+			rows.Close()
+			return fmt.Errorf("memory index: %w", err)
+		}
+		recs, recActors = append(recs, r), append(recActors, actor)
+	}
+	rows.Close()
+	rows, err = tx.QueryContext(ctx, `SELECT id,actor,session,role,text,ts,metadata FROM events`)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	var evs []memory.Event
+	for rows.Next() {
+		var e memory.Event
+		var ts, md string
+		if err := rows.Scan(&e.ID, &e.ActorID, &e.SessionID, &e.Role, &e.Text, &ts, &md); err != nil {
+			rows.Close()
+			return fmt.Errorf("memory index: %w", err)
+		}
+		e.Timestamp, _ = time.Parse(time.RFC3339Nano, ts)
+		e.Metadata = decodeJSONMetadata(md)
+		evs = append(evs, e)
+	}
+	rows.Close()
+	for i, r := range recs {
+		if err := ftsPutRecord(ctx, stmt, recActors[i], r); err != nil {
+			return err
+		}
+	}
+	for _, e := range evs {
+		if err := s.ftsPutEvent(ctx, stmt, e.ActorID, e); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	return nil
+}
+
+// maxFTSTerms bounds the terms of one full-text query.
+const maxFTSTerms = 64
+
+// ftsQuery turns free text into an FTS5 query that cannot carry FTS5
+// syntax: the text is split into runs of letters, digits and marks, each
+// run (at most maxFTSTerms distinct ones) is written as an FTS5 string
+// ("…", with any '"' doubled) and the strings are OR-ed. Operators,
+// column filters, prefixes, NEAR groups and quotes in the text are thus
+// only separators. "" means the text has no searchable term.
+func ftsQuery(text string) string {
+	words := strings.FieldsFunc(text, func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsNumber(r) && !unicode.IsMark(r)
+	})
+	seen := map[string]bool{}
+	var terms []string
+	for _, w := range words {
+		w = strings.ToLower(w)
+		if seen[w] {
+			continue
+		}
+		seen[w] = true
+		terms = append(terms, `"`+strings.ReplaceAll(w, `"`, `""`)+`"`)
+		if len(terms) == maxFTSTerms {
+			break
+		}
+	}
+	return strings.Join(terms, " OR ")
+}
+
+// searchFTS ranks a's documents allowed by c for text with FTS5 bm25():
+// the match is scoped to the actor in SQL; namespace, status, strategy,
+// filters and event expiry are applied to the matching rows (against the
+// same records the BM25F engine returns) before the top k are taken.
+// Scores are -bm25() (higher is better); ties go in index order (records
+// by createdAt then ID, then events by timestamp then ID), as after a
+// rebuild.
+func (s *Store) searchFTS(ctx context.Context, a *actorState, c cond, text string, k int) ([]memory.Hit, error) {
+	q := ftsQuery(text)
+	if q == "" {
+		return nil, nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT d.id, bm25(memory_fts) FROM memory_fts JOIN fts_docs d ON d.rowid=memory_fts.rowid WHERE memory_fts MATCH ? AND d.actor=?`, q, a.id)
+	if err != nil {
+		return nil, fmt.Errorf("memory full-text search: %w", err)
+	}
+	type scored struct {
+		id  string
+		raw float64
+	}
+	var found []scored
+	for rows.Next() {
+		var f scored
+		if err := rows.Scan(&f.id, &f.raw); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("memory full-text search: %w", err)
+		}
+		found = append(found, f)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("memory full-text search: %w", err)
+	}
+	type hit struct {
+		h   memory.Hit
+		key string
+	}
+	hits := make([]hit, 0, len(found))
+	a.mu.RLock()
+	for _, f := range found {
+		var r memory.Record
+		var key string
+		if rec, ok := a.records[f.id]; ok {
+			r, key = rec, recordKey(rec)
+		} else if e, ok := a.events[f.id]; ok && !s.expired(e) {
+			r, key = s.eventRecord(e), eventKey(e)
+		} else {
+			continue // expired, or written to SQLite but not yet applied
+		}
+		if !c.match(r) {
+			continue
+		}
+		hits = append(hits, hit{memory.Hit{Record: r, Score: -f.raw, Explain: fmt.Sprintf("fts5 bm25=%.6g", f.raw)}, key})
+	}
+	a.mu.RUnlock()
+	sort.Slice(hits, func(i, j int) bool {
+		if hits[i].h.Score != hits[j].h.Score {
+			return hits[i].h.Score > hits[j].h.Score
+		}
+		return hits[i].key < hits[j].key
+	})
+	if k > 0 && len(hits) > k {
+		hits = hits[:k]
+	}
+	out := make([]memory.Hit, len(hits))
+	for i, h := range hits {
+		out[i] = h.h
+	}
+	return out, nil
+}
+
+// ftsCount reports the full-text index's row count for one actor (tests
+// and diagnostics).
+func (s *Store) ftsCount(ctx context.Context, actor string) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM memory_fts WHERE actor=?`, actor).Scan(&n)
+	return n, err
+}
