@@ -209,6 +209,19 @@ func (r *Router) VisionRef() string {
 //     (errors.As finds the *APIError, errors.Is finds ErrTimeout or
 //     ErrBadResponse).
 func (r *Router) Generate(ctx context.Context, req *Request, vision bool) (*Response, error) {
+	return r.generate(ctx, req, vision, func(ctx context.Context, p Provider, req *Request) (*Response, error) {
+		return p.Generate(ctx, req)
+	}, func() bool { return false })
+}
+
+// callFunc makes one provider call (Generate, or GenerateStream with the
+// Router's delta hook).
+type callFunc func(ctx context.Context, p Provider, req *Request) (*Response, error)
+
+// generate runs the model chain. streamed reports whether output already
+// reached the caller; once it does, the first error ends the call without
+// retry or fallback, wrapped with ErrStreamInterrupted.
+func (r *Router) generate(ctx context.Context, req *Request, vision bool, call callFunc, streamed func() bool) (*Response, error) {
 	if !r.Configured() {
 		return nil, ErrNotConfigured
 	}
@@ -227,9 +240,12 @@ func (r *Router) Generate(ctx context.Context, req *Request, vision bool) (*Resp
 	}
 	var errs []error
 	for _, t := range chain {
-		resp, err := r.try(ctx, t, req)
+		resp, err := r.try(ctx, t, req, call, streamed)
 		if err == nil {
 			return resp, nil
+		}
+		if streamed() {
+			return nil, fmt.Errorf("%s: %w: %w", t.ref, ErrStreamInterrupted, err)
 		}
 		if errors.Is(err, ErrContextOverflow) {
 			return nil, fmt.Errorf("%s: %w", t.ref, err)
@@ -260,21 +276,21 @@ func (e chainError) Error() string {
 func (e chainError) Unwrap() []error { return e }
 
 // try runs the attempts of one model.
-func (r *Router) try(ctx context.Context, t *target, req *Request) (*Response, error) {
-	call := *req
-	call.Model = t.name
-	if call.MaxTokens <= 0 {
-		call.MaxTokens = r.o.MaxTokens
+func (r *Router) try(ctx context.Context, t *target, req *Request, call callFunc, streamed func() bool) (*Response, error) {
+	c := *req
+	c.Model = t.name
+	if c.MaxTokens <= 0 {
+		c.MaxTokens = r.o.MaxTokens
 	}
 	for attempt := 0; ; attempt++ {
-		resp, err := r.attempt(ctx, t, &call)
+		resp, err := r.attempt(ctx, t, &c, call)
 		if err == nil {
 			if resp.Model == "" {
 				resp.Model = t.name
 			}
 			return resp, nil
 		}
-		if errors.Is(err, ErrContextOverflow) || ctx.Err() != nil || attempt >= r.o.MaxRetries {
+		if streamed() || errors.Is(err, ErrContextOverflow) || ctx.Err() != nil || attempt >= r.o.MaxRetries {
 			return nil, err
 		}
 		var retryAfter time.Duration
@@ -300,14 +316,14 @@ func (r *Router) try(ctx context.Context, t *target, req *Request) (*Response, e
 }
 
 // attempt makes one call under the per-attempt timeout.
-func (r *Router) attempt(ctx context.Context, t *target, req *Request) (*Response, error) {
+func (r *Router) attempt(ctx context.Context, t *target, req *Request, call callFunc) (*Response, error) {
 	actx, cancel := ctx, context.CancelFunc(func() {})
 	if r.o.Timeout > 0 {
 		actx, cancel = context.WithTimeout(ctx, r.o.Timeout)
 	}
 	defer cancel()
 	start := r.o.Now()
-	resp, err := t.p.Generate(actx, req)
+	resp, err := call(actx, t.p, req)
 	if err == nil && resp == nil {
 		err = fmt.Errorf("%w: %s returned no response and no error", ErrBadResponse, t.provider)
 	}

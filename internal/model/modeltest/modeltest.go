@@ -85,6 +85,21 @@ type Reply struct {
 	Body string
 	// Delay waits before answering, or until the client goes away.
 	Delay time.Duration
+
+	// Streaming: requests with "stream": true (OpenAI, Anthropic) are
+	// answered in the provider's SSE format, with Text and each tool
+	// call's Args split into StreamChunks pieces on rune boundaries
+	// (0 means DefaultStreamChunks; fewer for shorter strings). Bedrock
+	// requests never stream here.
+	StreamChunks int
+	// StreamCut > 0 ends the stream after that many text pieces: with the
+	// provider's in-stream error event of type StreamErrorType (message
+	// ErrorMessage) when set, else by dropping the connection mid-body.
+	StreamCut       int
+	StreamErrorType string
+	// ChunkDelay waits before every stream event after the first text
+	// piece, or until the client goes away.
+	ChunkDelay time.Duration
 }
 
 // Seen is one request as the fake received it, in provider-neutral form.
@@ -102,6 +117,9 @@ type Seen struct {
 	MaxTokens int
 	Header    http.Header
 	Body      json.RawMessage // the raw request body
+	// Stream is true when the request asked for a streamed answer
+	// ("stream": true).
+	Stream bool
 	// DecodeErr is set when the body did not decode; the fake answered 400.
 	DecodeErr string
 }
@@ -225,6 +243,9 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := Seen{Kind: f.kind, Path: r.URL.Path, Model: modelID, Header: r.Header.Clone(), Body: json.RawMessage(body)}
+	if f.kind != Bedrock {
+		s.Stream = wantsStream(body)
+	}
 	switch f.kind {
 	case Anthropic:
 		err = decodeAnthropic(body, &s)
@@ -291,6 +312,15 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if strings.TrimSpace(reply.ToolCalls[i].Args) == "" {
 				reply.ToolCalls[i].Args = "{}"
 			}
+		}
+		if s.Stream {
+			switch f.kind {
+			case Anthropic:
+				writeAnthropicStream(w, r, n, s.Model, reply)
+			case OpenAI:
+				writeOpenAIStream(w, r, n, s.Model, body, reply)
+			}
+			return
 		}
 		var out any
 		switch f.kind {

@@ -222,27 +222,45 @@ func (p *Provider) fromCompletion(cc *openai.ChatCompletion) (*model.Response, e
 		return nil, fmt.Errorf("%w: %s: response has no choices", model.ErrBadResponse, p.name)
 	}
 	ch := cc.Choices[0]
-	resp := &model.Response{
-		Model: cc.Model,
-		Usage: model.Usage{InputTokens: int(cc.Usage.PromptTokens), OutputTokens: int(cc.Usage.CompletionTokens)},
+	a := answer{
+		model: cc.Model, content: ch.Message.Content, refusal: ch.Message.Refusal, finish: ch.FinishReason,
+		usage: model.Usage{InputTokens: int(cc.Usage.PromptTokens), OutputTokens: int(cc.Usage.CompletionTokens)},
 	}
-	if ch.Message.Content != "" {
-		resp.Content = append(resp.Content, model.Text(ch.Message.Content))
+	for _, tc := range ch.Message.ToolCalls {
+		a.calls = append(a.calls, toolCall{id: tc.ID, typ: tc.Type, name: tc.Function.Name, args: tc.Function.Arguments})
 	}
-	for i, tc := range ch.Message.ToolCalls {
-		if tc.Type != "" && tc.Type != "function" {
+	return a.response(), nil
+}
+
+// answer is the first choice of a completion, whether it came whole or was
+// assembled from stream chunks.
+type answer struct {
+	model, content, refusal, finish string
+	calls                           []toolCall
+	usage                           model.Usage
+}
+
+type toolCall struct{ id, typ, name, args string }
+
+func (a *answer) response() *model.Response {
+	resp := &model.Response{Model: a.model, Usage: a.usage}
+	if a.content != "" {
+		resp.Content = append(resp.Content, model.Text(a.content))
+	}
+	for i, tc := range a.calls {
+		if tc.typ != "" && tc.typ != "function" {
 			continue
 		}
-		id := tc.ID
+		id := tc.id
 		if id == "" {
 			// Some OpenAI-compatible servers omit ids; results must still pair.
 			id = fmt.Sprintf("call_%d", i)
 		}
 		resp.Content = append(resp.Content, model.Block{
-			Type: model.BlockToolUse, ID: id, Name: tc.Function.Name, Input: toolInput(tc.Function.Arguments),
+			Type: model.BlockToolUse, ID: id, Name: tc.name, Input: toolInput(tc.args),
 		})
 	}
-	switch ch.FinishReason {
+	switch a.finish {
 	case "stop":
 		resp.StopReason = model.StopEndTurn
 	case "tool_calls", "function_call":
@@ -257,11 +275,11 @@ func (p *Provider) fromCompletion(cc *openai.ChatCompletion) (*model.Response, e
 	if len(resp.ToolUses()) > 0 {
 		// Ollama reports "stop" even when it called tools.
 		resp.StopReason = model.StopToolUse
-	} else if ch.Message.Refusal != "" {
-		resp.Content = append(resp.Content, model.Text(ch.Message.Refusal))
+	} else if a.refusal != "" {
+		resp.Content = append(resp.Content, model.Text(a.refusal))
 		resp.StopReason = model.StopRefusal
 	}
-	return resp, nil
+	return resp
 }
 
 // toolInput keeps arguments that are a JSON object; anything else (models
