@@ -241,24 +241,27 @@ func fromOutput(modelName string, out *bedrockruntime.ConverseOutput) (*model.Re
 			})
 		}
 	}
-	switch out.StopReason {
-	case types.StopReasonEndTurn:
-		resp.StopReason = model.StopEndTurn
-	case types.StopReasonToolUse:
-		resp.StopReason = model.StopToolUse
-	case types.StopReasonMaxTokens, types.StopReasonModelContextWindowExceeded:
-		resp.StopReason = model.StopMaxTokens
-	case types.StopReasonStopSequence:
-		resp.StopReason = model.StopSequence
-	case types.StopReasonGuardrailIntervened, types.StopReasonContentFiltered:
-		resp.StopReason = model.StopRefusal
-	default:
-		resp.StopReason = model.StopOther
-	}
+	resp.StopReason = stopReason(out.StopReason)
 	if len(resp.ToolUses()) > 0 {
 		resp.StopReason = model.StopToolUse
 	}
 	return resp, nil
+}
+
+func stopReason(r types.StopReason) model.StopReason {
+	switch r {
+	case types.StopReasonEndTurn:
+		return model.StopEndTurn
+	case types.StopReasonToolUse:
+		return model.StopToolUse
+	case types.StopReasonMaxTokens, types.StopReasonModelContextWindowExceeded:
+		return model.StopMaxTokens
+	case types.StopReasonStopSequence:
+		return model.StopSequence
+	case types.StopReasonGuardrailIntervened, types.StopReasonContentFiltered:
+		return model.StopRefusal
+	}
+	return model.StopOther
 }
 
 // retryableCodes are the Converse error codes worth retrying.

@@ -2,7 +2,7 @@
 // formats of the three providers, for tests:
 //
 //   - Anthropic Messages: POST /v1/messages
-//   - Bedrock Converse:   POST /model/{modelId}/converse
+//   - Bedrock Converse:   POST /model/{modelId}/converse (and /converse-stream)
 //   - OpenAI Chat Completions: POST /v1/chat/completions (and /chat/completions)
 //
 // A fake records every request, decoded into a provider-neutral Seen, and
@@ -87,10 +87,10 @@ type Reply struct {
 	Delay time.Duration
 
 	// Streaming: requests with "stream": true (OpenAI, Anthropic) are
-	// answered in the provider's SSE format, with Text and each tool
-	// call's Args split into StreamChunks pieces on rune boundaries
-	// (0 means DefaultStreamChunks; fewer for shorter strings). Bedrock
-	// requests never stream here.
+	// answered in the provider's SSE format, Bedrock /converse-stream in
+	// the AWS event-stream binary format, with Text and each tool call's
+	// Args split into StreamChunks pieces on rune boundaries (0 means
+	// DefaultStreamChunks; fewer for shorter strings).
 	StreamChunks int
 	// StreamCut > 0 ends the stream after that many text pieces: with the
 	// provider's in-stream error event of type StreamErrorType (message
@@ -245,6 +245,8 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := Seen{Kind: f.kind, Path: r.URL.Path, Model: modelID, Header: r.Header.Clone(), Body: json.RawMessage(body)}
 	if f.kind != Bedrock {
 		s.Stream = wantsStream(body)
+	} else {
+		s.Stream = strings.HasSuffix(r.URL.Path, "/converse-stream")
 	}
 	switch f.kind {
 	case Anthropic:
@@ -319,6 +321,8 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				writeAnthropicStream(w, r, n, s.Model, reply)
 			case OpenAI:
 				writeOpenAIStream(w, r, n, s.Model, body, reply)
+			case Bedrock:
+				writeBedrockStream(w, r, reply)
 			}
 			return
 		}
@@ -351,6 +355,9 @@ func (f *Fake) route(r *http.Request) (modelID string, ok bool) {
 			return "", false
 		}
 		id, ok := strings.CutSuffix(rest, "/converse")
+		if !ok {
+			id, ok = strings.CutSuffix(rest, "/converse-stream")
+		}
 		return id, ok && id != ""
 	}
 	return "", false

@@ -71,6 +71,27 @@ func newSSE(w http.ResponseWriter, r *http.Request, reply Reply) *sse {
 // send writes one event; typ "" omits the event: line. It returns false
 // once the client went away.
 func (s *sse) send(typ string, data any) bool {
+	var b []byte
+	if raw, ok := data.(string); ok {
+		b = []byte(raw)
+	} else {
+		var err error
+		if b, err = json.Marshal(data); err != nil {
+			panic(err) // our own maps; unreachable
+		}
+	}
+	return s.sendRaw(func() error {
+		if typ != "" {
+			fmt.Fprintf(s.w, "event: %s\n", typ)
+		}
+		_, err := fmt.Fprintf(s.w, "data: %s\n\n", b)
+		return err
+	})
+}
+
+// sendRaw waits ChunkDelay when due, runs write and flushes. It returns
+// false once the client went away.
+func (s *sse) sendRaw(write func() error) bool {
 	if s.gone {
 		return false
 	}
@@ -84,19 +105,10 @@ func (s *sse) send(typ string, data any) bool {
 			return false
 		}
 	}
-	var b []byte
-	if raw, ok := data.(string); ok {
-		b = []byte(raw)
-	} else {
-		var err error
-		if b, err = json.Marshal(data); err != nil {
-			panic(err) // our own maps; unreachable
-		}
+	if write() != nil {
+		s.gone = true
+		return false
 	}
-	if typ != "" {
-		fmt.Fprintf(s.w, "event: %s\n", typ)
-	}
-	fmt.Fprintf(s.w, "data: %s\n\n", b)
 	if f, ok := s.w.(http.Flusher); ok {
 		f.Flush()
 	}

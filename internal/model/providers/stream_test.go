@@ -1,6 +1,7 @@
 package providers_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,13 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+
 	"github.com/tendrilai/tendril/internal/model"
 	"github.com/tendrilai/tendril/internal/model/modeltest"
 )
 
 // streams reports whether the kit's provider streams on the wire; the
 // others go through the Router's one-delta fallback.
-func (k kit) streams() bool { return k.name != "bedrock" }
+func (k kit) streams() bool { return true }
 
 // deltas collects what GenerateStream passes to onDelta.
 type deltas []string
@@ -54,7 +57,9 @@ func TestStreamText(t *testing.T) {
 			if len(seen) != 2 || seen[0].Stream != k.streams() || seen[1].Stream || seen[0].LastUserText() != "tomatoes?" || seen[0].System != system {
 				t.Errorf("seen = %+v", seen)
 			}
-			if k.streams() && !strings.Contains(string(seen[0].Body), `"stream":true`) {
+			if k.name == "bedrock" && !strings.HasSuffix(seen[0].Path, "/converse-stream") {
+				t.Errorf("path %s", seen[0].Path)
+			} else if k.name != "bedrock" && !strings.Contains(string(seen[0].Body), `"stream":true`) {
 				t.Errorf("request body %s", seen[0].Body)
 			}
 			if k.name == "openai" && !strings.Contains(string(seen[0].Body), `"include_usage":true`) {
@@ -162,6 +167,7 @@ func TestStreamMidStreamErrorNotRetried(t *testing.T) {
 		retryable bool
 	}{
 		{"connection dropped", modeltest.Reply{StreamCut: 2}, true},
+		// Bedrock gets a throttlingException instead.
 		{"error event", modeltest.Reply{StreamCut: 1, StreamErrorType: "overloaded_error", ErrorMessage: "Overloaded"}, true},
 	}
 	for _, k := range kits(t) {
@@ -173,6 +179,9 @@ func TestStreamMidStreamErrorNotRetried(t *testing.T) {
 				k.srv.Reset()
 				r, sl := router(t, k, model.RouterOptions{MaxRetries: 3, Fallbacks: []string{k.ref(k.backup)}})
 				reply := c.reply
+				if k.name == "bedrock" && reply.StreamErrorType != "" {
+					reply.StreamErrorType = "throttlingException"
+				}
 				reply.Text, reply.StreamChunks = "one two three four", 4
 				k.srv.Push(reply)
 				var got deltas
@@ -184,7 +193,14 @@ func TestStreamMidStreamErrorNotRetried(t *testing.T) {
 					t.Errorf("err = %v, want ErrStreamInterrupted", err)
 				}
 				var apiErr *model.APIError
-				if !errors.As(err, &apiErr) || apiErr.Retryable != c.retryable {
+				switch {
+				case k.name == "bedrock" && c.reply.StreamErrorType == "":
+					// The AWS event-stream reader ends quietly on a dropped
+					// connection; the missing messageStop tells.
+					if !errors.Is(err, model.ErrBadResponse) {
+						t.Errorf("err = %v, want ErrBadResponse", err)
+					}
+				case !errors.As(err, &apiErr) || apiErr.Retryable != c.retryable:
 					t.Errorf("err = %v (%+v)", err, apiErr)
 				}
 				if c.reply.StreamErrorType != "" && !strings.Contains(err.Error(), "Overloaded") {
@@ -229,6 +245,22 @@ func TestStreamMalformed(t *testing.T) {
 			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"a\\\":\"}}\n\n" +
 			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":3}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"},
 	}
+	bedrockHeader := map[string]string{"Content-Type": "application/vnd.amazon.eventstream"}
+	brStart := awsEvent(t, "messageStart", `{"role":"assistant"}`)
+	brText := awsEvent(t, "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"par"}}`)
+	bedrockCases := []struct{ name, body string }{
+		{"not an event stream", "this is not a binary event stream at all, just text"},
+		{"truncated without messageStop", brStart + brText},
+		{"cut inside a message", brStart + brText[:len(brText)-5]},
+		{"negative block index", brStart + awsEvent(t, "contentBlockDelta", `{"contentBlockIndex":-2,"delta":{"text":"x"}}`)},
+		{"broken tool input", brStart +
+			awsEvent(t, "contentBlockStart", `{"contentBlockIndex":0,"start":{"toolUse":{"toolUseId":"t","name":"f"}}}`) +
+			awsEvent(t, "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"toolUse":{"input":"{\"a\":"}}}`) +
+			awsEvent(t, "messageStop", `{"stopReason":"tool_use"}`)},
+	}
+	for _, c := range bedrockCases {
+		cases = append(cases, struct{ kit, name, body string }{"bedrock", c.name, c.body})
+	}
 	byName := map[string]kit{}
 	for _, k := range kits(t) {
 		byName[k.name] = k
@@ -238,7 +270,11 @@ func TestStreamMalformed(t *testing.T) {
 			k := byName[c.kit]
 			k.srv.Reset()
 			r, _ := router(t, k, model.RouterOptions{})
-			k.srv.Push(modeltest.Reply{Body: c.body, Header: sseHeader})
+			h := sseHeader
+			if c.kit == "bedrock" {
+				h = bedrockHeader
+			}
+			k.srv.Push(modeltest.Reply{Body: c.body, Header: h})
 			resp, err := r.GenerateStream(context.Background(), &model.Request{Messages: userText("hi")}, false, nil)
 			if !errors.Is(err, model.ErrBadResponse) || resp != nil {
 				t.Errorf("resp %+v err %v; want ErrBadResponse", resp, err)
@@ -276,4 +312,19 @@ func TestStreamCancel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// awsEvent encodes one AWS event-stream event message.
+func awsEvent(t *testing.T, event, payload string) string {
+	t.Helper()
+	var msg eventstream.Message
+	msg.Headers.Set(":message-type", eventstream.StringValue("event"))
+	msg.Headers.Set(":event-type", eventstream.StringValue(event))
+	msg.Headers.Set(":content-type", eventstream.StringValue("application/json"))
+	msg.Payload = []byte(payload)
+	var b bytes.Buffer
+	if err := eventstream.NewEncoder().Encode(&b, msg); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
