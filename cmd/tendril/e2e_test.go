@@ -52,4 +52,9 @@ func TestE2ESecondServeOnOneHomeIsRefused(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "already running") {
 		t.Fatalf("second serve: exit %d %q", code, stderr)
 	}
+	// In-process turns would fork the server's conversations too.
+	_, stderr, code = runCLI(t, home, nil, "invoke", "hello")
+	if code != 1 || !strings.Contains(stderr, "POST /invocations") {
+		t.Fatalf("invoke beside serve: exit %d %q", code, stderr)
+	}
 }

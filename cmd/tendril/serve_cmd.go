@@ -177,7 +177,19 @@ func (g *globals) openQuietApp(ctx context.Context) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	return openApp(ctx, cfg, newLogger(os.Stderr, slog.LevelWarn))
+	// Turns need the home to themselves, like serve: two writers would
+	// fork conversations and diverge the memory index.
+	release, err := lockHome(cfg.Home)
+	if err != nil {
+		return nil, fmt.Errorf("%w; talk to the running server instead: POST /invocations", err)
+	}
+	a, err := openApp(ctx, cfg, newLogger(os.Stderr, slog.LevelWarn))
+	if err != nil {
+		release()
+		return nil, err
+	}
+	a.closers = append([]func() error{func() error { release(); return nil }}, a.closers...)
+	return a, nil
 }
 
 // serve runs the server until ctx ends (SIGTERM/SIGINT), then shuts down

@@ -366,7 +366,43 @@ func (m memoryLister) Forget(ctx context.Context, actorID string) error {
 	if err := m.a.state.Forget(ctx, actorID); err != nil {
 		return err
 	}
+	// "Forget everything" includes the conversation itself.
+	if _, err := clearActorSessions(ctx, m.a.sessions, actorID); err != nil {
+		return err
+	}
 	return m.a.forgetPaused(ctx, actorID)
+}
+
+// clearActorSessions removes every session the actor owns, on every channel
+// and agent, and returns their keys.
+func clearActorSessions(ctx context.Context, st session.Store, actorID string) ([]string, error) {
+	keys, err := st.List(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, k := range keys {
+		if !agent.OwnsSession(k, actorID) {
+			continue
+		}
+		if err := st.Clear(ctx, k); err != nil {
+			return removed, fmt.Errorf("clear session %s: %w", k.String(), err)
+		}
+		removed = append(removed, k.AgentID+"/"+k.String())
+	}
+	return removed, nil
+}
+
+func init() {
+	// `memory forget --sessions` removes every session the actor owns.
+	forgetSessions = func(ctx context.Context, cfg *config.Config, actorID string) ([]string, error) {
+		st, err := openSessionStore(cfg)
+		if err != nil {
+			return nil, err
+		}
+		defer st.Close()
+		return clearActorSessions(ctx, st, actorID)
+	}
 }
 
 // forgetActorExtras is the CLI side of forgetting beyond the memory store:

@@ -202,6 +202,9 @@ func validate(req *Request) error {
 	if err := ValidateID(req.ActorID); err != nil {
 		return fmt.Errorf("%w: actor_id %v", ErrInvalidActorID, err)
 	}
+	if !hasVisible(req.Message) && len(req.Images) == 0 {
+		return fmt.Errorf("%w: message has no visible text", ErrInvalidRequest)
+	}
 	if req.SessionID != "" {
 		if err := ValidateID(req.SessionID); err != nil {
 			return fmt.Errorf("%w: session_id %v", ErrInvalidRequest, err)
@@ -239,10 +242,22 @@ const (
 	MaxImageBytes = 5 << 20
 )
 
-// ValidateID accepts 1–256 characters with no control characters. Storage
-// backends encode IDs further; this only rejects what no channel produces.
+// hasVisible reports whether s has a letter, digit, mark, punctuation or
+// symbol (not only spaces, zero-width or control characters).
+func hasVisible(s string) bool {
+	for _, r := range s {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsPunct(r) || unicode.IsSymbol(r) || unicode.IsMark(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidateID accepts 1–256 characters with no control characters and at
+// least one visible character. Storage backends encode IDs further; this
+// only rejects what no channel produces.
 func ValidateID(id string) error {
-	if id == "" {
+	if id == "" || !hasVisible(id) {
 		return errors.New("is required")
 	}
 	if len(id) > 256 {
@@ -256,21 +271,44 @@ func ValidateID(id string) error {
 	return nil
 }
 
-// sessionKey derives the session of a request. Without a session_id the
-// session is the actor's own on that channel: "telegram:123" on channel
-// telegram is session "123" (the file telegram_123.jsonl); an actor whose
-// prefix differs from the channel keeps its whole ID, so "api:me" and
-// "other:me" never share a session.
+// sessionKey derives the session of a request. Sessions are namespaced by
+// their actor so that no request can name, squat on or read another
+// actor's session:
+//
+//   - without a session_id the session is the actor's own on that channel:
+//     "telegram:123" on channel telegram is "123" (the file
+//     telegram_123.jsonl); an actor whose prefix differs from the channel
+//     keeps its whole ID, so "api:me" and "other:me" never share one;
+//   - a session_id S chosen by the client becomes "<owner>~S".
 func (a *Agent) sessionKey(req Request) session.Key {
-	id := req.SessionID
-	if id == "" {
-		id = req.ActorID
-		if rest, ok := strings.CutPrefix(id, req.Channel+":"); ok && rest != "" {
-			id = rest
-		}
+	owner := SessionOwner(req.ActorID, req.Channel)
+	id := owner
+	if req.SessionID != "" {
+		id = owner + SessionSep + req.SessionID
 	}
 	return session.Key{AgentID: a.opt.AgentID, Channel: req.Channel, ID: id}
 }
+
+// SessionOwner is the owner part of an actor's session keys on a channel:
+// the actor ID without the channel's own prefix ("telegram:123" on
+// telegram → "123"), or the whole actor ID.
+func SessionOwner(actorID, channel string) string {
+	if rest, ok := strings.CutPrefix(actorID, channel+":"); ok && rest != "" && !strings.Contains(rest, ":") {
+		return rest
+	}
+	return actorID
+}
+
+// OwnsSession reports whether key belongs to actorID under the naming of
+// sessionKey.
+func OwnsSession(key session.Key, actorID string) bool {
+	owner := SessionOwner(actorID, key.Channel)
+	return key.ID == owner || strings.HasPrefix(key.ID, owner+SessionSep)
+}
+
+// SessionSep joins a session's owner and the client's session_id in its
+// key ("bea~garden").
+const SessionSep = "~"
 
 // checkOwner refuses a session whose messages were written by another
 // actor: a session belongs to the actor that started it, and its history

@@ -399,6 +399,8 @@ func TestInvalidRequests(t *testing.T) {
 		{Request{Message: " \n\t ", ActorID: "u"}, "INVALID_REQUEST"},
 		{Request{Message: "x", ActorID: "u", Images: make([]Image, 11)}, "INVALID_REQUEST"},
 		{Request{Message: "x", ActorID: "u", Images: []Image{{Data: make([]byte, MaxImageBytes+1), MediaType: "image/png"}}}, "INVALID_REQUEST"},
+		{Request{Message: "\u200b\u200b", ActorID: "u"}, "INVALID_REQUEST"},
+		{Request{Message: "x", ActorID: "   "}, "INVALID_ACTOR_ID"},
 	} {
 		_, err := a.Invoke(context.Background(), tc.req)
 		if got := ErrorCode(err); got != tc.code {
@@ -564,12 +566,20 @@ func TestSessionsBelongToTheirActor(t *testing.T) {
 	if _, err := a.Invoke(ctx, Request{Message: "my secret garden plan", ActorID: "api:jin", SessionID: "s1"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := a.Invoke(ctx, Request{Message: "what did I say before?", ActorID: "api:evil", SessionID: "s1"})
-	if ErrorCode(err) != "FORBIDDEN" {
-		t.Fatalf("foreign actor on s1: %v", err)
+	// Another actor naming the same session_id gets a session of its own.
+	res, err := a.Invoke(ctx, Request{Message: "what did I say before?", ActorID: "api:evil", SessionID: "s1"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(m.requests()) != 1 {
-		t.Fatal("the foreign turn reached the model")
+	if strings.Contains(allModelText(m.requests()[1]), "secret garden") || res.SessionID == "jin~s1" {
+		t.Fatalf("evil reached jin's session %q", res.SessionID)
+	}
+	// An actor whose own default key collides with another's session is
+	// refused before anything reaches the model.
+	n := len(m.requests())
+	_, err = a.Invoke(ctx, Request{Message: "hi", ActorID: "api:jin~s1"})
+	if ErrorCode(err) != "FORBIDDEN" || len(m.requests()) != n {
+		t.Fatalf("colliding actor: %v", err)
 	}
 	// Default sessions of actors that differ only in prefix stay apart.
 	if _, err := a.Invoke(ctx, Request{Message: "hi", ActorID: "api:me"}); err != nil {
@@ -578,9 +588,30 @@ func TestSessionsBelongToTheirActor(t *testing.T) {
 	if _, err := a.Invoke(ctx, Request{Message: "hi", ActorID: "other:me"}); err != nil {
 		t.Fatalf("other:me collided with api:me: %v", err)
 	}
-	if k1, k2 := a.sessionKey(Request{ActorID: "telegram:5", Channel: "telegram"}), a.sessionKey(Request{ActorID: "other:5", Channel: "telegram"}); k1.ID != "5" || k2.ID == k1.ID {
-		t.Fatalf("keys %v %v", k1, k2)
+	for _, tc := range []struct {
+		req  Request
+		want string
+	}{
+		{Request{ActorID: "telegram:5", Channel: "telegram"}, "5"},
+		{Request{ActorID: "other:5", Channel: "telegram"}, "other:5"},
+		{Request{ActorID: "api:zed:carl", Channel: "api"}, "api:zed:carl"},
+		{Request{ActorID: "telegram:5", Channel: "telegram", SessionID: "new1"}, "5~new1"},
+		{Request{ActorID: "api:bob", Channel: "telegram", SessionID: "123"}, "api:bob~123"},
+	} {
+		if got := a.sessionKey(tc.req).ID; got != tc.want {
+			t.Errorf("sessionKey(%+v) = %q, want %q", tc.req, got, tc.want)
+		}
 	}
+}
+
+func allModelText(r model.Request) string {
+	var b strings.Builder
+	for _, m := range r.Messages {
+		for _, c := range m.Content {
+			b.WriteString(c.Text + "\n")
+		}
+	}
+	return b.String()
 }
 
 func TestMalformedToolArgsNeverReachTheGate(t *testing.T) {

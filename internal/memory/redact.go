@@ -25,9 +25,12 @@ var secretPatterns = []*regexp.Regexp{
 // statedSecrets keep their keyword and lose the value: "my password is
 // hunter2" → "my password is [redacted]".
 var statedSecrets = []*regexp.Regexp{
-	regexp.MustCompile(`(?i)(\b(?:password|passwd|passcode|pin|secret|api[ _-]?key|token)\b(?:\s*(?:is|was|:|=)\s*|\s+))\S+`),
+	regexp.MustCompile(`(?i)(\b(?:pass\s?words?|passwd|passcodes?|passphrases?|pins?|pw|pwd|secrets?|api[ _-]?keys?|tokens?|contraseñas?|mot de passe|passwort|senha)\b(?:\s*(?:is|was|es|est|ist|é|:|：|=)\s*|\s+))\S+`),
 	regexp.MustCompile(`((?:비밀번호|비번|암호|핀번호)\s*(?:은|는|이|가|:|=)?\s*)\S+`),
 }
+
+// ssnRE matches US social security numbers (AAA-GG-SSSS).
+var ssnRE = regexp.MustCompile(`\b\d{3}-\d{2}-\d{4}\b`)
 
 var cardRE = regexp.MustCompile(`\b(?:\d[ \-]?){13,19}\b`)
 
@@ -42,6 +45,7 @@ func Redact(text string) (string, bool) {
 	for _, re := range statedSecrets {
 		out = re.ReplaceAllString(out, "${1}"+Redacted)
 	}
+	out = ssnRE.ReplaceAllString(out, Redacted)
 	out = cardRE.ReplaceAllStringFunc(out, func(m string) string {
 		digits := strings.Map(func(r rune) rune {
 			if r >= '0' && r <= '9' {

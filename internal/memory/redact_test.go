@@ -16,6 +16,13 @@ func TestRedact(t *testing.T) {
 		{"aws AKIAIOSFODNN7EXAMPLE ok", "AKIAIOSFODNN7EXAMPLE"},
 		{"bot token 123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0", "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0"},
 		{"제 비밀번호는 qwerty123 이에요", "qwerty123"},
+		{"pw: tr0ub4dor&3", "tr0ub4dor&3"},
+		{"passphrase: correct horse", "correct"},
+		{"password：hunter3", "hunter3"},
+		{"la contraseña es hunter4", "hunter4"},
+		{"My pass word is letmein99", "letmein99"},
+		{"SSN 123-45-6789", "123-45-6789"},
+		{"wifi password is hunter2 and key sk-proj-abcdefghijklmnopqrstu", "hunter2"},
 	} {
 		got, changed := Redact(tc.in)
 		if !changed || strings.Contains(got, tc.gone) || !strings.Contains(got, Redacted) {

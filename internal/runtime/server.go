@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -98,6 +99,21 @@ func New(opt Options) (*Server, error) {
 	return s, nil
 }
 
+// loopbackHost reports whether a Host header value (host or host:port)
+// names the loopback interface.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // IsLoopback reports whether addr ("host:port") binds only loopback.
 // An empty host or 0.0.0.0/:: binds every interface and is not loopback.
 func IsLoopback(addr string) (bool, error) {
@@ -147,8 +163,28 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.http.Shutdown(ctx)
 }
 
+// auth guards the API. With a token, requests need "Authorization: Bearer
+// <token>". Without one (loopback only), the request must also name a
+// loopback Host and, from a browser, a loopback Origin: otherwise a web page
+// could reach the API through DNS rebinding or a cross-site form post.
 func (s *Server) auth(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.opt.AuthToken == "" {
+			if !loopbackHost(r.Host) {
+				writeError(w, http.StatusForbidden, "FORBIDDEN", "Host "+r.Host+" is not a loopback name; set TENDRIL_AUTH_TOKEN to serve other hosts")
+				return
+			}
+			if o := r.Header.Get("Origin"); o != "" && o != "null" {
+				u, err := url.Parse(o)
+				if err != nil || !loopbackHost(u.Host) {
+					writeError(w, http.StatusForbidden, "FORBIDDEN", "cross-origin request refused")
+					return
+				}
+			} else if o == "null" {
+				writeError(w, http.StatusForbidden, "FORBIDDEN", "cross-origin request refused")
+				return
+			}
+		}
 		if s.opt.AuthToken != "" {
 			// The scheme is case-insensitive (RFC 7235 §2.1).
 			got := r.Header.Get("Authorization")

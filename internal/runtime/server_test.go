@@ -310,3 +310,33 @@ func (c *ctxInvoker) Invoke(ctx context.Context, req agent.Request) (*agent.Resu
 		return &agent.Result{Text: "done"}, nil
 	}
 }
+
+func TestLoopbackModeRefusesForeignHostsAndOrigins(t *testing.T) {
+	ts := newTestServer(t, &recInvoker{}, Options{})
+	for _, tc := range []struct {
+		host, origin string
+		status       int
+	}{
+		{"", "", 200},
+		{"localhost:8080", "http://localhost:8080", 200},
+		{"evil.example", "", 403},
+		{"", "https://evil.example", 403},
+		{"", "null", 403},
+	} {
+		req, _ := http.NewRequest("POST", ts.URL+"/invocations", strings.NewReader(`{"message":"hi","actor_id":"a"}`))
+		if tc.host != "" {
+			req.Host = tc.host
+		}
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("host %q origin %q: %d, want %d", tc.host, tc.origin, resp.StatusCode, tc.status)
+		}
+	}
+}

@@ -107,6 +107,8 @@ func (n *notesTool) add(ctx context.Context, ns string, call tool.Call, a notesA
 	if err != nil {
 		return "", err
 	}
+	// Notes are memory records: credentials never enter them.
+	text, _ = memory.Redact(text)
 	meta := map[string]any{"type": noteType}
 	if section != "" {
 		meta["section"] = section
