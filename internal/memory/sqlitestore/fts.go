@@ -49,7 +49,7 @@ func ParseEngine(s string) (Engine, error) {
 // fts_docs, and triggers on records and events delete their fts_docs row,
 // so every delete (expiry, forget, reload, rebuild) reaches the full-text
 // index in the same transaction. Inserts and updates are written by the
-// store (ftsPut*) in the transaction that writes the row, because an
+// store (ftsBatch) in the transaction that writes the row, because an
 // event's namespace and text are derived in Go.
 //
 // Tokenizer "porter unicode61 remove_diacritics 2": unicode61 splits on
@@ -63,7 +63,6 @@ const ftsSchema = `
 CREATE TABLE IF NOT EXISTS fts_docs(
   rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, actor TEXT NOT NULL,
   namespace TEXT NOT NULL, content TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS fts_docs_actor ON fts_docs(actor);
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
   content, actor UNINDEXED, namespace UNINDEXED,
   content='fts_docs', content_rowid='rowid',
@@ -86,10 +85,61 @@ CREATE TRIGGER IF NOT EXISTS events_fts_ad AFTER DELETE ON events BEGIN
 END;
 `
 
-// ftsUpsert writes (or replaces in place) the fts_docs row of one ID; the
-// update trigger re-indexes it.
-const ftsUpsert = `INSERT INTO fts_docs(id,actor,namespace,content) VALUES(?,?,?,?)
-ON CONFLICT(id) DO UPDATE SET actor=excluded.actor, namespace=excluded.namespace, content=excluded.content`
+// ftsBatch collects the fts_docs rows one transaction writes. write puts
+// them with one multi-row upsert per ftsChunk rows: FTS5 flushes its
+// pending terms to a new index segment at every statement (savepoint), so
+// one statement per row would cost a segment, and merge work, per row.
+type ftsBatch struct{ args []any }
+
+// ftsChunk is the most rows one upsert statement carries (4 parameters
+// each, far below SQLite's parameter limit).
+const ftsChunk = 250
+
+func (b *ftsBatch) record(actor string, r memory.Record) {
+	b.args = append(b.args, r.ID, actor, r.Namespace, r.Content)
+}
+
+func (s *Store) ftsEvent(b *ftsBatch, actor string, e memory.Event) {
+	b.args = append(b.args, e.ID, actor, s.eventNamespace(e), s.ftsEventText(e))
+}
+
+// write upserts the rows (the last row of an ID wins); the fts_docs
+// triggers index them. Statements of up to ftsCached rows are prepared
+// once per store (their triggers make preparing cost more than running).
+func (b *ftsBatch) write(ctx context.Context, s *Store, tx *sql.Tx) error {
+	for start := 0; start < len(b.args); start += 4 * ftsChunk {
+		args := b.args[start:min(start+4*ftsChunk, len(b.args))]
+		n := len(args) / 4
+		var err error
+		if st := s.ftsStmt(n); st != nil {
+			_, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+		} else {
+			_, err = tx.ExecContext(ctx, ftsUpsertN(n), args...)
+		}
+		if err != nil {
+			return fmt.Errorf("memory full-text index: %w", err)
+		}
+	}
+	return nil
+}
+
+// ftsCached is the largest row count whose upsert statement is kept
+// prepared (a turn writes two events).
+const ftsCached = 4
+
+func ftsUpsertN(n int) string {
+	return `INSERT INTO fts_docs(id,actor,namespace,content) VALUES` + strings.TrimSuffix(strings.Repeat("(?,?,?,?),", n), ",") +
+		` ON CONFLICT(id) DO UPDATE SET actor=excluded.actor, namespace=excluded.namespace, content=excluded.content`
+}
+
+// ftsStmt returns the prepared upsert of n rows, or nil when n is above
+// ftsCached (the caller then runs the text).
+func (s *Store) ftsStmt(n int) *sql.Stmt {
+	if n < 1 || n > ftsCached {
+		return nil
+	}
+	return s.ftsStmts[n]
+}
 
 // ftsEventText is the text an event is indexed under: its episodic record
 // content "(YYYY-MM-DD) <speaker>: <text>", plus its image caption.
@@ -101,20 +151,6 @@ func (s *Store) ftsEventText(e memory.Event) string {
 	return t
 }
 
-func ftsPutRecord(ctx context.Context, stmt *sql.Stmt, actor string, r memory.Record) error {
-	if _, err := stmt.ExecContext(ctx, r.ID, actor, r.Namespace, r.Content); err != nil {
-		return fmt.Errorf("memory full-text index: %w", err)
-	}
-	return nil
-}
-
-func (s *Store) ftsPutEvent(ctx context.Context, stmt *sql.Stmt, actor string, e memory.Event) error {
-	if _, err := stmt.ExecContext(ctx, e.ID, actor, s.eventNamespace(e), s.ftsEventText(e)); err != nil {
-		return fmt.Errorf("memory full-text index: %w", err)
-	}
-	return nil
-}
-
 // createFTS creates the full-text tables and, when they are new in an
 // existing index (written before they existed), fills them from the rows.
 func (s *Store) createFTS(ctx context.Context) error {
@@ -124,6 +160,14 @@ func (s *Store) createFTS(ctx context.Context) error {
 	}
 	if _, err := s.db.ExecContext(ctx, ftsSchema); err != nil {
 		return fmt.Errorf("create memory full-text index: %w", err)
+	}
+	// Prepared here, outside any transaction: the pool has one connection.
+	for i := 1; i <= ftsCached; i++ {
+		st, err := s.db.PrepareContext(ctx, ftsUpsertN(i))
+		if err != nil {
+			return fmt.Errorf("create memory full-text index: %w", err)
+		}
+		s.ftsStmts[i] = st
 	}
 	if n > 0 {
 		return nil
@@ -138,10 +182,6 @@ func (s *Store) backfillFTS(ctx context.Context) error {
 		return fmt.Errorf("memory index: %w", err)
 	}
 	defer tx.Rollback()
-	stmt, err := tx.PrepareContext(ctx, ftsUpsert)
-	if err != nil {
-		return fmt.Errorf("memory index: %w", err)
-	}
 	rows, err := tx.QueryContext(ctx, `SELECT id,actor,namespace,content FROM records`)
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
@@ -175,15 +215,15 @@ func (s *Store) backfillFTS(ctx context.Context) error {
 		evs = append(evs, e)
 	}
 	rows.Close()
+	var b ftsBatch
 	for i, r := range recs {
-		if err := ftsPutRecord(ctx, stmt, recActors[i], r); err != nil {
-			return err
-		}
+		b.record(recActors[i], r)
 	}
 	for _, e := range evs {
-		if err := s.ftsPutEvent(ctx, stmt, e.ActorID, e); err != nil {
-			return err
-		}
+		s.ftsEvent(&b, e.ActorID, e)
+	}
+	if err := b.write(ctx, s, tx); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("memory index: %w", err)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -403,5 +404,40 @@ func TestParseEngine(t *testing.T) {
 	}
 	if _, err := Open(t.TempDir(), Options{Engine: "lucene"}); err == nil {
 		t.Error("Open accepted an unknown engine")
+	}
+}
+
+// TestFTSBatchSizes writes batches around the prepared-statement and chunk
+// sizes, with an ID repeated inside one batch (the last version wins).
+func TestFTSBatchSizes(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{NoFsync: true, SyncInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	total := 0
+	for _, n := range []int{1, ftsCached, ftsCached + 1, ftsChunk, 2*ftsChunk + 3} {
+		recs := make([]memory.Record, n)
+		for i := range recs {
+			recs[i] = memory.Record{ID: "b" + strconv.Itoa(n) + "-" + strconv.Itoa(i), Namespace: "/main/u/long_term/", Content: "batch word" + strconv.Itoa(i%7)}
+		}
+		if n > 1 {
+			recs[n-1] = memory.Record{ID: recs[0].ID, Namespace: "/main/u/long_term/", Content: "batch replaced"}
+			total--
+		}
+		if _, err := s.PutBatch(bg, recs); err != nil {
+			t.Fatalf("batch of %d: %v", n, err)
+		}
+		total += n
+		rows := ftsState(t, s)
+		if len(rows) != total {
+			t.Fatalf("batch of %d: %d full-text rows, want %d", n, len(rows), total)
+		}
+		if n > 1 && rows[recs[0].ID] != "u /main/u/long_term/ batch replaced" {
+			t.Fatalf("batch of %d: repeated ID indexed as %q", n, rows[recs[0].ID])
+		}
+	}
+	if got := ftsIDs(t, s, EngineFTS5, memory.Query{NamespacePath: "/main/u/", Text: "replaced", TopK: 100}); len(got) != 4 {
+		t.Fatalf("replaced rows found: %v", got)
 	}
 }

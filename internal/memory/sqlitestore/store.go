@@ -101,6 +101,8 @@ type Store struct {
 	lastSync  time.Time
 	actorSync map[string]time.Time // last per-actor Markdown check
 	tick      uint64
+
+	ftsStmts [ftsCached + 1]*sql.Stmt // prepared fts_docs upserts by row count, set by Open
 }
 
 var (
@@ -446,17 +448,15 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
-	fts, err := tx.PrepareContext(ctx, ftsUpsert)
-	if err != nil {
-		return fmt.Errorf("memory index: %w", err)
-	}
+	var fts ftsBatch
 	for _, r := range recs {
 		if err := insertRecord(ctx, stmt, a.id, r); err != nil {
 			return err
 		}
-		if err := ftsPutRecord(ctx, fts, a.id, r); err != nil {
-			return err
-		}
+		fts.record(a.id, r)
+	}
+	if err := fts.write(ctx, s, tx); err != nil {
+		return err
 	}
 	files := map[string]bool{}
 	for _, r := range recs {
@@ -869,17 +869,15 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
-	fts, err := tx.PrepareContext(ctx, ftsUpsert)
-	if err != nil {
-		return fmt.Errorf("memory index: %w", err)
-	}
+	var fts ftsBatch
 	for _, e := range fresh {
 		if err := insertEvent(ctx, stmt, a.id, e); err != nil {
 			return err
 		}
-		if err := s.ftsPutEvent(ctx, fts, a.id, e); err != nil {
-			return err
-		}
+		s.ftsEvent(&fts, a.id, e)
+	}
+	if err := fts.write(ctx, s, tx); err != nil {
+		return err
 	}
 	if err := s.noteFiles(ctx, tx, a, files); err != nil {
 		return err

@@ -355,7 +355,7 @@ func (s *Store) reload(ctx context.Context, enc string) error {
 		return fmt.Errorf("memory index: %w", err)
 	}
 	defer tx.Rollback()
-	for _, q := range []string{`DELETE FROM records WHERE actor=?`, `DELETE FROM events WHERE actor=?`, `DELETE FROM rejections WHERE actor=?`, `DELETE FROM fts_docs WHERE actor=?`} {
+	for _, q := range []string{`DELETE FROM records WHERE actor=?`, `DELETE FROM events WHERE actor=?`, `DELETE FROM rejections WHERE actor=?`} {
 		if _, err := tx.ExecContext(ctx, q, actor); err != nil {
 			return fmt.Errorf("memory index: %w", err)
 		}
@@ -367,17 +367,12 @@ func (s *Store) reload(ctx context.Context, enc string) error {
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
-	fts, err := tx.PrepareContext(ctx, ftsUpsert)
-	if err != nil {
-		return fmt.Errorf("memory index: %w", err)
-	}
+	var fts ftsBatch
 	for _, r := range recs {
 		if err := insertRecord(ctx, rs, actor, r); err != nil {
 			return err
 		}
-		if err := ftsPutRecord(ctx, fts, actor, r); err != nil {
-			return err
-		}
+		fts.record(actor, r)
 	}
 	es, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO events(id,actor,session,role,text,ts,metadata) VALUES(?,?,?,?,?,?,?)`)
 	if err != nil {
@@ -387,9 +382,10 @@ func (s *Store) reload(ctx context.Context, enc string) error {
 		if err := insertEvent(ctx, es, actor, e); err != nil {
 			return err
 		}
-		if err := s.ftsPutEvent(ctx, fts, actor, e); err != nil {
-			return err
-		}
+		s.ftsEvent(&fts, actor, e)
+	}
+	if err := fts.write(ctx, s, tx); err != nil {
+		return err
 	}
 	for _, h := range rejected {
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO rejections(actor,hash) VALUES(?,?)`, actor, h); err != nil {
