@@ -50,10 +50,10 @@ func TestTurnRemembersExplicitPreferenceAcrossSessions(t *testing.T) {
 		return res.SessionID
 	}
 	turn("telegram:1", "week1", "I only use organic fertiliser.")
-	turn("telegram:1", "week1", "I have a fig tree in a raised bed with fast drainage.")
-	turn("telegram:2", "other", "I prefer quick chemical sprays for pests.")
+	s1 := turn("telegram:1", "week1", "I have a fig tree in a raised bed with fast drainage.")
+	s2 := turn("telegram:2", "other", "I prefer quick chemical sprays for pests.")
 	// Extraction is asynchronous; Flush runs what is queued now.
-	for _, as := range [][2]string{{"telegram:1", "week1"}, {"telegram:2", "other"}} {
+	for _, as := range [][2]string{{"telegram:1", s1}, {"telegram:2", s2}} {
 		if err := a.pipeline.Flush(ctx, "main", as[0], as[1]); err != nil {
 			t.Fatal(err)
 		}
@@ -144,11 +144,11 @@ func TestTurnAutoCompaction(t *testing.T) {
 	if !strings.Contains(allText(last), "[Session summary]") {
 		t.Fatalf("the summary is not in the context:\n%s", allText(last))
 	}
-	nodes, err := a.sessions.Nodes(ctx, session.Key{AgentID: "main", Channel: "api", ID: "long"})
+	nodes, err := a.sessions.Nodes(ctx, session.Key{AgentID: "main", Channel: "api", ID: "c~long"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(nodes[0].PlainText(), "turn 0:") {
+	if len(nodes) == 0 || !strings.Contains(nodes[0].PlainText(), "turn 0:") {
 		t.Fatal("compaction rewrote history")
 	}
 }
