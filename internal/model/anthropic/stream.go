@@ -65,8 +65,31 @@ func (p *Provider) GenerateStream(ctx context.Context, req *model.Request, onDel
 			return nil, fmt.Errorf("%w: %s: stream event %s: %v", model.ErrBadResponse, Name, ev.Type, err)
 		}
 		switch ev.Type {
+		case "message_start":
+			if len(msg.Content) > 0 {
+				return nil, fmt.Errorf("%w: %s: message_start carries content", model.ErrBadResponse, Name)
+			}
+		case "content_block_start":
+			// The API starts text blocks empty; text carried here anyway is
+			// streamed so the deltas always add up to the answer.
+			if c := msg.Content[len(msg.Content)-1]; c.Type == "text" && c.Text != "" && onDelta != nil {
+				onDelta(c.Text)
+			}
 		case "content_block_delta":
-			if ev.Delta.Type == "text_delta" && ev.Delta.Text != "" && onDelta != nil {
+			if ev.Delta.Type != "text_delta" {
+				break
+			}
+			// Accumulate checked the index. Text into a block that is not
+			// a text block would stream words the answer never holds.
+			if typ := msg.Content[ev.Index].Type; typ != "text" {
+				return nil, fmt.Errorf("%w: %s: text_delta for content block %d of type %q", model.ErrBadResponse, Name, ev.Index, typ)
+			}
+			for _, later := range msg.Content[ev.Index+1:] {
+				if later.Type == "text" && later.Text != "" {
+					return nil, fmt.Errorf("%w: %s: text_delta for content block %d after a later text block", model.ErrBadResponse, Name, ev.Index)
+				}
+			}
+			if ev.Delta.Text != "" && onDelta != nil {
 				onDelta(ev.Delta.Text)
 			}
 		case "message_stop":
