@@ -13,6 +13,7 @@ import (
 	"github.com/tendrilai/tendril/internal/agent"
 	"github.com/tendrilai/tendril/internal/approval"
 	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/model"
 	"github.com/tendrilai/tendril/internal/state"
 	"github.com/tendrilai/tendril/internal/tool"
 )
@@ -206,3 +207,6 @@ func (s standingRetriever) Recall(ctx context.Context, agentID, actorID, query s
 	}
 	return memory.Assemble(out, s.topK), nil
 }
+
+// The router streams text deltas to SSE clients.
+var _ agent.StreamModels = (*model.Router)(nil)

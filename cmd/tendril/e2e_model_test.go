@@ -85,8 +85,15 @@ func TestE2EServeAgainstOpenAIFake(t *testing.T) {
 		}
 	}
 	sresp.Body.Close()
-	if len(frames) < 3 || frames[len(frames)-1]["type"] != "final" || frames[len(frames)-1]["ok"] != true {
-		t.Fatalf("frames %v", frames)
+	if len(frames) < 4 || frames[len(frames)-1]["type"] != "final" || frames[len(frames)-1]["ok"] != true {
+		t.Fatalf("want start, several streamed deltas and final; got %v", frames)
+	}
+	var streamed string
+	for _, f := range frames[1 : len(frames)-1] {
+		streamed += f["text"].(string)
+	}
+	if strings.TrimSpace(streamed) != frames[len(frames)-1]["text"] { // the stored reply is trimmed
+		t.Fatalf("deltas %q do not add up to the final text %q", streamed, frames[len(frames)-1]["text"])
 	}
 
 	// 400 and 413.
