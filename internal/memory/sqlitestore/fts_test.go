@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -439,5 +440,25 @@ func TestFTSBatchSizes(t *testing.T) {
 	}
 	if got := ftsIDs(t, s, EngineFTS5, memory.Query{NamespacePath: "/main/u/", Text: "replaced", TopK: 100}); len(got) != 4 {
 		t.Fatalf("replaced rows found: %v", got)
+	}
+}
+
+// BenchmarkAppendTurn times the write of one turn (two events, one
+// transaction, no fsync): the cost the full-text index adds to a turn.
+func BenchmarkAppendTurn(b *testing.B) {
+	s, err := Open(b.TempDir(), Options{SyncInterval: -1, NoFsync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	t0 := time.Now().Add(-time.Hour)
+	for i := 0; b.Loop(); i++ {
+		evs := []memory.Event{
+			{ActorID: "a", SessionID: fmt.Sprint("s", i%8), Role: "user", Text: "I went to the garden centre and bought organic fertiliser for the figs", Timestamp: t0.Add(time.Duration(2*i) * time.Millisecond)},
+			{ActorID: "a", SessionID: fmt.Sprint("s", i%8), Role: "assistant", Text: "Great, organic fertiliser suits figs; feed them in spring", Timestamp: t0.Add(time.Duration(2*i+1) * time.Millisecond)},
+		}
+		if err := s.AppendEvents(bg, evs); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
