@@ -95,6 +95,9 @@ loop:
 				return nil, err
 			}
 			if tu, ok := v.Value.Start.(*types.ContentBlockStartMemberToolUse); ok {
+				if b.text != "" {
+					return nil, fmt.Errorf("%w: %s: toolUse start for text block %d", model.ErrBadResponse, Name, aws.ToInt32(v.Value.ContentBlockIndex))
+				}
 				b.tool, b.id, b.name = true, aws.ToString(tu.Value.ToolUseId), aws.ToString(tu.Value.Name)
 			}
 		case *types.ConverseStreamOutputMemberContentBlockDelta:
@@ -104,11 +107,24 @@ loop:
 			}
 			switch d := v.Value.Delta.(type) {
 			case *types.ContentBlockDeltaMemberText:
+				if b.tool {
+					return nil, fmt.Errorf("%w: %s: text delta for toolUse block %d", model.ErrBadResponse, Name, aws.ToInt32(v.Value.ContentBlockIndex))
+				}
+				// Text must arrive in block order, or the deltas would not
+				// add up to the answer.
+				for i, o := range blocks {
+					if i > aws.ToInt32(v.Value.ContentBlockIndex) && o.text != "" {
+						return nil, fmt.Errorf("%w: %s: text delta for block %d after block %d", model.ErrBadResponse, Name, aws.ToInt32(v.Value.ContentBlockIndex), i)
+					}
+				}
 				b.text += d.Value
 				if d.Value != "" && onDelta != nil {
 					onDelta(d.Value)
 				}
 			case *types.ContentBlockDeltaMemberToolUse:
+				if b.text != "" {
+					return nil, fmt.Errorf("%w: %s: toolUse delta for text block %d", model.ErrBadResponse, Name, aws.ToInt32(v.Value.ContentBlockIndex))
+				}
 				b.tool = true
 				b.input.WriteString(aws.ToString(d.Value.Input))
 			}

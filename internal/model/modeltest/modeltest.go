@@ -17,6 +17,13 @@
 //	... run the agent ...
 //	seen := srv.Requests()                       // []modeltest.Seen
 //
+// Streaming requests ("stream": true for OpenAI and Anthropic, the
+// /converse-stream path for Bedrock) get the provider's real streaming wire
+// format: SSE chunks or events, or AWS event-stream binary messages, with
+// the scripted Text and tool-call Args split into pieces (Reply.StreamChunks)
+// and optional mid-stream failures (Reply.StreamCut, StreamErrorType).
+// Seen.Stream records that the request asked for it.
+//
 // NewFake returns the bare http.Handler for use outside httptest.
 package modeltest
 

@@ -253,6 +253,10 @@ func TestStreamMalformed(t *testing.T) {
 		{"truncated without messageStop", brStart + brText},
 		{"cut inside a message", brStart + brText[:len(brText)-5]},
 		{"negative block index", brStart + awsEvent(t, "contentBlockDelta", `{"contentBlockIndex":-2,"delta":{"text":"x"}}`)},
+		{"text after a later block", brStart + awsEvent(t, "contentBlockDelta", `{"contentBlockIndex":2,"delta":{"text":"b"}}`) + brText +
+			awsEvent(t, "messageStop", `{"stopReason":"end_turn"}`)},
+		{"tool input into a text block", brStart + brText + awsEvent(t, "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"toolUse":{"input":"{}"}}}`) +
+			awsEvent(t, "messageStop", `{"stopReason":"end_turn"}`)},
 		{"broken tool input", brStart +
 			awsEvent(t, "contentBlockStart", `{"contentBlockIndex":0,"start":{"toolUse":{"toolUseId":"t","name":"f"}}}`) +
 			awsEvent(t, "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"toolUse":{"input":"{\"a\":"}}}`) +
