@@ -38,10 +38,13 @@ func TestE2EForgetTakesEffectOnRunningServer(t *testing.T) {
 	if _, e, code := runCLI(t, p.Home, nil, "memory", "forget", "--actor", "api:fo", "--sessions"); code != 0 {
 		t.Fatalf("forget: exit %d %s", code, e)
 	}
-	before = len(fake.Requests())
-	invoke(t, p.URL, map[string]any{"message": "what fertiliser should I buy?", "actor_id": "api:fo", "session_id": "c"})
-	sys := strings.ToLower(fake.Requests()[before].System)
-	if block := memoryBlock(sys); strings.Contains(block, "organic") || strings.Contains(block, "busan") {
-		t.Fatalf("forgotten memory reached the model:\n%s", block)
+	time.Sleep(1500 * time.Millisecond) // past the store's once-a-second check for outside changes
+	for _, q := range []string{"what fertiliser should I buy?", "where do I live and do I use organic fertiliser?"} {
+		before = len(fake.Requests())
+		invoke(t, p.URL, map[string]any{"message": q, "actor_id": "api:fo", "session_id": "c"})
+		sys := strings.ToLower(fake.Requests()[before].System)
+		if block := memoryBlock(sys); strings.Contains(block, "organic") || strings.Contains(block, "busan") {
+			t.Fatalf("forgotten memory reached the model:\n%s", block)
+		}
 	}
 }
