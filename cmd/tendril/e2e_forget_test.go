@@ -13,7 +13,7 @@ import (
 func TestE2EForgetTakesEffectOnRunningServer(t *testing.T) {
 	fake := modeltest.NewOpenAI(t)
 	p := startServe(t, testHome(t), openAIEnv(fake)...)
-	for _, m := range []string{"I only use organic fertiliser.", "I live in Busan and grow figs."} {
+	for _, m := range []string{"I only use organic fertiliser.", "I live in Busan and grow figs.", "my cat is named Zebulon"} {
 		if st, out := invoke(t, p.URL, map[string]any{"message": m, "actor_id": "api:fo", "session_id": "a"}); st != 200 {
 			t.Fatalf("%d %v", st, out)
 		}
@@ -35,15 +35,20 @@ func TestE2EForgetTakesEffectOnRunningServer(t *testing.T) {
 	if !strings.Contains(strings.ToLower(memoryBlock(fake.Requests()[before].System)), "organic") {
 		t.Fatalf("memory not used before forgetting:\n%s", fake.Requests()[before].System)
 	}
+	before = len(fake.Requests())
+	invoke(t, p.URL, map[string]any{"message": "what is my cat's name?", "actor_id": "api:fo", "session_id": "b2"})
+	if !strings.Contains(strings.ToLower(memoryBlock(fake.Requests()[before].System)), "zebulon") {
+		t.Fatalf("the past exchange is not recalled before forgetting:\n%s", fake.Requests()[before].System)
+	}
 	if _, e, code := runCLI(t, p.Home, nil, "memory", "forget", "--actor", "api:fo", "--sessions"); code != 0 {
 		t.Fatalf("forget: exit %d %s", code, e)
 	}
 	time.Sleep(1500 * time.Millisecond) // past the store's once-a-second check for outside changes
-	for _, q := range []string{"what fertiliser should I buy?", "where do I live and do I use organic fertiliser?"} {
+	for _, q := range []string{"what fertiliser should I buy?", "where do I live and do I use organic fertiliser?", "what is my cat's name?"} {
 		before = len(fake.Requests())
 		invoke(t, p.URL, map[string]any{"message": q, "actor_id": "api:fo", "session_id": "c"})
 		sys := strings.ToLower(fake.Requests()[before].System)
-		if block := memoryBlock(sys); strings.Contains(block, "organic") || strings.Contains(block, "busan") {
+		if block := memoryBlock(sys); strings.Contains(block, "organic") || strings.Contains(block, "busan") || strings.Contains(block, "zebulon") {
 			t.Fatalf("forgotten memory reached the model:\n%s", block)
 		}
 	}
