@@ -72,11 +72,25 @@ func (c *Channel) Deliver(ctx context.Context, chatID string, text string) error
 type button struct{ text, data string }
 
 func inlineKeyboard(bs []button) models.ReplyMarkup {
-	row := make([]models.InlineKeyboardButton, len(bs))
+	row := make([]callbackButton, len(bs))
 	for i, b := range bs {
-		row[i] = models.InlineKeyboardButton{Text: b.text, CallbackData: b.data}
+		row[i] = callbackButton{Text: b.text, CallbackData: b.data}
 	}
-	return &models.InlineKeyboardMarkup{InlineKeyboard: [][]models.InlineKeyboardButton{row}}
+	return &inlineMarkup{InlineKeyboard: [][]callbackButton{row}}
+}
+
+// inlineMarkup and callbackButton are the Bot API's InlineKeyboardMarkup
+// and InlineKeyboardButton with only the fields we send. The library's
+// InlineKeyboardButton always serialises "copy_text":{"text":""} (a
+// non-pointer struct), which Telegram rejects as BUTTON_COPY_TEXT_INVALID
+// (go-telegram/bot#167). https://core.telegram.org/bots/api#inlinekeyboardbutton
+type inlineMarkup struct {
+	InlineKeyboard [][]callbackButton `json:"inline_keyboard"`
+}
+
+type callbackButton struct {
+	Text         string `json:"text"`
+	CallbackData string `json:"callback_data"`
 }
 
 // sendHTML sends one message with parse_mode HTML and returns its
@@ -163,7 +177,7 @@ func (c *Channel) removeButtons(ctx context.Context, chatID int64, messageID int
 	err := c.retry(ctx, func() error {
 		_, err := c.bot.EditMessageReplyMarkup(ctx, &bot.EditMessageReplyMarkupParams{
 			ChatID: chatID, MessageID: messageID,
-			ReplyMarkup: &models.InlineKeyboardMarkup{InlineKeyboard: [][]models.InlineKeyboardButton{}},
+			ReplyMarkup: &inlineMarkup{InlineKeyboard: [][]callbackButton{}},
 		})
 		return err
 	})
