@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -40,8 +41,22 @@ func TestE2EForgetTakesEffectOnRunningServer(t *testing.T) {
 	if !strings.Contains(strings.ToLower(memoryBlock(fake.Requests()[before].System)), "zebulon") {
 		t.Fatalf("the past exchange is not recalled before forgetting:\n%s", fake.Requests()[before].System)
 	}
+	// A paused turn of the actor: forgetting denies it and drops its saved
+	// conversation.
+	fake.Push(modeltest.Reply{ToolCalls: []modeltest.ToolCall{{Name: "notes", Args: `{"action":"add","text":"Zebulon sleeps in the greenhouse"}`}}})
+	_, out := invoke(t, p.URL, map[string]any{"message": "note where Zebulon sleeps", "actor_id": "api:fo", "session_id": "d"})
+	reqID, _ := out["approval"].(map[string]any)["request_id"].(string)
+	if reqID == "" {
+		t.Fatalf("no pending approval: %v", out)
+	}
 	if _, e, code := runCLI(t, p.Home, nil, "memory", "forget", "--actor", "api:fo", "--sessions"); code != 0 {
 		t.Fatalf("forget: exit %d %s", code, e)
+	}
+	if pending, _, _ := runCLI(t, p.Home, nil, "approvals", "list", "--json"); strings.Contains(pending, reqID) {
+		t.Fatalf("the forgotten actor's request is still open:\n%s", pending)
+	}
+	if files, _ := filepath.Glob(filepath.Join(p.Home, "approvals", "resume", "*.json")); len(files) != 0 {
+		t.Fatalf("saved paused turns survive forget: %v", files)
 	}
 	time.Sleep(1500 * time.Millisecond) // past the store's once-a-second check for outside changes
 	for _, q := range []string{"what fertiliser should I buy?", "where do I live and do I use organic fertiliser?", "what is my cat's name?"} {

@@ -436,32 +436,33 @@ func forgetActorExtras(ctx context.Context, cfg *config.Config, st memory.Store,
 		return err
 	}
 	defer g.Close()
-	ga := gateAdapter{g: g, resumeDir: filepath.Join(approvalDir(cfg), "resume")}
+	return forgetApprovals(ctx, g, gateAdapter{g: g, resumeDir: filepath.Join(approvalDir(cfg), "resume")}, actor)
+}
+
+// forgetPaused deletes the saved conversations of the actor's paused
+// turns, then denies their open requests so nothing waits on them; the
+// ledger entries keep only the tool name, arguments and hash.
+func (a *app) forgetPaused(ctx context.Context, actorID string) error {
+	return forgetApprovals(ctx, a.gate, a.gateAd, actorID)
+}
+
+func forgetApprovals(ctx context.Context, g *approval.Gate, ga gateAdapter, actorID string) error {
 	reqs, err := g.List(ctx)
 	if err != nil {
 		return err
 	}
 	for _, r := range reqs {
-		if r.ActorID == actor && len(r.Resume) > 0 {
+		if r.ActorID != actorID {
+			continue
+		}
+		if len(r.Resume) > 0 {
 			if _, ref, _ := ga.loadResume(r.Resume); ref != "" {
 				ga.dropResume(ref)
 			}
 		}
-	}
-	return nil
-}
-
-// forgetPaused deletes the saved conversations of the actor's paused
-// turns; their ledger entries keep only the tool name, arguments and hash.
-func (a *app) forgetPaused(ctx context.Context, actorID string) error {
-	reqs, err := a.gate.List(ctx)
-	if err != nil {
-		return err
-	}
-	for _, r := range reqs {
-		if r.ActorID == actorID && len(r.Resume) > 0 {
-			if _, ref, err := a.gateAd.loadResume(r.Resume); ref != "" || err == nil {
-				a.gateAd.dropResume(ref)
+		if r.Status == approval.StatusPending {
+			if err := g.Decide(ctx, r.ID, false, "forget"); err != nil {
+				return fmt.Errorf("deny %s: %w", r.ID, err)
 			}
 		}
 	}
