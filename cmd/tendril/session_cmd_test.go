@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,17 +11,6 @@ import (
 	"github.com/tendrilai/tendril/internal/session"
 	"github.com/tendrilai/tendril/internal/session/jsonl"
 )
-
-func runSessionCLI(t *testing.T, home string, args ...string) (string, error) {
-	t.Helper()
-	root := newRoot()
-	var out, errb bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	root.SetArgs(append([]string{"--home", home}, args...))
-	err := root.Execute()
-	return out.String(), err
-}
 
 func TestSessionCLI(t *testing.T) {
 	home := t.TempDir()
@@ -71,7 +59,7 @@ func TestSessionCLI(t *testing.T) {
 		{args: []string{"session", "clear", "--all"}, contains: []string{"no sessions to clear"}},
 	}
 	for _, c := range cases {
-		out, err := runSessionCLI(t, home, c.args...)
+		out, err := runTendril(t, home, c.args...)
 		var ue usageError
 		isUsage := errors.As(err, &ue) || (err != nil && isCobraUsage(err))
 		switch {
@@ -88,7 +76,7 @@ func TestSessionCLI(t *testing.T) {
 			}
 		}
 	}
-	out, _ := runSessionCLI(t, home, "session", "list", "--json")
+	out, _ := runTendril(t, home, "session", "list", "--json")
 	var rows []map[string]any
 	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 0 {
 		t.Fatalf("list --json after clear: %q %v", out, err)

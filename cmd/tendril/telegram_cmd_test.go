@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,17 +11,6 @@ import (
 	"github.com/tendrilai/tendril/internal/channel/telegram"
 	"github.com/tendrilai/tendril/internal/channel/telegram/telegramtest"
 )
-
-func runTelegramCLI(t *testing.T, home string, args ...string) (string, error) {
-	t.Helper()
-	root := newRoot()
-	var out, errb bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	root.SetArgs(append([]string{"--home", home}, args...))
-	err := root.Execute()
-	return out.String(), err
-}
 
 func TestPairingCLI(t *testing.T) {
 	home := t.TempDir()
@@ -37,7 +25,7 @@ func TestPairingCLI(t *testing.T) {
 	}
 	st.Close()
 
-	out, err := runTelegramCLI(t, home, "pairing", "list", "--json")
+	out, err := runTendril(t, home, "pairing", "list", "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,17 +33,17 @@ func TestPairingCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 || list[0].Code != p.Code {
 		t.Fatalf("pairing list --json = %s (%v)", out, err)
 	}
-	if _, err := runTelegramCLI(t, home, "pairing", "approve", "short"); !errors.As(err, new(usageError)) {
+	if _, err := runTendril(t, home, "pairing", "approve", "short"); !errors.As(err, new(usageError)) {
 		t.Fatalf("bad code: %v, want a usage error", err)
 	}
-	out, err = runTelegramCLI(t, home, "pairing", "approve", strings.ToLower(p.Code))
+	out, err = runTendril(t, home, "pairing", "approve", strings.ToLower(p.Code))
 	if err != nil || !strings.Contains(out, "chat 80001") {
 		t.Fatalf("approve: %q %v", out, err)
 	}
-	if _, err := runTelegramCLI(t, home, "pairing", "approve", p.Code); !errors.Is(err, telegram.ErrPairingNotFound) {
+	if _, err := runTendril(t, home, "pairing", "approve", p.Code); !errors.Is(err, telegram.ErrPairingNotFound) {
 		t.Fatalf("approving twice: %v", err)
 	}
-	out, _ = runTelegramCLI(t, home, "pairing", "list")
+	out, _ = runTendril(t, home, "pairing", "list")
 	if !strings.Contains(out, "No pending") {
 		t.Fatalf("list after approval: %q", out)
 	}
@@ -68,14 +56,14 @@ func TestTelegramSetWebhookCLI(t *testing.T) {
 	t.Setenv("TELEGRAM_BOT_TOKEN", telegramtest.Token)
 	t.Setenv("TELEGRAM_API_URL", srv.URL)
 	t.Setenv("TELEGRAM_WEBHOOK_SECRET", "")
-	if _, err := runTelegramCLI(t, home, "telegram", "set-webhook", "--url", "https://bot.example.com/telegram/webhook"); !errors.Is(err, telegram.ErrNoSecret) {
+	if _, err := runTendril(t, home, "telegram", "set-webhook", "--url", "https://bot.example.com/telegram/webhook"); !errors.Is(err, telegram.ErrNoSecret) {
 		t.Fatalf("without secret: %v", err)
 	}
-	if _, err := runTelegramCLI(t, home, "telegram", "set-webhook"); !errors.As(err, new(usageError)) {
+	if _, err := runTendril(t, home, "telegram", "set-webhook"); !errors.As(err, new(usageError)) {
 		t.Fatalf("without --url: %v", err)
 	}
 	t.Setenv("TELEGRAM_WEBHOOK_SECRET", "hook-secret")
-	if _, err := runTelegramCLI(t, home, "telegram", "set-webhook", "--url", "https://bot.example.com/telegram/webhook", "--drop-pending"); err != nil {
+	if _, err := runTendril(t, home, "telegram", "set-webhook", "--url", "https://bot.example.com/telegram/webhook", "--drop-pending"); err != nil {
 		t.Fatal(err)
 	}
 	calls := srv.Calls("setWebhook")
