@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -230,6 +231,11 @@ func validate(req *Request) error {
 		case "image/jpeg", "image/png", "image/gif", "image/webp":
 		default:
 			return fmt.Errorf("%w: images[%d] media_type %q is not image/jpeg, image/png, image/gif or image/webp", ErrInvalidRequest, i, img.MediaType)
+		}
+		// The bytes must be an image too (WHATWG MIME sniffing), or the
+		// provider would reject the whole turn.
+		if sniffed := http.DetectContentType(img.Data); !strings.HasPrefix(sniffed, "image/") {
+			return fmt.Errorf("%w: images[%d] is declared %s but its bytes look like %s", ErrInvalidRequest, i, img.MediaType, sniffed)
 		}
 	}
 	return nil

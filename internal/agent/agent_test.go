@@ -400,6 +400,7 @@ func TestInvalidRequests(t *testing.T) {
 		{Request{Message: "x", ActorID: "u", Images: make([]Image, 11)}, "INVALID_REQUEST"},
 		{Request{Message: "x", ActorID: "u", Images: []Image{{Data: make([]byte, MaxImageBytes+1), MediaType: "image/png"}}}, "INVALID_REQUEST"},
 		{Request{Message: "\u200b\u200b", ActorID: "u"}, "INVALID_REQUEST"},
+		{Request{Message: "x", ActorID: "u", Images: []Image{{Data: []byte("<html><script>alert(1)</script>"), MediaType: "image/png"}}}, "INVALID_REQUEST"},
 		{Request{Message: "x", ActorID: "   "}, "INVALID_ACTOR_ID"},
 	} {
 		_, err := a.Invoke(context.Background(), tc.req)
@@ -413,7 +414,7 @@ func TestImageTurnUsesVisionWithSameSystemPrompt(t *testing.T) {
 	m := &scriptModel{}
 	a, _ := newTestAgent(t, m, Deps{})
 	ctx := context.Background()
-	if _, err := a.Invoke(ctx, Request{Message: "what is this leaf?", ActorID: "api:u", Images: []Image{{Data: []byte("\xff\xd8jpeg"), MediaType: "image/jpeg"}}}); err != nil {
+	if _, err := a.Invoke(ctx, Request{Message: "what is this leaf?", ActorID: "api:u", Images: []Image{{Data: []byte("\xff\xd8\xff\xe0jpeg"), MediaType: "image/jpeg"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Invoke(ctx, Request{Message: "thanks", ActorID: "api:u"}); err != nil {

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -414,10 +416,29 @@ func (c Config) Masked() Config {
 }
 
 func maskURL(s string) string {
-	at := strings.LastIndex(s, "@")
-	sch := strings.Index(s, "://")
-	if at < 0 || sch < 0 || at < sch {
+	// Keyword DSNs: "host=db password=secret".
+	s = dsnSecret.ReplaceAllString(s, "${1}****")
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" {
 		return s
 	}
-	return s[:sch+3] + "****" + s[at:]
+	if u.User != nil {
+		u.User = url.User("****")
+	}
+	if q := u.Query(); len(q) > 0 {
+		changed := false
+		for k := range q {
+			lk := strings.ToLower(k)
+			if strings.Contains(lk, "key") || strings.Contains(lk, "token") || strings.Contains(lk, "secret") || strings.Contains(lk, "pass") || strings.Contains(lk, "sig") {
+				q.Set(k, "****")
+				changed = true
+			}
+		}
+		if changed {
+			u.RawQuery = q.Encode()
+		}
+	}
+	return u.String()
 }
+
+var dsnSecret = regexp.MustCompile(`(?i)(\b(?:password|passwd|pwd|sslpassword)\s*=\s*)('[^']*'|\S+)`)

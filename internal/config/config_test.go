@@ -57,11 +57,13 @@ func TestMaskedHidesSecrets(t *testing.T) {
 	c.Providers.OpenAIBaseURL = "http://user:pass@llm.local/v1"
 	c.Telegram.BotToken = "123:ABCDEFGHIJKLMNOP"
 	c.DatabaseURL = "postgres://u:pw@db/x"
+	c.RedisURL = "host=db user=u password=pgpass dbname=x"
+	c.Providers.AnthropicBaseURL = "https://llm.local/v1?api-key=QSECRET&region=eu"
 	c.MCP = map[string]MCPServer{"x": {URL: "https://a:b@mcp", Env: map[string]string{"TOKEN": "secret-token-value"}, Headers: map[string]string{"Authorization": "Bearer abcdefghij"}}}
 	m := c.Masked()
-	all := strings.Join([]string{m.Providers.OpenAIAPIKey, m.Providers.OpenAIBaseURL, m.Telegram.BotToken, m.DatabaseURL,
+	all := strings.Join([]string{m.Providers.OpenAIAPIKey, m.Providers.OpenAIBaseURL, m.Telegram.BotToken, m.DatabaseURL, m.RedisURL, m.Providers.AnthropicBaseURL,
 		m.MCP["x"].URL, m.MCP["x"].Env["TOKEN"], m.MCP["x"].Headers["Authorization"]}, " ")
-	for _, secret := range []string{"1234567890", "pass", "ABCDEFGH", "pw@", "a:b", "secret-token", "abcdefg"} {
+	for _, secret := range []string{"1234567890", "pass@", "pgpass", "QSECRET", "ABCDEFGH", "pw@", "a:b", "secret-token", "abcdefg"} {
 		if strings.Contains(all, secret) {
 			t.Fatalf("%q visible in %q", secret, all)
 		}
@@ -79,5 +81,14 @@ func TestParseDuration(t *testing.T) {
 	}
 	if _, err := ParseDuration("xd"); err == nil {
 		t.Error("bad duration accepted")
+	}
+}
+
+func TestMaskedKeepsUsefulParts(t *testing.T) {
+	c := Default()
+	c.Providers.OpenAIBaseURL = "http://user:pass@llm.local:8000/v1?region=eu"
+	m := c.Masked()
+	if !strings.Contains(m.Providers.OpenAIBaseURL, "llm.local:8000/v1") || !strings.Contains(m.Providers.OpenAIBaseURL, "region=eu") {
+		t.Fatalf("masked too much: %s", m.Providers.OpenAIBaseURL)
 	}
 }
