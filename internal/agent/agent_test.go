@@ -666,3 +666,40 @@ func TestDeltasStreamWhenAsked(t *testing.T) {
 		t.Fatalf("streamed without asking: %v %v", got, err)
 	}
 }
+
+func TestArgsCheckedAgainstTheSchemaBeforeTheGate(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object","required":["action"],"properties":{"action":{"type":"string","enum":["add","delete"]},"text":{"type":"string"},"plants":{"type":"array"}}}`)
+	for _, tc := range []struct {
+		args string
+		ok   bool
+	}{
+		{`{"action":"add","text":"x"}`, true},
+		{`{"action":"add","plants":["fig"]}`, true},
+		{`{"text":"x"}`, false},
+		{`{"action":"explode"}`, false},
+		{`{"action":1}`, false},
+		{`{"action":"add","plants":"fig"}`, false},
+	} {
+		var obj map[string]any
+		json.Unmarshal([]byte(tc.args), &obj)
+		if err := checkArgs(schema, obj); (err == nil) != tc.ok {
+			t.Errorf("%s: err %v", tc.args, err)
+		}
+	}
+	// Through the turn: the bad call never reaches the gate.
+	write := &schemaTool{fakeTool: fakeTool{name: "notes", class: tool.ClassWrite}, schema: schema}
+	m := &scriptModel{script: []func(*model.Request) (*model.Response, error){toolCall("t1", "notes", `{"action":"explode"}`)}}
+	gate := newClassGate()
+	a, _ := newTestAgent(t, m, Deps{Gate: gate, Tools: []tool.Tool{write}})
+	res, err := a.Invoke(context.Background(), Request{Message: "go", ActorID: "api:u"})
+	if err != nil || res.PendingApproval != nil || len(gate.pending) != 0 {
+		t.Fatalf("bad call reached the gate: %+v %v", res, err)
+	}
+}
+
+type schemaTool struct {
+	fakeTool
+	schema json.RawMessage
+}
+
+func (s *schemaTool) Schema() json.RawMessage { return s.schema }

@@ -351,9 +351,13 @@ func (a *Agent) callTool(ctx context.Context, t *turn, use model.Block, approved
 	// Malformed arguments go back to the model; they never reach the gate
 	// or an operator's approval queue.
 	var obj map[string]any
-	if err := json.Unmarshal(args, &obj); err != nil {
+	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
 		a.countTool(use.Name, "bad_args")
 		return fmt.Sprintf("tool %q: arguments must be a JSON object: %v", use.Name, err), true, nil, nil
+	}
+	if err := checkArgs(tl.Schema(), obj); err != nil {
+		a.countTool(use.Name, "bad_args")
+		return fmt.Sprintf("tool %q: %v; fix the arguments and call it again", use.Name, err), true, nil, nil
 	}
 	call := a.gateCall(t, use.Name, tl.Class(), args)
 	exec := approvedExec
