@@ -72,6 +72,7 @@ category, session-level recall@1/3/5, query latency p50/p95/p99 and ingest throu
 --baseline bm25 also runs the plain BM25 reference (k1 1.2, b 0.75, lowercase
 alphanumeric tokens, English stop words, no stemming) on the same data in the same run
 and prints both; with --json the document is then {"baseline_bm25": {…}, "tendril": {…}}.
+--baseline fts5 does the same with SQLite FTS5's bm25() over the same rows.
 
 Example:
   tendril eval locomo --data ../shared/data/locomo/locomo-dev.json --json`,
@@ -83,8 +84,8 @@ Example:
 			if level != locomo.LevelEvents && level != locomo.LevelRecords {
 				return usagef("--level must be events or records")
 			}
-			if baseline != "" && baseline != "bm25" {
-				return usagef("--baseline must be bm25")
+			if baseline != "" && baseline != "bm25" && baseline != "fts5" {
+				return usagef("--baseline must be bm25 or fts5")
 			}
 			var kk []int
 			for _, s := range strings.Split(ks, ",") {

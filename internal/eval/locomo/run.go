@@ -35,7 +35,7 @@ type Options struct {
 	Level string // events (default) or records
 	Ks    []int  // default 5, 10, 20, 50
 	// Baseline "bm25" runs the README's plain BM25 reference instead of
-	// Tendril's ranking.
+	// Tendril's ranking; "fts5" ranks with SQLite FTS5's bm25().
 	Baseline string
 	// Ranking overrides Tendril's ranking parameters (experiments).
 	Ranking *search.Params
@@ -114,8 +114,11 @@ func Run(ctx context.Context, convs []Conversation, opts Options) (*Report, erro
 		p := search.PlainBM25()
 		so.Ranking = &p
 		so.PlainDocs = true
+	case "fts5":
+		// SQLite's own FTS5 bm25() over the same rows.
+		so.Engine = sqlitestore.EngineFTS5
 	default:
-		return nil, fmt.Errorf("unknown baseline %q (want bm25)", opts.Baseline)
+		return nil, fmt.Errorf("unknown baseline %q (want bm25 or fts5)", opts.Baseline)
 	}
 	if opts.Ranking != nil && opts.Baseline == "" {
 		so.Ranking = opts.Ranking
