@@ -44,62 +44,39 @@ func HTML(src string) string {
 	}
 	z := html.NewTokenizer(strings.NewReader(src))
 	var out strings.Builder
-	type open struct {
-		name string
-		emit bool
-		drop bool
-	}
-	var stack []open
-	// nDrop counts dropped entries on the stack: O(1) per token, so deeply
-	// nested hostile input stays linear.
-	nDrop := 0
-	push := func(e open) {
-		if e.drop {
-			nDrop++
-		}
-		stack = append(stack, e)
-	}
-	pop := func() open {
-		e := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if e.drop {
-			nDrop--
-		}
-		return e
-	}
-	dropped := func() bool { return nDrop > 0 }
+	var st openStack
 	for {
 		tt := z.Next()
 		switch tt {
 		case html.ErrorToken:
 			if z.Err() == io.EOF {
-				for i := len(stack) - 1; i >= 0; i-- {
-					if stack[i].emit {
-						out.WriteString("</" + stack[i].name + ">")
+				for i := len(st.s) - 1; i >= 0; i-- {
+					if st.s[i].emit {
+						out.WriteString("</" + st.s[i].name + ">")
 					}
 				}
 			}
 			return out.String()
 		case html.TextToken:
-			if !dropped() {
+			if !st.dropped() {
 				out.WriteString(html.EscapeString(string(z.Text())))
 			}
 		case html.StartTagToken, html.SelfClosingTagToken:
 			tok := z.Token()
 			name := tok.Data
 			self := tt == html.SelfClosingTagToken || htmlVoid[name]
-			if len(stack) >= maxDepth {
+			if len(st.s) >= maxDepth {
 				// Too deep: truncate here (keeps the work linear).
-				for len(stack) > 0 {
-					if e := pop(); e.emit {
+				for len(st.s) > 0 {
+					if e := st.pop(); e.emit {
 						out.WriteString("</" + e.name + ">")
 					}
 				}
 				return out.String()
 			}
-			if dropped() || htmlDropSubtree[name] {
+			if st.dropped() || htmlDropSubtree[name] {
 				if !self {
-					push(open{name: name, drop: true})
+					st.push(open{name: name, drop: true})
 				}
 				continue
 			}
@@ -112,15 +89,15 @@ func HTML(src string) string {
 			}
 			out.WriteString(">")
 			if !self {
-				push(open{name: name, emit: true})
+				st.push(open{name: name, emit: true})
 			}
 		case html.EndTagToken:
 			n, _ := z.TagName()
 			name := string(n)
-			for i := len(stack) - 1; i >= 0; i-- {
-				if stack[i].name == name {
-					for len(stack) > i {
-						e := pop()
+			for i := len(st.s) - 1; i >= 0; i-- {
+				if st.s[i].name == name {
+					for len(st.s) > i {
+						e := st.pop()
 						if e.emit {
 							out.WriteString("</" + e.name + ">")
 						}

@@ -131,39 +131,16 @@ func SVGWith(src string, o SVGOptions) (string, error) {
 	}
 	z := html.NewTokenizer(strings.NewReader(src))
 	var out strings.Builder
-	type open struct {
-		name string // tokenizer (lower-case) name
-		emit bool   // written to out (needs a closing tag)
-		drop bool   // this element and its subtree are dropped
-	}
-	var stack []open
-	// nDrop counts dropped entries on the stack: O(1) per token, so deeply
-	// nested hostile input stays linear.
-	nDrop := 0
-	push := func(e open) {
-		if e.drop {
-			nDrop++
-		}
-		stack = append(stack, e)
-	}
-	pop := func() open {
-		e := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if e.drop {
-			nDrop--
-		}
-		return e
-	}
-	dropped := func() bool { return nDrop > 0 }
+	var st openStack
 	rooted, done := false, false
 	closeTo := func(i int) {
-		for len(stack) > i {
-			e := pop()
+		for len(st.s) > i {
+			e := st.pop()
 			if e.emit {
 				out.WriteString("</" + svgElements[e.name] + ">")
 			}
 		}
-		if rooted && len(stack) == 0 {
+		if rooted && len(st.s) == 0 {
 			done = true
 		}
 	}
@@ -176,11 +153,11 @@ func SVGWith(src string, o SVGOptions) (string, error) {
 			}
 			done = true
 		case html.TextToken:
-			if !rooted || dropped() {
+			if !rooted || st.dropped() {
 				continue
 			}
 			text := string(z.Text())
-			if len(stack) > 0 && textElements[stack[len(stack)-1].name] {
+			if len(st.s) > 0 && textElements[st.s[len(st.s)-1].name] {
 				out.WriteString(html.EscapeString(text))
 			} else if strings.TrimSpace(text) == "" {
 				out.WriteString(html.EscapeString(text))
@@ -195,19 +172,19 @@ func SVGWith(src string, o SVGOptions) (string, error) {
 				rooted = true
 			}
 			self := tt == html.SelfClosingTagToken
-			if len(stack) >= maxDepth {
+			if len(st.s) >= maxDepth {
 				done = true // too deep: truncate here (keeps the work linear)
 				continue
 			}
-			if dropped() {
+			if st.dropped() {
 				if !self {
-					push(open{name: name, drop: true})
+					st.push(open{name: name, drop: true})
 				}
 				continue
 			}
 			if svgUnwrap[name] {
 				if !self {
-					push(open{name: name})
+					st.push(open{name: name})
 				}
 				continue
 			}
@@ -215,12 +192,12 @@ func SVGWith(src string, o SVGOptions) (string, error) {
 			attrs, keep := svgAttributes(name, tok.Attr, o.IDPrefix)
 			if !ok || !keep {
 				if !self {
-					push(open{name: name, drop: true})
+					st.push(open{name: name, drop: true})
 				}
 				continue
 			}
 			out.WriteString("<" + canon)
-			if name == "svg" && len(stack) == 0 {
+			if name == "svg" && len(st.s) == 0 {
 				out.WriteString(` xmlns="http://www.w3.org/2000/svg"`)
 			}
 			for _, a := range attrs {
@@ -229,16 +206,16 @@ func SVGWith(src string, o SVGOptions) (string, error) {
 			out.WriteString(">")
 			if self {
 				out.WriteString("</" + canon + ">")
-				if len(stack) == 0 {
+				if len(st.s) == 0 {
 					done = true
 				}
 				continue
 			}
-			push(open{name: name, emit: true})
+			st.push(open{name: name, emit: true})
 		case html.EndTagToken:
 			name, _ := z.TagName()
-			for i := len(stack) - 1; i >= 0; i-- {
-				if stack[i].name == string(name) {
+			for i := len(st.s) - 1; i >= 0; i-- {
+				if st.s[i].name == string(name) {
 					closeTo(i)
 					break
 				}
