@@ -3,7 +3,6 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,29 +12,23 @@ import (
 	"github.com/tendrilai/tendril/internal/schedule"
 	"github.com/tendrilai/tendril/internal/schedule/pgstore"
 	"github.com/tendrilai/tendril/internal/schedule/scheduletest"
+	"github.com/tendrilai/tendril/internal/testenv"
 )
 
-// baseURL is the test database: TENDRIL_TEST_DATABASE_URL or the local
-// trust-auth server.
-func baseURL() string {
-	if u := os.Getenv("TENDRIL_TEST_DATABASE_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
-// freshSchema creates an empty schema and returns a URL whose connections
-// use it; it is dropped when the test ends. The test is skipped when
-// Postgres is unreachable.
+// freshSchema creates an empty schema in the test database (testenv.Postgres:
+// TENDRIL_TEST_DATABASE_URL or the local trust-auth server) and returns a
+// URL whose connections use it; it is dropped when the test ends. Without
+// a reachable server the test is skipped, or failed under CI=true.
 func freshSchema(t *testing.T) string { return freshSchemaTB(t) }
 
 func freshSchemaTB(t testing.TB) string {
 	t.Helper()
+	base := testenv.Postgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, baseURL())
+	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
-		t.Skipf("postgres unreachable at %s, skipping: %v", baseURL(), err)
+		t.Fatalf("connect to the test database: %v", err)
 	}
 	defer conn.Close(ctx)
 	schema := fmt.Sprintf("sched_test_%d", time.Now().UnixNano())
@@ -45,16 +38,16 @@ func freshSchemaTB(t testing.TB) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if c, err := pgx.Connect(ctx, baseURL()); err == nil {
+		if c, err := pgx.Connect(ctx, base); err == nil {
 			c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
 			c.Close(ctx)
 		}
 	})
 	sep := "?"
-	if strings.Contains(baseURL(), "?") {
+	if strings.Contains(base, "?") {
 		sep = "&"
 	}
-	return baseURL() + sep + "search_path=" + schema
+	return base + sep + "search_path=" + schema
 }
 
 func open(t *testing.T, url string) *pgstore.Store {
