@@ -37,6 +37,53 @@ func (s *Scheduler) Remove(ctx context.Context, id string) error {
 	return s.store.Delete(ctx, id)
 }
 
+// ErrJobRemoved is the cancellation cause of a run in flight whose job was
+// removed by RemoveActor.
+var ErrJobRemoved = errors.New("schedule: job removed")
+
+// RemoveActor deletes every job of actorID — from the reminders tool, the
+// CLI and the config file alike — in one store operation, and returns the
+// removed jobs, earliest NextRun first (empty when the actor had none).
+// Jobs of other actors are untouched. Runs of the removed jobs in flight
+// in this instance are cancelled (their context's cause is ErrJobRemoved)
+// and record no outcome; a run in flight in another instance finishes, but
+// its outcome is discarded. A source=config job is defined in tendril.json:
+// the next SyncConfigJobs (at start-up) re-creates it unless it is removed
+// from the config too. It fails with ErrBadSpec for an empty actorID, or
+// with the store's error (nothing is removed then).
+func (s *Scheduler) RemoveActor(ctx context.Context, actorID string) ([]Job, error) {
+	if actorID == "" {
+		return nil, badSpec("remove actor: empty actor id")
+	}
+	jobs, err := s.store.DeleteActor(ctx, actorID)
+	if err != nil {
+		return nil, fmt.Errorf("remove jobs of %s: %w", actorID, err)
+	}
+	if jobs == nil {
+		jobs = []Job{}
+	}
+	s.runsMu.Lock()
+	for _, j := range jobs {
+		if cancel := s.runs[j.ID]; cancel != nil {
+			cancel(ErrJobRemoved)
+		}
+	}
+	s.runsMu.Unlock()
+	return jobs, nil
+}
+
+// Due returns how many jobs are due now and not running: active, NextRun
+// at or before the scheduler's clock, lease free. It is the schedule queue
+// depth for metrics; a count that stays above zero means runs are not
+// keeping up (or no instance is running the loop).
+func (s *Scheduler) Due(ctx context.Context) (int, error) {
+	n, err := s.store.CountDue(ctx, normTime(s.clock.Now()))
+	if err != nil {
+		return 0, fmt.Errorf("count due jobs: %w", err)
+	}
+	return n, nil
+}
+
 // RunNow makes the job due at once: NextRun = now, Attempts = 0, status
 // active. The running server (this one, or whichever instance polls the
 // store first, within Options.PollInterval) runs it; after that run the job

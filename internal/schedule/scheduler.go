@@ -96,6 +96,9 @@ type Scheduler struct {
 	sem      chan struct{}
 	inFlight atomic.Int64
 
+	runsMu sync.Mutex
+	runs   map[string]context.CancelCauseFunc // job ID → its run in flight here
+
 	mu      sync.Mutex
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -135,6 +138,7 @@ func New(store Store, runner Runner, opts Options) *Scheduler {
 		clock:  opts.Clock,
 		wake:   make(chan struct{}, 1),
 		sem:    make(chan struct{}, opts.MaxConcurrent),
+		runs:   map[string]context.CancelCauseFunc{},
 	}
 }
 
@@ -293,9 +297,23 @@ func (s *Scheduler) run(ctx context.Context, j Job) {
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
 	log := s.log.With("job", j.ID, "name", j.Name, "slot", j.NextRun)
-	rctx, cancel := context.WithTimeout(ctx, s.opts.Lease*9/10)
+	tctx, cancel := context.WithTimeout(ctx, s.opts.Lease*9/10)
 	defer cancel()
+	rctx, cancelRun := context.WithCancelCause(tctx)
+	defer cancelRun(nil)
+	s.runsMu.Lock()
+	s.runs[j.ID] = cancelRun
+	s.runsMu.Unlock()
+	defer func() {
+		s.runsMu.Lock()
+		delete(s.runs, j.ID)
+		s.runsMu.Unlock()
+	}()
 	err := s.invoke(rctx, j, log)
+	if errors.Is(context.Cause(rctx), ErrJobRemoved) {
+		log.Info("run cancelled: job removed")
+		return // the job is gone: there is no outcome to record
+	}
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer fcancel()
 	var o Outcome

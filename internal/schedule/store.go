@@ -24,10 +24,20 @@ type Store interface {
 	Update(ctx context.Context, j Job) error
 	// Delete removes the job, or fails with ErrNotFound.
 	Delete(ctx context.Context, id string) error
+	// DeleteActor removes every job whose ActorID is actorID, whatever its
+	// Source, status or lease, atomically (one statement), and returns the
+	// removed jobs ordered by NextRun then ID (empty, not an error, when
+	// there were none). Jobs of other actors are untouched. A removed job
+	// that is leased by a run in flight is gone all the same; that run's
+	// Finish then fails with ErrLeaseLost.
+	DeleteActor(ctx context.Context, actorID string) ([]Job, error)
 
 	// Due returns up to limit active jobs with NextRun <= now whose lease is
 	// free (never taken, or expired at or before now), earliest first.
 	Due(ctx context.Context, now time.Time, limit int) ([]Job, error)
+	// CountDue returns how many jobs Due(ctx, now, ∞) would return: active,
+	// NextRun <= now, lease free at now (so runs in flight are not counted).
+	CountDue(ctx context.Context, now time.Time) (int, error)
 	// NextWake returns the earliest instant at which some active job may
 	// become due: max(NextRun, lease expiry) minimised over active jobs.
 	// ok is false when there are no active jobs.

@@ -203,6 +203,32 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	return affected(tag, err, "delete job "+id, schedule.ErrNotFound)
 }
 
+// DeleteActor implements schedule.Store: one DELETE … RETURNING, so the
+// jobs read are exactly the jobs removed.
+func (s *Store) DeleteActor(ctx context.Context, actorID string) ([]schedule.Job, error) {
+	jobs, err := s.query(ctx, `DELETE FROM schedule_jobs WHERE actor_id = $1 RETURNING `+cols, actorID)
+	if err != nil {
+		return nil, fmt.Errorf("delete jobs of %s: %w", actorID, err)
+	}
+	sort.Slice(jobs, func(a, b int) bool {
+		if !jobs[a].NextRun.Equal(jobs[b].NextRun) {
+			return jobs[a].NextRun.Before(jobs[b].NextRun)
+		}
+		return jobs[a].ID < jobs[b].ID
+	})
+	return jobs, nil
+}
+
+// CountDue implements schedule.Store.
+func (s *Store) CountDue(ctx context.Context, now time.Time) (int, error) {
+	var c int
+	if err := s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM schedule_jobs
+		WHERE status = 'active' AND next_run <= $1 AND (lease_until IS NULL OR lease_until <= $1)`, now).Scan(&c); err != nil {
+		return 0, fmt.Errorf("count due jobs: %w", err)
+	}
+	return c, nil
+}
+
 // Due implements schedule.Store.
 func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]schedule.Job, error) {
 	jobs, err := s.query(ctx, `SELECT `+cols+` FROM schedule_jobs

@@ -141,6 +141,102 @@ func Exercise(t *testing.T, newStore func(t *testing.T) schedule.Store) {
 		}
 	})
 
+	t.Run("DeleteActor", func(t *testing.T) {
+		s, ctx := open(t)
+		// Actor A has jobs of every source and status, one of them leased;
+		// actor B (and an actor whose ID has A's as a prefix) must survive.
+		var mine, theirs []schedule.Job
+		for i, src := range []schedule.Source{schedule.SourceTool, schedule.SourceCLI, schedule.SourceConfig, schedule.SourceTool} {
+			j := job(t, fmt.Sprint("a", i), t0.Add(time.Duration(4-i)*time.Minute))
+			j.ActorID, j.Source = "telegram:100", src
+			if i == 3 {
+				j.Status = schedule.StatusFailed
+			}
+			mustCreate(t, s, j)
+			mine = append(mine, j)
+		}
+		for i, actor := range []string{"telegram:200", "telegram:1000", "telegram:10"} {
+			j := job(t, fmt.Sprint("b", i), t0)
+			j.ActorID = actor
+			mustCreate(t, s, j)
+			theirs = append(theirs, j)
+		}
+		if ok, err := s.Claim(ctx, schedule.Claim{ID: mine[0].ID, NextRun: mine[0].NextRun, Owner: "runner", Now: t0.Add(time.Hour), Until: t0.Add(2 * time.Hour)}); err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		removed, err := s.DeleteActor(ctx, "telegram:100")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Ordered by NextRun: a3, a2, a1, a0.
+		want := []string{mine[3].ID, mine[2].ID, mine[1].ID, mine[0].ID}
+		if got := jobIDs(removed); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("removed %v, want %v", names(removed), []string{"a3", "a2", "a1", "a0"})
+		}
+		for _, r := range removed {
+			for _, m := range mine {
+				if m.ID == r.ID && !equalJob(r, m) {
+					t.Errorf("removed job not returned as stored:\n got %+v\nwant %+v", r, m)
+				}
+			}
+		}
+		if left, err := s.List(ctx, schedule.Filter{ActorID: "telegram:100"}); err != nil || len(left) != 0 {
+			t.Fatalf("after DeleteActor the actor still has %v (err %v)", names(left), err)
+		}
+		for _, j := range mine {
+			if _, err := s.Get(ctx, j.ID); !errors.Is(err, schedule.ErrNotFound) {
+				t.Errorf("job %s: Get = %v, want ErrNotFound", j.Name, err)
+			}
+		}
+		all, _ := s.List(ctx, schedule.Filter{})
+		if len(all) != len(theirs) {
+			t.Fatalf("other actors' jobs: %v, want %d", names(all), len(theirs))
+		}
+		for _, j := range theirs {
+			if got, err := s.Get(ctx, j.ID); err != nil || !equalJob(got, j) {
+				t.Errorf("job %s of %s changed: %+v %v", j.Name, j.ActorID, got, err)
+			}
+		}
+		// The leased run lost its job.
+		if err := s.Finish(ctx, mine[0].ID, "runner", schedule.Outcome{NextRun: t0, Status: schedule.StatusActive}); !errors.Is(err, schedule.ErrLeaseLost) {
+			t.Fatalf("finish of a removed job: %v, want ErrLeaseLost", err)
+		}
+		// A second call, or an unknown actor, removes nothing.
+		for _, a := range []string{"telegram:100", "nobody"} {
+			if again, err := s.DeleteActor(ctx, a); err != nil || len(again) != 0 {
+				t.Fatalf("DeleteActor(%s) = %v, %v; want none", a, names(again), err)
+			}
+		}
+	})
+
+	t.Run("CountDue", func(t *testing.T) {
+		s, ctx := open(t)
+		if n, err := s.CountDue(ctx, t0); err != nil || n != 0 {
+			t.Fatalf("empty CountDue = %d, %v", n, err)
+		}
+		early, onTime, late, failed, leased := job(t, "early", t0.Add(-time.Minute)), job(t, "ontime", t0), job(t, "late", t0.Add(time.Second)), job(t, "failed", t0.Add(-time.Hour)), job(t, "leased", t0.Add(-time.Hour))
+		failed.Status = schedule.StatusFailed
+		for _, j := range []schedule.Job{early, onTime, late, failed, leased} {
+			mustCreate(t, s, j)
+		}
+		if ok, err := s.Claim(ctx, schedule.Claim{ID: leased.ID, NextRun: leased.NextRun, Owner: "a", Now: t0, Until: t0.Add(10 * time.Minute)}); err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		for _, at := range []time.Time{t0.Add(-2 * time.Hour), t0.Add(-time.Minute), t0, t0.Add(time.Second), t0.Add(10 * time.Minute)} {
+			due, err := s.Due(ctx, at, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := s.CountDue(ctx, at)
+			if err != nil || n != len(due) {
+				t.Errorf("CountDue(%v) = %d, %v; Due lists %v", at.Sub(t0), n, err, names(due))
+			}
+		}
+		if n, _ := s.CountDue(ctx, t0); n != 2 {
+			t.Errorf("CountDue(t0) = %d, want 2 (early, ontime; not late, failed or leased)", n)
+		}
+	})
+
 	t.Run("DueAndNextWake", func(t *testing.T) {
 		s, ctx := open(t)
 		if _, ok, err := s.NextWake(ctx); err != nil || ok {

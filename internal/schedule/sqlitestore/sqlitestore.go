@@ -236,6 +236,32 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	return affected(res, err, "delete job "+id, schedule.ErrNotFound)
 }
 
+// DeleteActor implements schedule.Store: one DELETE … RETURNING, so the
+// jobs read are exactly the jobs removed.
+func (s *Store) DeleteActor(ctx context.Context, actorID string) ([]schedule.Job, error) {
+	jobs, err := s.query(ctx, `DELETE FROM jobs WHERE actor_id = ? RETURNING `+cols, actorID)
+	if err != nil {
+		return nil, fmt.Errorf("delete jobs of %s: %w", actorID, err)
+	}
+	sort.Slice(jobs, func(a, b int) bool {
+		if !jobs[a].NextRun.Equal(jobs[b].NextRun) {
+			return jobs[a].NextRun.Before(jobs[b].NextRun)
+		}
+		return jobs[a].ID < jobs[b].ID
+	})
+	return jobs, nil
+}
+
+// CountDue implements schedule.Store.
+func (s *Store) CountDue(ctx context.Context, now time.Time) (int, error) {
+	n := ms(now)
+	var c int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs WHERE status = 'active' AND next_run <= ? AND lease_until <= ?`, n, n).Scan(&c); err != nil {
+		return 0, fmt.Errorf("count due jobs: %w", err)
+	}
+	return c, nil
+}
+
 // Due implements schedule.Store.
 func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]schedule.Job, error) {
 	n := ms(now)
