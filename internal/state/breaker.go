@@ -1,6 +1,7 @@
 package state
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -31,19 +32,47 @@ func (l Level) String() string {
 // MarshalText writes the String form.
 func (l Level) MarshalText() ([]byte, error) { return []byte(l.String()), nil }
 
-// UnmarshalText reads "NORMAL", "WARNING" or "CRITICAL" (any case).
+// UnmarshalText reads "NORMAL", "WARNING" or "CRITICAL" (any case, spaces
+// trimmed), or the integer form "0", "1" or "2". Anything else is an error
+// and leaves l unchanged.
 func (l *Level) UnmarshalText(b []byte) error {
-	switch strings.ToUpper(string(b)) {
-	case "NORMAL":
+	switch strings.ToUpper(strings.TrimSpace(string(b))) {
+	case "NORMAL", "0":
 		*l = Normal
-	case "WARNING":
+	case "WARNING", "1":
 		*l = Warning
-	case "CRITICAL":
+	case "CRITICAL", "2":
 		*l = Critical
 	default:
 		return fmt.Errorf("unknown breaker level %q", b)
 	}
 	return nil
+}
+
+// UnmarshalJSON reads a JSON string accepted by UnmarshalText, or the old
+// integer form 0, 1 or 2 (earlier encoders wrote Level as a bare number).
+// JSON null leaves l unchanged. Levels marshal as strings through
+// MarshalText.
+func (l *Level) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return fmt.Errorf("breaker level: %w", err)
+		}
+		return l.UnmarshalText([]byte(s))
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("breaker level %s: want a string or 0, 1, 2", b)
+	}
+	switch n.String() {
+	case "0", "1", "2":
+		return l.UnmarshalText([]byte(n.String()))
+	}
+	return fmt.Errorf("unknown breaker level %s", b)
 }
 
 // Breaker holds the stability thresholds. Entering is strict (<), leaving is

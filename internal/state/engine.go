@@ -140,6 +140,7 @@ type Engine struct {
 
 	mu     sync.Mutex
 	actors map[string]*actorState
+	levels levelIndex // behind LevelCounts (levels.go)
 }
 
 // Open returns an Engine persisting one JSON file per actor under dir,
@@ -188,7 +189,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state: %w", err)
 	}
-	return &Engine{dir: dir, opts: opts, actors: map[string]*actorState{}}, nil
+	return &Engine{dir: dir, opts: opts, actors: map[string]*actorState{}, levels: levelIndex{entries: map[string]levelEntry{}}}, nil
 }
 
 // Options returns the effective options (defaults filled in).
@@ -270,6 +271,7 @@ func (e *Engine) load(actor string) (*actorState, error) {
 		st.Values[i] = clamp01(st.Values[i])
 	}
 	e.actors[actor] = &st
+	e.noteLevel(&st)
 	return &st, nil
 }
 
@@ -461,6 +463,7 @@ func (e *Engine) Apply(ctx context.Context, actorID string, turn int, s Stimulus
 		return Event{}, err
 	}
 	*stored = st
+	e.noteLevel(&st)
 	ev.After = after
 	ev.Level = st.Level
 	return ev, nil
@@ -543,5 +546,6 @@ func (e *Engine) Forget(ctx context.Context, actorID string) error {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("state: forget %s: %w", actorID, err)
 	}
+	e.dropLevel(actorID)
 	return nil
 }
