@@ -49,10 +49,10 @@ func (l *Level) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// UnmarshalJSON reads a JSON string accepted by UnmarshalText, or the old
-// integer form 0, 1 or 2 (earlier encoders wrote Level as a bare number).
-// JSON null leaves l unchanged. Levels marshal as strings through
-// MarshalText.
+// UnmarshalJSON reads a JSON string accepted by UnmarshalText, or the
+// integer form 0, 1 or 2 that a plain int encoding of Level produces (e.g.
+// a copy of the level held in an int field of an older record). JSON null
+// leaves l unchanged. Levels always marshal as strings, via MarshalText.
 func (l *Level) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		return nil
