@@ -21,6 +21,7 @@ import (
 	"github.com/tendrilai/tendril/internal/metrics"
 	"github.com/tendrilai/tendril/internal/model"
 	"github.com/tendrilai/tendril/internal/session"
+	"github.com/tendrilai/tendril/internal/state"
 	"github.com/tendrilai/tendril/internal/tool"
 )
 
@@ -84,7 +85,7 @@ func New(opt Options, deps Deps) (*Agent, error) {
 		}
 	}
 	if deps.RenderMemory == nil {
-		deps.RenderMemory = renderMemory
+		deps.RenderMemory = memory.RenderBlock
 	}
 	return &Agent{opt: opt, deps: deps, locks: newKeyedFIFO()}, nil
 }
@@ -95,7 +96,7 @@ type turn struct {
 	ID        string          `json:"id"`
 	Req       Request         `json:"req"`
 	Key       session.Key     `json:"key"`
-	Level     Level           `json:"level"`
+	Level     state.Level     `json:"level"` // "NORMAL" | "WARNING" | "CRITICAL"
 	System    string          `json:"system"`
 	ToolNames []string        `json:"tools"`
 	Vision    bool            `json:"vision"`

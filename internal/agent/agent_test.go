@@ -1,18 +1,23 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/tendrilai/tendril/internal/approval"
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/model"
 	"github.com/tendrilai/tendril/internal/session"
+	"github.com/tendrilai/tendril/internal/state"
 	"github.com/tendrilai/tendril/internal/tool"
 )
 
@@ -155,61 +160,53 @@ func (slowRetriever) Recall(ctx context.Context, _, _, _ string) ([]memory.Hit, 
 	return nil, ctx.Err()
 }
 
-type fixedState struct{ level Level }
-
-func (f fixedState) Level(context.Context, string) (Level, error)          { return f.level, nil }
-func (f fixedState) Observe(context.Context, string, string, string) error { return nil }
-
-// classGate allows read, asks for write, denies exec; WARNING hides write.
-type classGate struct {
-	mu       sync.Mutex
-	pending  map[string]GateCall
-	approved map[string]bool
-	resume   map[string]json.RawMessage
-	n        int
+// newState returns a real state engine in which actor is at level: one
+// threat stimulus of a persona whose threat delta lowers stability from
+// 0.75 to 0.45 (WARNING) or 0.25 (CRITICAL). The clock is frozen, so the
+// level does not decay during the test.
+func newState(t *testing.T, actor string, level state.Level) *state.Engine {
+	t.Helper()
+	p := state.DefaultPersona()
+	drop := map[state.Level]float64{state.Warning: -0.30, state.Critical: -0.50}[level]
+	p.Deltas = maps.Clone(p.Deltas)
+	p.Deltas[state.Threat] = state.Vector{0, 0, 0, 0, drop, 0}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	e, err := state.Open(t.TempDir(), state.Options{Persona: p, NoSync: true, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if level != state.Normal {
+		if _, err := e.Apply(context.Background(), actor, 0, state.Stimulus{Category: state.Threat, Intensity: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := e.Level(context.Background(), actor); err != nil || got != level {
+		t.Fatalf("state engine at %v (%v), want %v", got, err, level)
+	}
+	return e
 }
 
-func newClassGate() *classGate {
-	return &classGate{pending: map[string]GateCall{}, approved: map[string]bool{}, resume: map[string]json.RawMessage{}}
+// newGate opens a real approval gate in a temporary directory: read tools
+// always, write tools ask, exec tools never (SPEC §6.3 defaults), unless
+// rules say otherwise.
+func newGate(t *testing.T, rules map[string]approval.Rule) *approval.Gate {
+	t.Helper()
+	g, err := approval.Open(t.TempDir(), approval.Options{Rules: rules, SyncRules: rules != nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
 }
-func (g *classGate) Visible(_ string, c tool.Class, l Level) bool {
-	switch l {
-	case LevelCritical:
-		return c == tool.ClassRead
-	case LevelWarning:
-		return c != tool.ClassWrite && c != tool.ClassExec
+
+func requests(t *testing.T, g *approval.Gate) []approval.Request {
+	t.Helper()
+	rs, err := g.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
-	return c != tool.ClassExec
+	return rs
 }
-func (g *classGate) Check(_ context.Context, call GateCall, l Level, resume json.RawMessage) (GateDecision, error) {
-	if !g.Visible(call.Tool, call.Class, l) {
-		return GateDecision{Verdict: Deny, Reason: "removed"}, nil
-	}
-	if call.Class == tool.ClassRead {
-		return GateDecision{Verdict: Allow}, nil
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.n++
-	id := fmt.Sprintf("req_%d", g.n)
-	g.pending[id] = call
-	g.resume[id] = resume
-	return GateDecision{Verdict: Ask, RequestID: id, ExpiresAt: time.Now().Add(2 * time.Minute)}, nil
-}
-func (g *classGate) Authorize(_ context.Context, id string, call GateCall, _ Level) (any, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	p, ok := g.pending[id]
-	if !ok || !g.approved[id] {
-		return nil, errors.New("not approved")
-	}
-	if p.Tool != call.Tool || string(p.Args) != string(call.Args) || p.ActorID != call.ActorID {
-		return nil, errors.New("binding mismatch")
-	}
-	delete(g.pending, id)
-	return id, nil
-}
-func (g *classGate) RecordExecution(context.Context, any, string, error) error { return nil }
 
 func newTestAgent(t *testing.T, m Models, deps Deps) (*Agent, *memStore) {
 	t.Helper()
@@ -233,10 +230,9 @@ func TestSystemPromptOrder(t *testing.T) {
 		{Record: memory.Record{Content: "Only uses organic fertiliser", Strategy: memory.StrategyUserPreference}},
 	}
 	a, _ := newTestAgent(t, m, Deps{
-		Retriever:    fixedRetriever{hits},
-		Skills:       "## Skills\n- weather: forecasts",
-		Tools:        []tool.Tool{&fakeTool{name: "lookup", class: tool.ClassRead}},
-		RenderMemory: renderMemory,
+		Retriever: fixedRetriever{hits},
+		Skills:    "## Skills\n- weather: forecasts",
+		Tools:     []tool.Tool{&fakeTool{name: "lookup", class: tool.ClassRead}},
 	})
 	res, err := a.Invoke(context.Background(), Request{Message: "how do I treat aphids?", ActorID: "telegram:1"})
 	if err != nil {
@@ -258,17 +254,28 @@ func TestSystemPromptOrder(t *testing.T) {
 	if strings.Contains(sys, "re-asserted") {
 		t.Fatalf("anchors re-asserted at NORMAL level:\n%s", sys)
 	}
+	// The default renderer is the production one.
+	if !strings.Contains(sys, strings.TrimSpace(memory.RenderBlock(hits))) {
+		t.Fatalf("memory block is not memory.RenderBlock's:\n%s", sys)
+	}
+	if got := res.Metadata["breaker_level"]; got != "NORMAL" {
+		t.Fatalf("breaker_level = %#v", got)
+	}
 }
 
 func TestWarningRemovesWriteToolsAndReinjectsAnchors(t *testing.T) {
 	m := &scriptModel{}
 	a, _ := newTestAgent(t, m, Deps{
-		State: fixedState{LevelWarning},
-		Gate:  newClassGate(),
+		State: newState(t, "api:u", state.Warning),
+		Gate:  newGate(t, nil),
 		Tools: []tool.Tool{&fakeTool{name: "lookup", class: tool.ClassRead}, &fakeTool{name: "notes", class: tool.ClassWrite}},
 	})
-	if _, err := a.Invoke(context.Background(), Request{Message: "hi", ActorID: "api:u"}); err != nil {
+	res, err := a.Invoke(context.Background(), Request{Message: "hi", ActorID: "api:u"})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if got := res.Metadata["breaker_level"]; got != "WARNING" {
+		t.Fatalf("breaker_level = %#v, want the string WARNING", got)
 	}
 	req := m.requests()[0]
 	var names []string
@@ -286,7 +293,7 @@ func TestWarningRemovesWriteToolsAndReinjectsAnchors(t *testing.T) {
 func TestToolNotInListIsRefused(t *testing.T) {
 	write := &fakeTool{name: "notes", class: tool.ClassWrite}
 	m := &scriptModel{script: []func(*model.Request) (*model.Response, error){toolCall("t1", "notes", `{"text":"x"}`)}}
-	a, st := newTestAgent(t, m, Deps{State: fixedState{LevelCritical}, Gate: newClassGate(), Tools: []tool.Tool{write}})
+	a, st := newTestAgent(t, m, Deps{State: newState(t, "api:u", state.Critical), Gate: newGate(t, nil), Tools: []tool.Tool{write}})
 	res, err := a.Invoke(context.Background(), Request{Message: "write it", ActorID: "api:u"})
 	if err != nil {
 		t.Fatal(err)
@@ -514,8 +521,8 @@ func TestKeyedFIFOServesInArrivalOrder(t *testing.T) {
 func TestApprovalPauseAndResume(t *testing.T) {
 	write := &fakeTool{name: "notes", class: tool.ClassWrite}
 	m := &scriptModel{script: []func(*model.Request) (*model.Response, error){toolCall("t1", "notes", `{"text":"fig pruned"}`)}}
-	gate := newClassGate()
-	a, st := newTestAgent(t, m, Deps{Gate: gate, Tools: []tool.Tool{write}})
+	gate := newGate(t, nil)
+	a, st := newTestAgent(t, m, Deps{Gate: gate, State: newState(t, "api:u", state.Normal), Tools: []tool.Tool{write}})
 	ctx := context.Background()
 	res, err := a.Invoke(ctx, Request{Message: "note that I pruned the fig", ActorID: "api:u"})
 	if err != nil {
@@ -530,10 +537,25 @@ func TestApprovalPauseAndResume(t *testing.T) {
 		t.Fatalf("while paused the session holds %d nodes", len(nodes))
 	}
 	id := res.PendingApproval.RequestID
-	gate.mu.Lock()
-	gate.approved[id] = true
-	resume := gate.resume[id]
-	gate.mu.Unlock()
+	// The paused turn is beside the ledger, not in it.
+	if ledger, _ := os.ReadFile(gate.Path()); bytes.Contains(ledger, []byte("pruned the fig")) {
+		t.Fatal("the ledger holds the conversation")
+	}
+	// The operator approves; the callback gets the stored reference and
+	// loads the paused turn, as the server's wiring does.
+	var resume json.RawMessage
+	var loadErr error
+	gate.OnDecision(func(r approval.Request, approved bool) {
+		if r.ID == id && approved {
+			resume, loadErr = gate.LoadResume(r)
+		}
+	})
+	if err := gate.Decide(ctx, id, true, "cli"); err != nil {
+		t.Fatal(err)
+	}
+	if loadErr != nil || !bytes.Contains(resume, []byte("pruned the fig")) {
+		t.Fatalf("LoadResume in OnDecision: %s, %v", resume, loadErr)
+	}
 	// A fresh agent stands in for a restarted process.
 	b, _ := New(a.opt, a.deps)
 	out, err := b.Resume(ctx, id, true, "", resume)
@@ -544,8 +566,8 @@ func TestApprovalPauseAndResume(t *testing.T) {
 		t.Fatalf("calls=%d out=%+v", write.calls, out)
 	}
 	// Redeeming again is refused and runs nothing.
-	if _, err := b.Resume(ctx, id, true, "", resume); err == nil {
-		t.Fatal("replayed approval resumed the turn")
+	if _, err := b.Resume(ctx, id, true, "", resume); !errors.Is(err, approval.ErrConsumed) {
+		t.Fatalf("replayed approval: %v, want approval.ErrConsumed", err)
 	}
 	if write.calls != 1 {
 		t.Fatalf("tool ran %d times", write.calls)
@@ -557,6 +579,13 @@ func TestApprovalPauseAndResume(t *testing.T) {
 	}
 	if roles != "user assistant tool assistant " {
 		t.Fatalf("persisted roles %q", roles)
+	}
+	// The run's outcome is in the ledger, which still verifies.
+	if ledger, _ := os.ReadFile(gate.Path()); !bytes.Contains(ledger, []byte(`"type":"result"`)) {
+		t.Fatal("no result entry for the approved run")
+	}
+	if rep, err := gate.Verify(ctx); err != nil || !rep.OK {
+		t.Fatalf("ledger: %+v %v", rep, err)
 	}
 }
 
@@ -618,13 +647,13 @@ func allModelText(r model.Request) string {
 func TestMalformedToolArgsNeverReachTheGate(t *testing.T) {
 	write := &fakeTool{name: "notes", class: tool.ClassWrite}
 	m := &scriptModel{script: []func(*model.Request) (*model.Response, error){toolCall("t1", "notes", `{not json`)}}
-	gate := newClassGate()
+	gate := newGate(t, nil)
 	a, _ := newTestAgent(t, m, Deps{Gate: gate, Tools: []tool.Tool{write}})
 	res, err := a.Invoke(context.Background(), Request{Message: "note it", ActorID: "api:u"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.PendingApproval != nil || len(gate.pending) != 0 || write.calls != 0 {
+	if res.PendingApproval != nil || len(requests(t, gate)) != 0 || write.calls != 0 {
 		t.Fatalf("malformed call reached the gate: %+v", res)
 	}
 	reqs := m.requests()
@@ -689,10 +718,10 @@ func TestArgsCheckedAgainstTheSchemaBeforeTheGate(t *testing.T) {
 	// Through the turn: the bad call never reaches the gate.
 	write := &schemaTool{fakeTool: fakeTool{name: "notes", class: tool.ClassWrite}, schema: schema}
 	m := &scriptModel{script: []func(*model.Request) (*model.Response, error){toolCall("t1", "notes", `{"action":"explode"}`)}}
-	gate := newClassGate()
+	gate := newGate(t, nil)
 	a, _ := newTestAgent(t, m, Deps{Gate: gate, Tools: []tool.Tool{write}})
 	res, err := a.Invoke(context.Background(), Request{Message: "go", ActorID: "api:u"})
-	if err != nil || res.PendingApproval != nil || len(gate.pending) != 0 {
+	if err != nil || res.PendingApproval != nil || len(requests(t, gate)) != 0 {
 		t.Fatalf("bad call reached the gate: %+v %v", res, err)
 	}
 }
@@ -703,3 +732,162 @@ type schemaTool struct {
 }
 
 func (s *schemaTool) Schema() json.RawMessage { return s.schema }
+
+func TestPausedTurnKeepsItsBreakerLevel(t *testing.T) {
+	// A read tool that asks can pause even at WARNING; the paused turn
+	// carries the level through JSON and resumes at it.
+	look := &fakeTool{name: "lookup", class: tool.ClassRead}
+	m := &scriptModel{script: []func(*model.Request) (*model.Response, error){toolCall("t1", "lookup", `{"q":"figs"}`)}}
+	gate := newGate(t, map[string]approval.Rule{"lookup": approval.RuleAsk})
+	a, _ := newTestAgent(t, m, Deps{Gate: gate, State: newState(t, "api:u", state.Warning), Tools: []tool.Tool{look}})
+	ctx := context.Background()
+	res, err := a.Invoke(ctx, Request{Message: "look up figs", ActorID: "api:u"})
+	if err != nil || res.PendingApproval == nil {
+		t.Fatalf("no pause: %+v %v", res, err)
+	}
+	id := res.PendingApproval.RequestID
+	req, err := gate.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := gate.LoadResume(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paused struct {
+		Level json.RawMessage `json:"level"`
+	}
+	if err := json.Unmarshal(payload, &paused); err != nil || string(paused.Level) != `"WARNING"` {
+		t.Fatalf("paused turn level %s (%v), want \"WARNING\"", paused.Level, err)
+	}
+	if err := gate.Decide(ctx, id, true, "cli"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := a.Resume(ctx, id, true, "", payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if look.calls != 1 || out.Metadata["breaker_level"] != "WARNING" {
+		t.Fatalf("calls %d, metadata %v", look.calls, out.Metadata)
+	}
+	gate.DropResume(req)
+	if _, err := gate.LoadResume(req); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("paused turn kept after DropResume: %v", err)
+	}
+}
+
+func TestTurnLevelJSONRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		level state.Level
+		json  string
+	}{
+		{state.Normal, `"NORMAL"`},
+		{state.Warning, `"WARNING"`},
+		{state.Critical, `"CRITICAL"`},
+	} {
+		b, err := json.Marshal(turn{ID: "turn_1", Level: tc.level})
+		if err != nil || !bytes.Contains(b, []byte(`"level":`+tc.json)) {
+			t.Fatalf("%v marshals as %s (%v)", tc.level, b, err)
+		}
+		var back turn
+		if err := json.Unmarshal(b, &back); err != nil || back.Level != tc.level {
+			t.Fatalf("round trip of %v: %v (%v)", tc.level, back.Level, err)
+		}
+	}
+	// Turns paused before the level became state.Level have the same form.
+	var old turn
+	if err := json.Unmarshal([]byte(`{"id":"turn_0","level":"CRITICAL","tools":["lookup"]}`), &old); err != nil || old.Level != state.Critical {
+		t.Fatalf("old paused turn: %v (%v)", old.Level, err)
+	}
+}
+
+func TestWithoutAGateOnlyReadToolsAreOfferedAndRun(t *testing.T) {
+	tools := []tool.Tool{&fakeTool{name: "lookup", class: tool.ClassRead}, &fakeTool{name: "notes", class: tool.ClassWrite},
+		&fakeTool{name: "shell", class: tool.ClassExec}}
+	for _, lvl := range []state.Level{state.Normal, state.Warning, state.Critical} {
+		a, _ := newTestAgent(t, &scriptModel{}, Deps{Tools: tools})
+		got := a.chooseTools(context.Background(), lvl)
+		if len(got) != 1 || got["lookup"] == nil {
+			t.Errorf("%v without a gate offers %v", lvl, got)
+		}
+	}
+	// Even if a write tool slips into the turn's set, it does not run.
+	write := &fakeTool{name: "notes", class: tool.ClassWrite}
+	a, _ := newTestAgent(t, &scriptModel{}, Deps{})
+	tr := &turn{Req: Request{ActorID: "api:u"}, tools: map[string]tool.Tool{"notes": write}}
+	out, isErr, p, err := a.callTool(context.Background(), tr, model.Block{Type: model.BlockToolUse, ID: "t1", Name: "notes", Input: json.RawMessage(`{}`)}, nil)
+	if err != nil || p != nil || !isErr || write.calls != 0 || !strings.Contains(out, "no approval gate") {
+		t.Fatalf("write tool without a gate: %q %v %v %v (calls %d)", out, isErr, p, err, write.calls)
+	}
+}
+
+// noExecGate is the real gate, except that Allow decisions lose their
+// execution handle; it counts RecordResult calls.
+type noExecGate struct {
+	*approval.Gate
+	records int
+}
+
+func (g *noExecGate) Check(ctx context.Context, c approval.Call, l state.Level) (approval.Decision, error) {
+	d, err := g.Gate.Check(ctx, c, l)
+	d.Exec = nil
+	return d, err
+}
+
+func (g *noExecGate) RecordResult(ctx context.Context, ex approval.Exec, out string, runErr error) error {
+	g.records++
+	return g.Gate.RecordResult(ctx, ex, out, runErr)
+}
+
+func TestRecordResultOnlyForRecordedExecutions(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		gate    func(*approval.Gate) Gate
+		records func(Gate) int
+		want    int
+	}{
+		{"real gate records the run", func(g *approval.Gate) Gate { return g }, nil, 1},
+		{"allow without an exec records nothing", func(g *approval.Gate) Gate { return &noExecGate{Gate: g} },
+			func(g Gate) int { return g.(*noExecGate).records }, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			look := &fakeTool{name: "lookup", class: tool.ClassRead}
+			m := &scriptModel{script: []func(*model.Request) (*model.Response, error){toolCall("t1", "lookup", `{}`)}}
+			real := newGate(t, nil)
+			g := tc.gate(real)
+			a, _ := newTestAgent(t, m, Deps{Gate: g, Tools: []tool.Tool{look}})
+			if _, err := a.Invoke(context.Background(), Request{Message: "look", ActorID: "api:u"}); err != nil {
+				t.Fatal(err)
+			}
+			ledger, _ := os.ReadFile(real.Path())
+			results := bytes.Count(ledger, []byte(`"type":"result"`))
+			if look.calls != 1 || results != tc.want {
+				t.Fatalf("calls %d, result entries %d, want %d", look.calls, results, tc.want)
+			}
+			if tc.records != nil && tc.records(g) != 0 {
+				t.Fatal("RecordResult called with a zero Exec")
+			}
+			if real.Broken() != nil {
+				t.Fatal("ledger broken")
+			}
+		})
+	}
+}
+
+func TestStateObservesEachUserTurn(t *testing.T) {
+	eng := newState(t, "api:u", state.Normal)
+	a, _ := newTestAgent(t, &scriptModel{}, Deps{State: eng})
+	ctx := context.Background()
+	for _, msg := range []string{"hello", "thanks, that helped"} {
+		if _, err := a.Invoke(ctx, Request{Message: msg, ActorID: "api:u"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Invoke(ctx, Request{Message: "water the figs", ActorID: "api:u", InvocationType: "cron"}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := eng.Snapshot(ctx, "api:u")
+	if err != nil || snap.Turns != 2 {
+		t.Fatalf("engine saw %d turns (%v), want 2 (cron turns are not observed)", snap.Turns, err)
+	}
+}

@@ -2,12 +2,12 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
-	"time"
 
+	"github.com/tendrilai/tendril/internal/approval"
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/model"
 	"github.com/tendrilai/tendril/internal/session"
+	"github.com/tendrilai/tendril/internal/state"
 	"github.com/tendrilai/tendril/internal/tool"
 )
 
@@ -18,71 +18,48 @@ type Models interface {
 	Generate(ctx context.Context, req *model.Request, vision bool) (*model.Response, error)
 }
 
-// Level is the circuit-breaker level of SPEC §6.2.
-type Level string
-
-const (
-	LevelNormal   Level = "NORMAL"
-	LevelWarning  Level = "WARNING"
-	LevelCritical Level = "CRITICAL"
-)
-
-// StateTracker is the internal-state engine as the turn sees it.
+// StateTracker is the internal-state engine (SPEC §6.1–6.2) as the turn
+// sees it; *state.Engine implements it.
 type StateTracker interface {
-	// Level is the breaker level for the actor now (decay applied).
-	Level(ctx context.Context, actorID string) (Level, error)
-	// Observe classifies the user's message and updates state, recording
-	// the cause (turn ID).
-	Observe(ctx context.Context, actorID, turnID, text string) error
+	// Level is the actor's breaker level now (decay applied): state.Normal,
+	// state.Warning or state.Critical. On error the turn assumes Normal.
+	Level(ctx context.Context, actorID string) (state.Level, error)
+	// Observe classifies the user's message text and applies it to the
+	// actor's state. turn is the turn number recorded as the cause; the
+	// agent passes 0, letting the engine use its own per-actor count. The
+	// Event says what changed; the agent only logs the error.
+	Observe(ctx context.Context, actorID string, turn int, text string) (state.Event, error)
 }
 
-// Verdict of the approval gate for one tool call.
-type Verdict string
-
-const (
-	Allow Verdict = "allow"
-	Ask   Verdict = "ask"
-	Deny  Verdict = "deny"
-)
-
-// GateCall is one tool call presented to the gate.
-type GateCall struct {
-	AgentID   string
-	ActorID   string
-	SessionID string
-	Channel   string
-	Tool      string
-	Class     tool.Class
-	Args      json.RawMessage
-}
-
-// GateDecision is the gate's answer. For Ask, RequestID names the pending
-// approval request and ExpiresAt its deadline. For Allow, Exec is the
-// gate's handle on the recorded execution start, passed back to
-// RecordExecution.
-type GateDecision struct {
-	Verdict   Verdict
-	Reason    string
-	RequestID string
-	ExpiresAt time.Time
-	Exec      any
-}
-
-// Gate is the approval gate (SPEC §6.3) as the turn sees it.
+// Gate is the approval gate (SPEC §6.3) as the turn sees it;
+// *approval.Gate implements it. Without a gate only read-class tools are
+// offered and run.
 type Gate interface {
-	// Visible reports whether a tool may be offered to the model at this
-	// breaker level (rule "never" and breaker removals hide it).
-	Visible(name string, class tool.Class, level Level) bool
-	// Check decides a call. For Ask it persists a pending request carrying
-	// resume, the opaque state needed to continue the turn after a restart.
-	Check(ctx context.Context, call GateCall, level Level, resume json.RawMessage) (GateDecision, error)
-	// Authorize verifies that requestID was approved for exactly this call
-	// (every binding, at the current level) and consumes it. It returns the
-	// execution handle, or an error when anything differs.
-	Authorize(ctx context.Context, requestID string, call GateCall, level Level) (exec any, err error)
-	// RecordExecution appends the outcome of a tool run to the ledger.
-	RecordExecution(ctx context.Context, exec any, output string, execErr error) error
+	// Effective is the rule for a tool of this class at this breaker level
+	// now, with its reason. The tool is offered to the model iff the rule
+	// is not approval.RuleNever.
+	Effective(name string, class tool.Class, level state.Level) (approval.Rule, string)
+	// Check decides one call. c.Resume is the serialised paused turn
+	// (JSON), which the gate keeps with an approval.Ask request so the
+	// turn can continue after a restart (see Agent.Resume). An Allow
+	// decision carries the execution handle (Decision.Exec) for
+	// RecordResult; Ask carries the pending Request (ID, ExpiresAt). The
+	// error is for invalid calls and I/O: the tool then does not run.
+	Check(ctx context.Context, c approval.Call, level state.Level) (approval.Decision, error)
+	// Authorize verifies that requestID was approved for exactly this
+	// call (every binding, at the current level), consumes it and returns
+	// the execution handle; an error when anything differs.
+	Authorize(ctx context.Context, requestID string, c approval.Call, level state.Level) (approval.Exec, error)
+	// RecordResult appends the outcome of a tool run started by Check or
+	// Authorize. The agent never passes a zero Exec.
+	RecordResult(ctx context.Context, ex approval.Exec, output string, runErr error) error
 }
+
+// The production collaborators satisfy the interfaces as they are.
+var (
+	_ Gate         = (*approval.Gate)(nil)
+	_ StateTracker = (*state.Engine)(nil)
+)
 
 // Persona is the system prompt's fixed part.
 type Persona struct {
@@ -112,11 +89,14 @@ type Deps struct {
 	Compact   CompactFunc
 	Retriever memory.Retriever
 	Recorder  memory.Recorder
-	// RenderMemory renders retrieved hits as the prompt's memory block.
+	// RenderMemory renders retrieved hits as the prompt's memory block;
+	// nil means memory.RenderBlock, the production renderer.
 	RenderMemory func([]memory.Hit) string
-	State        StateTracker
-	Gate         Gate
-	Tools        []tool.Tool
+	// State supplies the breaker level; nil means always state.Normal.
+	State StateTracker
+	// Gate decides every tool call; nil offers and runs read tools only.
+	Gate  Gate
+	Tools []tool.Tool
 	// ToolSource, when set, supplies the tools per turn instead of Tools
 	// (MCP servers are re-checked, and restarted lazily, each turn).
 	ToolSource func(ctx context.Context) []tool.Tool

@@ -9,9 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tendrilai/tendril/internal/approval"
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/model"
 	"github.com/tendrilai/tendril/internal/session"
+	"github.com/tendrilai/tendril/internal/state"
 	"github.com/tendrilai/tendril/internal/tool"
 )
 
@@ -31,16 +33,13 @@ func (a *Agent) preTurn(ctx context.Context, req Request, key session.Key) (*tur
 	t.memories = a.retrieve(ctx, req)
 	t.MemoriesUsed = len(t.memories)
 
-	t.Level = LevelNormal
+	t.Level = state.Normal
 	if a.deps.State != nil {
 		if lvl, err := a.deps.State.Level(ctx, req.ActorID); err != nil {
 			a.opt.Logger.Warn("state level unavailable; assuming NORMAL", "actor", req.ActorID, "err", err)
 		} else {
 			t.Level = lvl
 		}
-	}
-	if a.opt.Metrics != nil {
-		a.opt.Metrics.BreakerLevel.WithLabelValues(string(t.Level)).Inc()
 	}
 
 	t.tools = a.chooseTools(ctx, t.Level)
@@ -94,18 +93,19 @@ func (a *Agent) retrieve(ctx context.Context, req Request) []memory.Hit {
 }
 
 // chooseTools applies rules, breaker and floor: a tool is offered only if
-// the gate says it is visible at this level. Without a gate only read-class
-// tools are offered.
-func (a *Agent) chooseTools(ctx context.Context, level Level) map[string]tool.Tool {
+// its effective rule at this level is not never. Without a gate only
+// read-class tools are offered.
+func (a *Agent) chooseTools(ctx context.Context, level state.Level) map[string]tool.Tool {
 	out := map[string]tool.Tool{}
 	tools := a.deps.Tools
 	if a.deps.ToolSource != nil {
 		tools = a.deps.ToolSource(ctx)
 	}
 	for _, tl := range tools {
-		visible := tl.Class() == tool.ClassRead && level != "" // no gate: read only
+		visible := tl.Class() == tool.ClassRead // no gate: read only
 		if a.deps.Gate != nil {
-			visible = a.deps.Gate.Visible(tl.Name(), tl.Class(), level)
+			rule, _ := a.deps.Gate.Effective(tl.Name(), tl.Class(), level)
+			visible = rule != approval.RuleNever
 		}
 		if visible {
 			out[tl.Name()] = tl
@@ -144,33 +144,18 @@ func (a *Agent) systemPrompt(t *turn) string {
 			b.WriteString("- " + name + ": " + t.tools[name].Description() + "\n")
 		}
 	}
-	if t.Level != LevelNormal && t.Level != "" {
-		b.WriteString("\n## Identity anchors (re-asserted: safe mode " + string(t.Level) + ")\n")
+	if t.Level != state.Normal {
+		b.WriteString("\n## Identity anchors (re-asserted: safe mode " + t.Level.String() + ")\n")
 		for _, an := range a.deps.Persona.Anchors {
 			b.WriteString("- " + an + "\n")
 		}
-		if t.Level == LevelCritical {
+		if t.Level == state.Critical {
 			b.WriteString("Only read-only tools are available. Keep replies calm and brief.\n")
 		} else {
 			b.WriteString("Tools that change anything are unavailable right now.\n")
 		}
 	}
 	b.WriteString(fmt.Sprintf("\nCurrent time: %s. Channel: %s.\n", a.opt.Clock().UTC().Format(time.RFC3339), t.Req.Channel))
-	return b.String()
-}
-
-// renderMemory is the default memory block, one line per hit tagged
-// [Explicit] or [Inferred], explicit first.
-func renderMemory(hits []memory.Hit) string {
-	var b strings.Builder
-	b.WriteString("## What you remember about this user\n")
-	for _, h := range hits {
-		tag := "[Inferred]"
-		if h.Record.Explicit() {
-			tag = "[Explicit]"
-		}
-		b.WriteString("- " + tag + " " + strings.TrimSpace(h.Record.Content) + "\n")
-	}
 	return b.String()
 }
 
@@ -335,10 +320,12 @@ func (a *Agent) finishToolBatch(t *turn) {
 	t.PendingUses, t.Results = nil, nil
 }
 
-// callTool runs one tool call through the gate. approvedID names an
-// approval request that the caller has already authorized for this call. It returns the tool result text and
-// whether it is an error, or a pending approval.
-func (a *Agent) callTool(ctx context.Context, t *turn, use model.Block, approvedExec any) (string, bool, *PendingApproval, error) {
+// callTool runs one tool call through the gate. approved, when not nil, is
+// the execution handle of an approval request the caller has already
+// authorized for this call (the gate is then not consulted again). It
+// returns the tool result text and whether it is an error, or a pending
+// approval.
+func (a *Agent) callTool(ctx context.Context, t *turn, use model.Block, approved *approval.Exec) (string, bool, *PendingApproval, error) {
 	tl := t.tools[use.Name]
 	if tl == nil {
 		a.countTool(use.Name, "refused")
@@ -359,44 +346,52 @@ func (a *Agent) callTool(ctx context.Context, t *turn, use model.Block, approved
 		a.countTool(use.Name, "bad_args")
 		return fmt.Sprintf("tool %q: %v; fix the arguments and call it again", use.Name, err), true, nil, nil
 	}
-	call := a.gateCall(t, use.Name, tl.Class(), args)
-	exec := approvedExec
-	if a.deps.Gate != nil {
-		if exec == nil {
-			// The resume payload must say the user node is persisted:
-			// pause persists it before the request is visible to anyone.
-			wasSent := t.UserNodeSent
-			t.UserNodeSent = true
-			resume, err := json.Marshal(t)
-			t.UserNodeSent = wasSent
-			if err != nil {
-				return "", false, nil, fmt.Errorf("encode turn for approval: %w", err)
+	var exec approval.Exec // zero: no execution recorded by the gate
+	if approved != nil {
+		exec = *approved
+	} else if a.deps.Gate != nil {
+		call := a.gateCall(t, use.Name, tl.Class(), args)
+		// The resume payload must say the user node is persisted:
+		// pause persists it before the request is visible to anyone.
+		wasSent := t.UserNodeSent
+		t.UserNodeSent = true
+		resume, err := json.Marshal(t)
+		t.UserNodeSent = wasSent
+		if err != nil {
+			return "", false, nil, fmt.Errorf("encode turn for approval: %w", err)
+		}
+		call.Resume = resume
+		dec, err := a.deps.Gate.Check(ctx, call, t.Level)
+		if err != nil {
+			a.countTool(use.Name, "gate_error")
+			return "approval gate unavailable: " + err.Error(), true, nil, nil
+		}
+		switch dec.Verdict {
+		case approval.Allow:
+			if dec.Exec != nil {
+				exec = *dec.Exec
 			}
-			dec, err := a.deps.Gate.Check(ctx, call, t.Level, resume)
-			if err != nil {
+		case approval.Ask:
+			if dec.Request == nil {
 				a.countTool(use.Name, "gate_error")
-				return "approval gate unavailable: " + err.Error(), true, nil, nil
+				return "approval gate unavailable: it asked without opening a request", true, nil, nil
 			}
-			exec = dec.Exec
-			switch dec.Verdict {
-			case Deny:
-				a.countTool(use.Name, "denied")
-				return "refused by the approval gate: " + dec.Reason, true, nil, nil
-			case Ask:
-				a.countTool(use.Name, "pending")
-				if a.opt.Metrics != nil {
-					a.opt.Metrics.Approvals.WithLabelValues("requested").Inc()
-				}
-				return "", false, &PendingApproval{RequestID: dec.RequestID, ToolName: use.Name, Args: string(args), ExpiresAt: dec.ExpiresAt.Unix()}, nil
+			a.countTool(use.Name, "pending")
+			if a.opt.Metrics != nil {
+				a.opt.Metrics.Approvals.WithLabelValues("requested").Inc()
 			}
+			return "", false, &PendingApproval{RequestID: dec.Request.ID, ToolName: use.Name, Args: string(args), ExpiresAt: dec.Request.ExpiresAt.Unix()}, nil
+		default: // Deny, and anything unknown: fail closed
+			a.countTool(use.Name, "denied")
+			return "refused by the approval gate: " + dec.Reason, true, nil, nil
 		}
 	} else if tl.Class() != tool.ClassRead {
 		a.countTool(use.Name, "refused")
 		return "tool refused: no approval gate is configured for write tools", true, nil, nil
 	}
 	out, err := tool.Run(ctx, tl, tool.Call{AgentID: a.opt.AgentID, ActorID: t.Req.ActorID, SessionID: t.Key.ID, Channel: t.Req.Channel, Args: args}, a.opt.ToolTimeout)
-	if a.deps.Gate != nil {
-		if lerr := a.deps.Gate.RecordExecution(ctx, exec, out, err); lerr != nil {
+	if a.deps.Gate != nil && exec != (approval.Exec{}) {
+		if lerr := a.deps.Gate.RecordResult(ctx, exec, out, err); lerr != nil {
 			a.opt.Logger.Error("audit ledger append failed", "tool", use.Name, "err", lerr)
 		}
 	}
@@ -408,8 +403,8 @@ func (a *Agent) callTool(ctx context.Context, t *turn, use model.Block, approved
 	return out, false, nil, nil
 }
 
-func (a *Agent) gateCall(t *turn, name string, class tool.Class, args json.RawMessage) GateCall {
-	return GateCall{AgentID: a.opt.AgentID, ActorID: t.Req.ActorID, SessionID: t.Key.ID, Channel: t.Req.Channel, Tool: name, Class: class, Args: args}
+func (a *Agent) gateCall(t *turn, name string, class tool.Class, args json.RawMessage) approval.Call {
+	return approval.Call{AgentID: a.opt.AgentID, ActorID: t.Req.ActorID, SessionID: t.Key.ID, Channel: t.Req.Channel, Tool: name, Class: class, Args: args}
 }
 
 func (a *Agent) countTool(name, outcome string) {
@@ -473,7 +468,7 @@ func (a *Agent) nodeMeta(t *turn, role, text string, blocks []session.Block, met
 
 func (a *Agent) result(t *turn, text string) *Result {
 	return &Result{Text: text, SessionID: t.Key.ID, TurnID: t.ID, MemoriesUsed: t.MemoriesUsed, Model: t.Model,
-		Metadata: map[string]any{"breaker_level": string(t.Level), "iterations": t.Iteration}}
+		Metadata: map[string]any{"breaker_level": t.Level.String(), "iterations": t.Iteration}}
 }
 
 // postTurn persists the turn's nodes (durable before the reply is
@@ -487,7 +482,7 @@ func (a *Agent) postTurn(ctx context.Context, t *turn, res *Result) error {
 		return err
 	}
 	if a.deps.State != nil && t.Req.InvocationType != "cron" && t.Req.Message != "" {
-		if err := a.deps.State.Observe(ctx, t.Req.ActorID, t.ID, t.Req.Message); err != nil {
+		if _, err := a.deps.State.Observe(ctx, t.Req.ActorID, 0, t.Req.Message); err != nil {
 			a.opt.Logger.Warn("state update failed", "actor", t.Req.ActorID, "err", err)
 		}
 	}
@@ -505,8 +500,9 @@ func (a *Agent) postTurn(ctx context.Context, t *turn, res *Result) error {
 }
 
 // Resume continues a turn that paused at the approval gate. approved says
-// whether the operator approved requestID; resume is the payload stored
-// with the request. The completed turn is persisted and, when a Deliverer
+// whether the operator approved requestID; resume is the paused turn the
+// agent passed as approval.Call.Resume (with *approval.Gate, what
+// Gate.LoadResume returns for the request, not the stored reference). The completed turn is persisted and, when a Deliverer
 // is set, delivered on its channel.
 func (a *Agent) Resume(ctx context.Context, requestID string, approved bool, reason string, resume json.RawMessage) (*Result, error) {
 	var t turn
@@ -552,7 +548,7 @@ func (a *Agent) Resume(ctx context.Context, requestID string, approved bool, rea
 		if err != nil {
 			return nil, fmt.Errorf("approval %s: %w", requestID, err)
 		}
-		out, isErr, _, err = a.callTool(ctx, &t, use, exec)
+		out, isErr, _, err = a.callTool(ctx, &t, use, &exec)
 		if err != nil {
 			return nil, err
 		}

@@ -79,9 +79,11 @@ type Call struct {
 	Class     tool.Class
 	// Args is the JSON the model produced; empty means {}.
 	Args json.RawMessage
-	// Resume is an opaque JSON payload stored with a request when the
-	// verdict is Ask (the agent's paused tool batch), returned by Get and
-	// Pending; not bound and ignored for other verdicts.
+	// Resume is an opaque JSON payload (the agent's paused turn), at most
+	// Options.MaxResumeBytes. When the verdict is Ask it is written to
+	// <dir>/resume/<sha256hex>.json before the request is appended, and the
+	// request stores only {"ref":"<sha256hex>"} (see LoadResume). Not bound,
+	// and ignored (not even validated) for other verdicts.
 	Resume json.RawMessage
 }
 
@@ -100,7 +102,10 @@ type Request struct {
 	ExpiresAt    time.Time       `json:"expires_at"`
 	RulesVersion int64           `json:"rules_version"`
 	Reason       string          `json:"reason,omitempty"` // why it asks
-	Resume       json.RawMessage `json:"resume,omitempty"`
+	// Resume is the reference {"ref":"<sha256hex>"} to the paused turn
+	// stored beside the ledger, empty when the call carried none. It is
+	// never the payload itself: pass the Request to LoadResume for that.
+	Resume json.RawMessage `json:"resume,omitempty"`
 
 	Status    Status    `json:"status"`
 	DecidedBy string    `json:"decided_by,omitempty"`
@@ -137,8 +142,11 @@ type Options struct {
 	ExecEnabled bool
 	// Expiry of a request; default 120 s.
 	Expiry time.Duration
-	// MaxArgsBytes bounds a call's args and resume payload each; default 1 MiB.
+	// MaxArgsBytes bounds a call's args; default 1 MiB.
 	MaxArgsBytes int
+	// MaxResumeBytes bounds a call's resume payload (and what LoadResume
+	// reads back); default DefaultMaxResumeBytes (128 MiB).
+	MaxResumeBytes int
 	// Now is the wall clock; default time.Now.
 	Now func() time.Time
 	// Monotonic is a process-local monotonic clock; default time.Since of a
@@ -163,8 +171,9 @@ type Gate struct {
 	yoloMono  time.Duration // monotonic deadline of the current YOLO window, 0 if none
 	yoloSeen  int64         // seq of the yolo entry yoloMono was computed for
 	subs      []func(Request, bool)
-	refreshes int  // Refresh calls, for periodic full verification
-	noSync    bool // tests only: skip fsync when generating large ledgers
+	refreshes int                // Refresh calls, for periodic full verification
+	noSync    bool               // tests only: skip fsync when generating large ledgers
+	trace     func(event string) // tests only: observes durability steps in order
 }
 
 // Open opens (creating if needed) the gate whose ledger is
@@ -178,6 +187,9 @@ func Open(dir string, opts Options) (*Gate, error) {
 	}
 	if opts.MaxArgsBytes <= 0 {
 		opts.MaxArgsBytes = 1 << 20
+	}
+	if opts.MaxResumeBytes <= 0 {
+		opts.MaxResumeBytes = DefaultMaxResumeBytes
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -245,8 +257,10 @@ func (g *Gate) Close() error {
 }
 
 // OnDecision registers fn, called (outside the gate's lock, on the calling
-// goroutine) for every decision this gate applies: its own Decide, or one
-// another process wrote, seen by Refresh or any other call.
+// goroutine) for every decision this gate applies: its own Decide or
+// ForgetActor, or one another process wrote, seen by Refresh or any other
+// call. req.Resume is the stored reference, not the payload: fn calls
+// LoadResume(req) for the paused turn and DropResume(req) once it is done.
 func (g *Gate) OnDecision(fn func(req Request, approved bool)) {
 	g.mu.Lock()
 	g.subs = append(g.subs, fn)
@@ -477,8 +491,10 @@ func (g *Gate) validateCall(c Call) (string, json.RawMessage, error) {
 		return "", nil, fmt.Errorf("%w: session or channel", ErrInvalidCall)
 	case c.Class == "":
 		return "", nil, fmt.Errorf("%w: tool %s has no class", ErrInvalidCall, c.Tool)
-	case len(c.Args) > g.opts.MaxArgsBytes || len(c.Resume) > g.opts.MaxArgsBytes:
-		return "", nil, fmt.Errorf("%w: args or resume payload over %d bytes", ErrInvalidCall, g.opts.MaxArgsBytes)
+	case len(c.Args) > g.opts.MaxArgsBytes:
+		return "", nil, fmt.Errorf("%w: args over %d bytes", ErrInvalidCall, g.opts.MaxArgsBytes)
+	case len(c.Resume) > g.opts.MaxResumeBytes:
+		return "", nil, fmt.Errorf("%w: resume payload over %d bytes", ErrInvalidCall, g.opts.MaxResumeBytes)
 	}
 	args := c.Args
 	if len(bytes.TrimSpace(args)) == 0 {
@@ -506,9 +522,14 @@ func (g *Gate) effectiveLocked(name string, class tool.Class, level state.Level)
 }
 
 // Check decides one call and records it: Allow appends an execute entry
-// (Decision.Exec), Ask appends a pending request (Decision.Request, with
-// call.Resume), Deny appends a deny entry. A closed (broken) gate denies
-// everything without appending. The error is for invalid calls and I/O.
+// (Decision.Exec), Ask appends a pending request (Decision.Request), Deny
+// appends a deny entry. For Ask with a non-empty c.Resume, the payload
+// must be valid JSON; it is first written durably to
+// <dir>/resume/<sha256hex>.json (temp file, fsync, rename, fsync of the
+// directory) and only then is the request appended, carrying just
+// {"ref":"<sha256hex>"} (Decision.Request.Resume). A closed (broken) gate
+// denies everything without appending. The error is for invalid calls
+// (ErrInvalidCall) and I/O; nothing is appended when it is non-nil.
 func (g *Gate) Check(ctx context.Context, c Call, level state.Level) (Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return Decision{}, err
@@ -516,11 +537,6 @@ func (g *Gate) Check(ctx context.Context, c Call, level state.Level) (Decision, 
 	argsHash, canon, err := g.validateCall(c)
 	if err != nil {
 		return Decision{}, err
-	}
-	if len(c.Resume) > 0 {
-		if _, err := Canonical(c.Resume); err != nil {
-			return Decision{}, fmt.Errorf("%w: resume payload: %v", ErrInvalidCall, err)
-		}
 	}
 	var d Decision
 	err = g.withLock(func() error {
@@ -548,10 +564,26 @@ func (g *Gate) Check(ctx context.Context, c Call, level state.Level) (Decision, 
 			if err != nil {
 				return fmt.Errorf("approval: request id: %w", err)
 			}
+			// The paused turn goes beside the ledger, durably, before
+			// the request that references it exists.
+			var resume json.RawMessage
+			var ref string
+			if len(bytes.TrimSpace(c.Resume)) > 0 {
+				if !json.Valid(c.Resume) {
+					return fmt.Errorf("%w: resume payload is not valid JSON", ErrInvalidCall)
+				}
+				if resume, ref, err = g.storeResumeLocked(c.Resume); err != nil {
+					return fmt.Errorf("approval: store paused turn: %w", err)
+				}
+			}
 			rec := &reqRecord{ID: id.String(), AgentID: c.AgentID, ActorID: c.ActorID, SessionID: c.SessionID, Channel: c.Channel,
 				Tool: c.Tool, Class: c.Class, ArgsHash: argsHash, Args: canon, CreatedAt: now, ExpiresAt: now.Add(g.opts.Expiry),
-				RulesVersion: g.st.rulesVersion, Reason: reason, Resume: c.Resume}
+				RulesVersion: g.st.rulesVersion, Reason: reason, Resume: resume}
+			g.traceEvent("ledger:append")
 			if err := g.appendLocked(&entry{At: now, Type: EntryRequest, Request: rec}); err != nil {
+				if ref != "" && !g.refOpenLocked(ref, nil) {
+					g.removeResume(ref)
+				}
 				return err
 			}
 			d.Verdict = Ask
@@ -726,8 +758,13 @@ func (g *Gate) authorizeLocked(id string, c Call, argsHash string, level state.L
 
 // RecordResult appends the outcome of an execution started by Check (Allow)
 // or Authorize: ok, the SHA-256 of output, and runErr's text (truncated to
-// 512 bytes).
+// 512 bytes). A zero Exec (Seq 0: no execution was recorded, e.g. no gate
+// decision) records nothing and returns nil. Errors: ctx's error,
+// ErrLedgerBroken, an Exec that names no open execution, or I/O.
 func (g *Gate) RecordResult(ctx context.Context, ex Exec, output string, runErr error) error {
+	if ex.Seq == 0 {
+		return nil
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -356,8 +356,9 @@ func TestPendingSurvivesRestartAndRunsOnce(t *testing.T) {
 			if r.Status != StatusApproved {
 				continue
 			}
-			if !bytes.Contains(r.Resume, []byte(`"turn":"t7"`)) {
-				t.Fatalf("resume payload lost: %s", r.Resume)
+			payload, err := g.LoadResume(r)
+			if err != nil || !bytes.Contains(payload, []byte(`"turn":"t7"`)) {
+				t.Fatalf("resume payload lost: %s (%v; ref %s)", payload, err, r.Resume)
 			}
 			resumed := Call{AgentID: r.AgentID, ActorID: r.ActorID, SessionID: r.SessionID, Tool: r.Tool, Class: r.Class, Args: r.Args}
 			ex, err := g.Authorize(ctx, r.ID, resumed, state.Normal)
