@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -231,6 +233,213 @@ func (s *Store) updateState(ctx context.Context, id int64) (state, note string, 
 		return "", "", nil
 	}
 	return state, note, err
+}
+
+// Pending returns how many accepted updates wait to be processed: state
+// pending, which includes the update a chat's worker is handling right now
+// and album parts still inside their debounce window. Processed, ignored
+// and failed updates (kept for the de-duplication TTL) are not counted. It
+// is the Telegram queue depth for metrics.
+func (s *Store) Pending(ctx context.Context) (int, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM updates WHERE state = 'pending'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("telegram store: count pending updates: %w", err)
+	}
+	return n, nil
+}
+
+// ErrBadActor is returned by ForgetActor for an empty actor ID.
+var ErrBadActor = errors.New("telegram store: empty actor id")
+
+// ForgetActor deletes, in one transaction, everything the store keeps of
+// actorID, and returns how many rows it removed (0 when there was
+// nothing). Actor IDs are "telegram:<id>", where <id> is the sender's user
+// ID, or the chat's ID for a channel post (see senderOf); in a private
+// chat the chat ID is the user ID. Removed are:
+//
+//   - stored updates of the actor's private chat, and every other stored
+//     update the actor sent: messages, edits and posts whose sender is the
+//     actor, button presses by the actor, and updates of kinds the channel
+//     ignores whose from/user (or private chat) is the actor. Updates sent
+//     by other people that merely quote or mention the actor are theirs
+//     and age out with the de-duplication TTL. A removed update_id is no
+//     longer de-duplicated;
+//   - pairing requests of the actor's chat or by the actor;
+//   - the pairing approval of the actor's chat (the allowed row), so an
+//     actor who was let in by pairing must pair again. The config
+//     allow-list (Options.AllowedChatIDs, TELEGRAM_ALLOWED_CHAT_IDS) is
+//     configuration, not stored here, and is not changed: a listed chat is
+//     still served without pairing;
+//   - the chat→session entries of the actor: "<id>" (their private chat)
+//     and "<chat>:<id>" (their slot in each group);
+//   - saved approval-prompt messages and pending /forget confirmations of
+//     the actor or of their private chat.
+//
+// For a chat actor (a negative ID: a channel, or a group posting as
+// itself) only what that actor sent and its session slots go; the chat's
+// other rows belong to the people in it.
+//
+// An update of the actor that a worker is processing at this moment is
+// deleted too; that turn still runs to its end (it records no outcome).
+// An actorID that is not "telegram:<integer>" has no Telegram chat: only
+// rows recorded under exactly that actor ID (approval prompts, /forget
+// confirmations) are removed. It fails with ErrBadActor for "", or with
+// the database's error, in which case nothing is removed.
+func (s *Store) ForgetActor(ctx context.Context, actorID string) (removed int, err error) {
+	if strings.TrimSpace(actorID) == "" {
+		return 0, ErrBadActor
+	}
+	id, isTelegram := telegramID(actorID)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("telegram store: forget %s: %w", actorID, err)
+	}
+	defer tx.Rollback()
+	total := 0
+	exec := func(q string, args ...any) error {
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		total += int(n)
+		return err
+	}
+	type stmt struct {
+		q    string
+		args []any
+	}
+	steps := []stmt{
+		{`DELETE FROM approval_messages WHERE actor_id = ?`, []any{actorID}},
+		{`DELETE FROM forget_requests WHERE actor_id = ?`, []any{actorID}},
+	}
+	if isTelegram {
+		idStr := strconv.FormatInt(id, 10)
+		// The actor's slot in every chat: "<id>" (private) and "<chat>:<id>".
+		steps = append(steps, stmt{`DELETE FROM sessions WHERE key = ? OR (instr(key, ':') > 0 AND substr(key, instr(key, ':') + 1) = ?)`, []any{idStr, idStr}})
+		if id > 0 {
+			// A user: their private chat has the same ID, and all of it is
+			// theirs. (Negative IDs are groups and channels, shared with
+			// other people: only what the actor sent goes, below.)
+			steps = append(steps, []stmt{
+				{`DELETE FROM approval_messages WHERE chat_id = ?`, []any{id}},
+				{`DELETE FROM forget_requests WHERE chat_id = ?`, []any{id}},
+				{`DELETE FROM pairing WHERE chat_id = ? OR user_id = ?`, []any{id, id}},
+				{`DELETE FROM allowed WHERE chat_id = ?`, []any{id}},
+				{`DELETE FROM updates WHERE chat_id = ?`, []any{id}},
+			}...)
+		}
+	}
+	for _, st := range steps {
+		if err := exec(st.q, st.args...); err != nil {
+			return 0, fmt.Errorf("telegram store: forget %s: %w", actorID, err)
+		}
+	}
+	if isTelegram {
+		// Updates in shared chats (groups, channels, button presses under
+		// messages there) name the sender only in the body.
+		ids, err := updatesOf(ctx, tx, id, actorID)
+		if err != nil {
+			return 0, fmt.Errorf("telegram store: forget %s: %w", actorID, err)
+		}
+		for _, uid := range ids {
+			if err := exec(`DELETE FROM updates WHERE update_id = ?`, uid); err != nil {
+				return 0, fmt.Errorf("telegram store: forget %s: %w", actorID, err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("telegram store: forget %s: %w", actorID, err)
+	}
+	return total, nil
+}
+
+// telegramID parses "telegram:<integer>".
+func telegramID(actorID string) (int64, bool) {
+	rest, ok := strings.CutPrefix(actorID, "telegram:")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(rest, 10, 64)
+	return id, err == nil
+}
+
+// updatesOf returns the stored update_ids whose sender (sentBy) is
+// actorID. Bot API bodies write IDs as plain JSON integers, so a body that
+// does not contain the ID's digits is skipped without decoding.
+func updatesOf(ctx context.Context, tx *sql.Tx, id int64, actorID string) ([]int64, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT update_id, body FROM updates WHERE instr(CAST(body AS TEXT), ?) > 0`, strconv.FormatInt(id, 10))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var uid int64
+		var body []byte
+		if err := rows.Scan(&uid, &body); err != nil {
+			return nil, err
+		}
+		if sentBy(body, actorID) {
+			out = append(out, uid)
+		}
+	}
+	return out, rows.Err()
+}
+
+// sentBy reports whether the stored update body was sent by actorID, as
+// handle attributes it: the sender of a message, edit or channel post
+// (senderOf), the user who pressed a button, and for kinds the channel
+// ignores (reactions, member updates, join requests, …) the object's
+// from, user or actor_chat, or its chat when that is private.
+func sentBy(body []byte, actorID string) bool {
+	var u update
+	if json.Unmarshal(body, &u) == nil {
+		if u.CallbackQuery != nil {
+			return "telegram:"+strconv.FormatInt(u.CallbackQuery.From.ID, 10) == actorID
+		}
+		if m := u.messageOf(); m != nil {
+			return senderOf(m).actorID == actorID
+		}
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return false
+	}
+	for k, raw := range fields {
+		if k == "update_id" {
+			continue
+		}
+		var o struct {
+			From      *user `json:"from"`
+			User      *user `json:"user"`
+			ActorChat *chat `json:"actor_chat"`
+			Chat      *chat `json:"chat"`
+		}
+		if json.Unmarshal(raw, &o) != nil {
+			continue
+		}
+		for _, id := range []*int64{idOfUser(o.From), idOfUser(o.User), idOfChat(o.ActorChat, false), idOfChat(o.Chat, true)} {
+			if id != nil && "telegram:"+strconv.FormatInt(*id, 10) == actorID {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func idOfUser(u *user) *int64 {
+	if u == nil {
+		return nil
+	}
+	return &u.ID
+}
+
+func idOfChat(c *chat, privateOnly bool) *int64 {
+	if c == nil || privateOnly && c.Type != "private" {
+		return nil
+	}
+	return &c.ID
 }
 
 // countUpdates returns how many updates are stored.
