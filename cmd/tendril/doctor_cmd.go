@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
+	"github.com/tendrilai/tendril/internal/assistant"
 	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/model"
 	"github.com/tendrilai/tendril/internal/persona"
@@ -118,7 +119,7 @@ func runChecks(ctx context.Context, cfg *config.Config) []check {
 		add("persona", "ok", fmt.Sprintf("%s (%d identity anchors) from %s", per.Name, len(per.Anchors), per.Source))
 	}
 
-	dir, manifest := skillPaths(cfg)
+	dir, manifest := assistant.SkillPaths(cfg)
 	active, problems, err := skill.Load(dir, manifest)
 	if err != nil {
 		add("skills", "warn", "manifest unreadable, no skills active: "+err.Error())

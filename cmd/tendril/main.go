@@ -5,10 +5,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"runtime/debug"
 	"strings"
 
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"github.com/tendrilai/tendril/internal/config"
@@ -49,6 +52,21 @@ func (g *globals) loadConfig() (*config.Config, error) {
 		os.Setenv("TENDRIL_HOME", g.home)
 	}
 	return config.Load(g.configPath)
+}
+
+// newLogger logs JSON when stderr is not a terminal and text when it is,
+// one format for the whole run: it also becomes slog's default, so every
+// package logs the same way.
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	var log *slog.Logger
+	if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+		log = slog.New(slog.NewTextHandler(w, opts))
+	} else {
+		log = slog.New(slog.NewJSONHandler(w, opts))
+	}
+	slog.SetDefault(log)
+	return log
 }
 
 // usageError marks bad usage: exit status 2.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tendrilai/tendril/internal/assistant"
 	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/memory/pipeline"
@@ -40,11 +41,11 @@ func TestMemoryStagingCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := sqlitestore.Open(home, memoryStoreOptions(cfg))
+	st, err := sqlitestore.Open(home, assistant.MemoryStoreOptions(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := pipeline.New(st, memoryPipelineOptions(cfg))
+	p, err := pipeline.New(st, assistant.PipelineOptions(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,147 +1,76 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"io"
-	"path/filepath"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/state"
 )
 
 func init() { register(newStateCmd) }
 
-// stateDir is where per-actor state files live: <home>/state.
-func stateDir(cfg *config.Config) string { return filepath.Join(cfg.Home, "state") }
-
-// stateOptions maps config.Config onto state.Options (SPEC §6.1–6.2).
-func stateOptions(cfg *config.Config) (state.Options, error) {
-	p, err := state.DefaultPersona().WithBaseline(cfg.State.Baseline)
-	if err != nil {
-		return state.Options{}, fmt.Errorf("config state.baseline: %w", err)
-	}
-	b := cfg.State.Breaker
-	return state.Options{
-		Persona:  p,
-		HalfLife: cfg.State.HalfLife.D(),
-		Breaker: state.Breaker{WarnEnter: b.WarnEnter, WarnLeave: b.WarnLeave, CriticalEnter: b.CriticalEnter,
-			CriticalLeave: b.CriticalLeave, CooldownTurns: b.CooldownTurns},
-	}, nil
-}
-
-func openStateEngine(g *globals) (*state.Engine, error) {
-	cfg, err := g.loadConfig()
-	if err != nil {
-		return nil, err
-	}
-	opts, err := stateOptions(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return state.Open(stateDir(cfg), opts)
-}
-
 func newStateCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "state",
 		Short: "Inspect the internal state and circuit breaker",
-		Long: `Tendril keeps six values in [0,1] per actor: trust, curiosity, vigilance, attachment,
-stability and satisfaction (SPEC §6.1). They are a numeric model for state management and
-safety control, not a claim of feelings. Each user message is classified into a stimulus
-(connection, achievement, joy, uncertainty, threat, loss, frustration) that moves them; between
-messages they decay exponentially toward the persona's baseline (half-life state.halfLife).
-
-The circuit breaker watches stability: WARNING below 0.5 (until above 0.6) removes write
-tools; CRITICAL below 0.3 (until above 0.45 and at least 3 turns) leaves only read-only tools.`,
+		Long: `Tendril keeps six values in [0,1] per actor — trust, curiosity, vigilance, attachment,
+stability, satisfaction (SPEC §6.1) — a numeric model for state management and safety
+control, not a claim of feelings. Messages are classified into stimuli that move them;
+between messages they decay toward the persona's baseline. The breaker watches stability:
+WARNING below 0.5 (until above 0.6) removes write tools; CRITICAL below 0.3 (until above
+0.45 and 3 turns) leaves only read-only tools.`,
 	}
-	cmd.AddCommand(newStateShowCmd(g))
-	return cmd
-}
-
-func newStateShowCmd(g *globals) *cobra.Command {
 	var actor string
 	var asJSON bool
 	var limit int
-	cmd := &cobra.Command{
-		Use:   "show [--actor A] [--json] [--limit N]",
+	show := &cobra.Command{
+		Use:   "show [--actor A] [--limit N]",
 		Short: "Show state values, breaker level and the last changes with their causes",
-		Long: `Without --actor, show lists every actor with a state file: the six values (decayed to
-now), the breaker level and the number of turns.
-
-With --actor, it shows that actor's values next to the baseline, the breaker level, and the
-last --limit changes (default 10), each with its cause: the turn number, the stimulus
-category and intensity, the habituation factor, the matched cues and the applied delta;
-floor recoveries and breaker transitions are listed too.
-
---json prints one JSON document (the full snapshot, or a list of snapshots without history).`,
-		Example: `  tendril state show
-  tendril state show --actor telegram:12345
-  tendril state show --actor telegram:12345 --json`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
 			if limit < 0 {
 				return usagef("--limit must be ≥ 0")
 			}
-			e, err := openStateEngine(g)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			out := cmd.OutOrStdout()
-			if actor == "" {
-				actors, err := e.Actors(ctx)
-				if err != nil {
-					return err
-				}
-				var snaps []state.Snapshot
-				for _, a := range actors {
-					s, err := e.Snapshot(ctx, a)
-					if err != nil {
+			return g.with(c, func(ctx context.Context, cn *conn) error {
+				if actor == "" {
+					var out struct {
+						Actors []state.Snapshot `json:"actors"`
+					}
+					if err := cn.API(ctx, "GET", "/state", nil, nil, &out); err != nil {
 						return err
 					}
-					s.History = nil
-					snaps = append(snaps, s)
+					return emit(c, asJSON, out, func(w io.Writer) error {
+						if len(out.Actors) == 0 {
+							fmt.Fprintln(w, "no actor state recorded yet")
+							return nil
+						}
+						tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+						fmt.Fprintln(tw, "ACTOR\tLEVEL\tTRUST\tCURIO\tVIGIL\tATTACH\tSTAB\tSATIS\tTURNS")
+						for _, s := range out.Actors {
+							fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", s.ActorID, s.Level, valuesRow(s.Values), s.Turns)
+						}
+						return tw.Flush()
+					})
 				}
-				if asJSON {
-					if snaps == nil {
-						snaps = []state.Snapshot{}
-					}
-					return safetyWriteJSON(out, map[string]any{"actors": snaps})
+				var s state.Snapshot
+				if err := cn.API(ctx, "GET", "/state/"+url.PathEscape(actor), url.Values{"limit": {fmt.Sprint(limit)}}, nil, &s); err != nil {
+					return err
 				}
-				if len(snaps) == 0 {
-					fmt.Fprintln(out, "no actor state recorded yet")
-					return nil
-				}
-				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ACTOR\tLEVEL\tTRUST\tCURIO\tVIGIL\tATTACH\tSTAB\tSATIS\tTURNS")
-				for _, s := range snaps {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", s.ActorID, s.Level, valuesRow(s.Values), s.Turns)
-				}
-				return tw.Flush()
-			}
-			s, err := e.Snapshot(ctx, actor)
-			if err != nil {
-				return usagef("%v", err)
-			}
-			if limit > 0 && len(s.History) > limit {
-				s.History = s.History[len(s.History)-limit:]
-			}
-			if asJSON {
-				return safetyWriteJSON(out, s)
-			}
-			printSnapshot(out, s)
-			return nil
+				return emit(c, asJSON, s, func(w io.Writer) error { printSnapshot(w, s); return nil })
+			})
 		},
 	}
-	cmd.Flags().StringVar(&actor, "actor", "", "actor ID, e.g. telegram:12345")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
-	cmd.Flags().IntVar(&limit, "limit", 10, "number of recent changes to show (0 = all kept)")
+	show.Flags().StringVar(&actor, "actor", "", "actor ID, e.g. telegram:12345")
+	show.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
+	show.Flags().IntVar(&limit, "limit", 10, "number of recent changes to show (0 = all kept)")
+	cmd.AddCommand(show)
 	return cmd
 }
 
@@ -198,9 +127,3 @@ func printSnapshot(w io.Writer, s state.Snapshot) {
 	}
 }
 
-// safetyWriteJSON prints v as one indented JSON document.
-func safetyWriteJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}

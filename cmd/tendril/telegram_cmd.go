@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"errors"
 	"fmt"
 	"net/url"
@@ -12,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tendrilai/tendril/internal/channel/telegram"
-	"github.com/tendrilai/tendril/internal/config"
 )
 
 func init() {
@@ -95,93 +96,61 @@ func newPairingCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pairing",
 		Short: "List and approve Telegram pairing requests",
-		Long: `Unknown Telegram users who write to the bot get an 8-character pairing code
-(valid for 1 hour; at most 3 wait at once). Approving a code lets that chat talk
-to Tendril. Chats in telegram.allowedChatIds or TELEGRAM_ALLOWED_CHAT_IDS need no
-pairing.`,
+		Long: `Unknown Telegram users who write to the bot get an 8-character pairing code (valid for
+1 hour; at most 3 wait at once). Approving a code lets that chat talk to Tendril.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newPairingListCmd(g), newPairingApproveCmd(g))
-	return cmd
-}
-
-func openTelegramStore(g *globals) (*config.Config, *telegram.Store, error) {
-	cfg, err := g.loadConfig()
-	if err != nil {
-		return nil, nil, err
-	}
-	st, err := telegram.OpenStore(telegram.StoreDir(cfg.Home))
-	return cfg, st, err
-}
-
-func newPairingListCmd(g *globals) *cobra.Command {
 	var asJSON bool
-	cmd := &cobra.Command{
+	list := &cobra.Command{
 		Use:   "list",
 		Short: "List pending pairing codes",
-		Long:  "List the pairing codes that are waiting for approval and have not expired.",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, st, err := openTelegramStore(g)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			list, err := st.ListPairings(cmd.Context(), time.Now())
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return json.NewEncoder(out).Encode(list)
-			}
-			if len(list) == 0 {
-				fmt.Fprintln(out, "No pending pairing requests.")
-				return nil
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "CODE\tCHAT\tUSER\tNAME\tEXPIRES")
-			for _, p := range list {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", p.Code, p.ChatID, p.UserID, p.Name, time.Until(p.ExpiresAt).Round(time.Minute))
-			}
-			return tw.Flush()
+		RunE: func(c *cobra.Command, _ []string) error {
+			return g.with(c, func(ctx context.Context, cn *conn) error {
+				var list []telegram.Pairing
+				if err := cn.API(ctx, "GET", "/pairing", nil, nil, &list); err != nil {
+					return err
+				}
+				return emit(c, asJSON, list, func(w io.Writer) error {
+					if len(list) == 0 {
+						fmt.Fprintln(w, "No pending pairing requests.")
+						return nil
+					}
+					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "CODE\tCHAT\tUSER\tNAME\tEXPIRES")
+					for _, p := range list {
+						fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", p.Code, p.ChatID, p.UserID, p.Name, time.Until(p.ExpiresAt).Round(time.Minute))
+					}
+					return tw.Flush()
+				})
+			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")
-	return cmd
-}
-
-func newPairingApproveCmd(g *globals) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
+	list.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")
+	approve := &cobra.Command{
 		Use:     "approve CODE",
-		Short:   "Approve a pairing code",
-		Long:    "Approve CODE (case-insensitive): its chat may talk to Tendril from now on.",
+		Short:   "Approve a pairing code: its chat may talk to Tendril from now on",
 		Example: "  tendril pairing approve K7QX3MZP",
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(c *cobra.Command, args []string) error {
 			code := strings.ToUpper(strings.TrimSpace(args[0]))
 			if len(code) != 8 {
 				return usagef("pairing code %q must be 8 characters", args[0])
 			}
-			_, st, err := openTelegramStore(g)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			p, err := st.ApprovePairing(cmd.Context(), code, time.Now())
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return json.NewEncoder(out).Encode(p)
-			}
-			fmt.Fprintf(out, "Approved %s: chat %d (%s) may now talk to Tendril.\n", p.Code, p.ChatID, p.Name)
-			return nil
+			return g.with(c, func(ctx context.Context, cn *conn) error {
+				var p telegram.Pairing
+				if err := cn.API(ctx, "POST", "/pairing/"+code+"/approve", nil, struct{}{}, &p); err != nil {
+					return err
+				}
+				return emit(c, asJSON, p, func(w io.Writer) error {
+					_, err := fmt.Fprintf(w, "Approved %s: chat %d (%s) may now talk to Tendril.\n", p.Code, p.ChatID, p.Name)
+					return err
+				})
+			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the approved request as JSON")
+	approve.Flags().BoolVar(&asJSON, "json", false, "print the approved request as JSON")
+	cmd.AddCommand(list, approve)
 	return cmd
 }

@@ -42,6 +42,14 @@ type RetrieveOptions struct {
 	// FallbackQuery replaces an empty message. Cron turns pass
 	// "tasks due: <task>" themselves.
 	FallbackQuery string
+	// NoStanding turns off the standing records: by default every Recall
+	// also returns the actor's explicit standing records (USER_PREFERENCE
+	// and PROCEDURAL in the long-term scope) whatever the query, because
+	// keyword search alone would miss "I only use organic fertiliser" when
+	// the user asks about aphids, yet that is what the answer must respect
+	// (the seed's fertiliser example). They are few per user
+	// (consolidation supersedes contradictions) and capped with the rest.
+	NoStanding bool
 	// Metrics, when set, is called after every Recall (e.g. to feed
 	// Prometheus retrieval latency and timeout counters).
 	Metrics func(RetrieveStats)
@@ -110,8 +118,9 @@ func (r *Retrieval) Recall(ctx context.Context, agentID, actorID, message string
 }
 
 type scopeResult struct {
-	hits []Hit
-	err  error
+	hits     []Hit
+	err      error
+	standing bool
 }
 
 func (r *Retrieval) search(ctx context.Context, agentID, actorID, query string) ([]Hit, error) {
@@ -120,7 +129,25 @@ func (r *Retrieval) search(ctx context.Context, agentID, actorID, query string) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
-	ch := make(chan scopeResult, len(r.opts.Scopes))
+	ch := make(chan scopeResult, len(r.opts.Scopes)+1)
+	n := len(r.opts.Scopes)
+	if !r.opts.NoStanding {
+		path, err := Namespace(DefaultLongTermTemplate, NamespaceVars{AgentID: agentID, ActorID: actorID})
+		if err != nil {
+			return nil, err
+		}
+		n++
+		go func() {
+			hits, err := r.store.Search(ctx, Query{NamespacePath: path, TopK: r.opts.TopK,
+				Strategies: []Strategy{StrategyUserPreference, StrategyProcedural}})
+			for i := range hits {
+				if hits[i].Explain == "" {
+					hits[i].Explain = "standing explicit record"
+				}
+			}
+			ch <- scopeResult{hits: hits, err: err, standing: true}
+		}()
+	}
 	for _, tmpl := range r.opts.Scopes {
 		path, err := Namespace(tmpl, NamespaceVars{AgentID: agentID, ActorID: actorID})
 		if err != nil {
@@ -128,11 +155,11 @@ func (r *Retrieval) search(ctx context.Context, agentID, actorID, query string) 
 		}
 		go func() {
 			hits, err := r.store.Search(ctx, Query{NamespacePath: path, Text: query, TopK: r.opts.TopK})
-			ch <- scopeResult{hits, err}
+			ch <- scopeResult{hits: hits, err: err}
 		}()
 	}
-	var all []Hit
-	for range r.opts.Scopes {
+	var all, standing []Hit
+	for range n {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -140,10 +167,16 @@ func (r *Retrieval) search(ctx context.Context, agentID, actorID, query string) 
 			if res.err != nil {
 				return nil, res.err
 			}
-			all = append(all, res.hits...)
+			if res.standing {
+				standing = res.hits
+			} else {
+				all = append(all, res.hits...)
+			}
 		}
 	}
+	// Standing records go first, then the query's hits by score.
 	sort.SliceStable(all, func(i, j int) bool { return all[i].Score > all[j].Score })
+	all = append(standing, all...)
 	seen := map[string]bool{}
 	uniq := all[:0]
 	for _, h := range all {

@@ -39,20 +39,17 @@ type Options struct {
 	// Shutdown begins.
 	ShutdownGrace time.Duration
 	Invoker       agent.Invoker
-	// Ready is called lazily on every invocation to re-check and
-	// re-establish dependencies (after SIGSTOP/SIGCONT, say). An error fails
-	// the invocation with INTERNAL_ERROR.
-	Ready   func(ctx context.Context) error
-	Tracker *Tracker
-	Metrics *metrics.Metrics
-	Logger  *slog.Logger
+	Tracker       *Tracker
+	Metrics       *metrics.Metrics
+	Logger        *slog.Logger
 }
 
 // Server is the HTTP runtime.
 type Server struct {
-	opt  Options
-	mux  *http.ServeMux
-	http *http.Server
+	opt   Options
+	mux   *http.ServeMux
+	http  *http.Server
+	local *http.Server
 }
 
 // ErrUnsafeAddr is returned by New for a non-loopback address without an
@@ -152,6 +149,29 @@ func (s *Server) Serve(l net.Listener) error {
 	return err
 }
 
+// localKey marks requests that arrived on the local management socket.
+type localKey struct{}
+
+// LocalHandler is the root handler for trusted local callers (the unix
+// socket in $TENDRIL_HOME, whose file mode admits only the home's owner,
+// and the CLI's in-process client): token and Host/Origin checks are
+// skipped because the caller already has the home's files.
+func (s *Server) LocalHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), localKey{}, true)))
+	})
+}
+
+// ServeLocal serves LocalHandler on l (a unix socket) until Shutdown.
+func (s *Server) ServeLocal(l net.Listener) error {
+	s.local = &http.Server{Handler: s.LocalHandler(), ReadHeaderTimeout: 10 * time.Second}
+	err := s.local.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
 // Listen opens the configured address.
 func (s *Server) Listen() (net.Listener, error) { return net.Listen("tcp", s.opt.Addr) }
 
@@ -160,7 +180,11 @@ func (s *Server) Listen() (net.Listener, error) { return net.Listen("tcp", s.opt
 func (s *Server) Shutdown(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opt.ShutdownGrace)
 	defer cancel()
-	return s.http.Shutdown(ctx)
+	var lerr error
+	if s.local != nil {
+		lerr = s.local.Shutdown(ctx)
+	}
+	return errors.Join(s.http.Shutdown(ctx), lerr)
 }
 
 // auth guards the API. With a token, requests need "Authorization: Bearer
@@ -169,6 +193,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // could reach the API through DNS rebinding or a cross-site form post.
 func (s *Server) auth(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if local, _ := r.Context().Value(localKey{}).(bool); local {
+			h.ServeHTTP(w, r)
+			return
+		}
 		if s.opt.AuthToken == "" {
 			if !loopbackHost(r.Host) {
 				writeError(w, http.StatusForbidden, "FORBIDDEN", "Host "+r.Host+" is not a loopback name; set TENDRIL_AUTH_TOKEN to serve other hosts")
@@ -231,13 +259,6 @@ func (s *Server) handleInvocations(w http.ResponseWriter, r *http.Request) {
 		s.countError(code)
 		writeError(w, status, code, msg)
 		return
-	}
-	if s.opt.Ready != nil {
-		if err := s.opt.Ready(r.Context()); err != nil {
-			s.countError("INTERNAL_ERROR")
-			writeError(w, http.StatusServiceUnavailable, "INTERNAL_ERROR", "dependency not ready: "+err.Error())
-			return
-		}
 	}
 	ctx, cancel := s.turnContext(r)
 	defer cancel()

@@ -1,4 +1,4 @@
-package main
+package assistant
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 )
 
 // openTestApp wires the real stores in a temp home against a fake model.
-func openTestApp(t *testing.T, fake *modeltest.Server) *app {
+func openTestApp(t *testing.T, fake *modeltest.Server) *Assistant {
 	t.Helper()
 	t.Setenv("TENDRIL_HOME", t.TempDir())
 	t.Setenv("MODEL_ID", "openai/gpt-test")
@@ -26,7 +26,7 @@ func openTestApp(t *testing.T, fake *modeltest.Server) *app {
 		t.Fatal(err)
 	}
 	cfg.Memory.LLMExtraction = false
-	a, err := openApp(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a, err := Open(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Owner: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestTurnRemembersExplicitPreferenceAcrossSessions(t *testing.T) {
 	ctx := context.Background()
 	turn := func(actor, session, msg string) string {
 		t.Helper()
-		res, err := a.agent.Invoke(ctx, agent.Request{Message: msg, ActorID: actor, SessionID: session, Channel: "telegram"})
+		res, err := a.Invoke(ctx, agent.Request{Message: msg, ActorID: actor, SessionID: session, Channel: "telegram"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +112,7 @@ func TestTurnAutoCompaction(t *testing.T) {
 	cfg.Memory.LLMExtraction = false
 	cfg.Model.ContextWindow = 200 // tokens: a few turns pass 0.8 × 200
 	cfg.Session.Compaction.KeepLast = 2
-	a, err := openApp(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a, err := Open(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Owner: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestTurnAutoCompaction(t *testing.T) {
 	ctx := context.Background()
 	for i := 0; i < 6; i++ {
 		msg := fmt.Sprintf("turn %d: I have a %s in the garden and I water it every morning before work.", i, []string{"fig", "rose", "lemon", "olive", "apple", "pear"}[i])
-		if _, err := a.agent.Invoke(ctx, agent.Request{Message: msg, ActorID: "api:c", SessionID: "long"}); err != nil {
+		if _, err := a.Invoke(ctx, agent.Request{Message: msg, ActorID: "api:c", SessionID: "long"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -151,4 +151,15 @@ func TestTurnAutoCompaction(t *testing.T) {
 	if len(nodes) == 0 || !strings.Contains(nodes[0].PlainText(), "turn 0:") {
 		t.Fatal("compaction rewrote history")
 	}
+}
+
+// allText flattens everything the model saw (system excluded).
+func allText(s modeltest.Seen) string {
+	var b strings.Builder
+	for _, m := range s.Messages {
+		for _, c := range m.Content {
+			b.WriteString(c.Text + "\n")
+		}
+	}
+	return b.String()
 }

@@ -1,4 +1,4 @@
-package main
+package assistant
 
 import (
 	"context"
@@ -147,7 +147,7 @@ func BenchmarkFullTurnOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	cfg.Memory.LLMExtraction = false
-	a, err := openApp(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a, err := Open(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Owner: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func BenchmarkFullTurnOverhead(b *testing.B) {
 				if i%2 == 1 {
 					actor = "api:b63"
 				}
-				_, err := a.agent.Invoke(ctx, agent.Request{Message: "how do I water the fig tomato?", ActorID: actor, SessionID: fmt.Sprintf("s%d-%s", i%c, actor)})
+				_, err := a.Invoke(ctx, agent.Request{Message: "how do I water the fig tomato?", ActorID: actor, SessionID: fmt.Sprintf("s%d-%s", i%c, actor)})
 				return err
 			})
 			if err != nil {

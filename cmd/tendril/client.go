@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tendrilai/tendril/internal/assistant"
+	"github.com/tendrilai/tendril/internal/mgmt"
+	"github.com/tendrilai/tendril/internal/runtime"
+)
+
+// conn is one CLI command's way to the application: the running server's
+// socket, or an in-process Assistant when no server runs. Both answer the
+// same management API.
+type conn struct {
+	*mgmt.Client
+	local *assistant.Assistant // nil when a server answers
+	close func()
+}
+
+// connect reaches the server on this home, or opens the stores itself
+// (holding the home lock so no server starts beside it). With host, an
+// in-process assistant also runs its approval watcher and serves the
+// socket, so other commands (approvals approve) reach it.
+func (g *globals) connect(ctx context.Context, host bool) (*conn, error) {
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	sock := filepath.Join(cfg.Home, mgmt.SocketName)
+	if cl, err := mgmt.DialSocket(ctx, sock); err == nil {
+		return &conn{Client: cl, close: func() {}}, nil
+	}
+	release, err := lockHome(cfg.Home)
+	for i := 0; err != nil && i < 25; i++ {
+		// Held, but the socket did not answer: a server is starting, or
+		// another command runs in-process; wait a little for either.
+		time.Sleep(200 * time.Millisecond)
+		if cl, derr := mgmt.DialSocket(ctx, sock); derr == nil {
+			return &conn{Client: cl, close: func() {}}, nil
+		}
+		release, err = lockHome(cfg.Home)
+	}
+	if err != nil {
+		return nil, err
+	}
+	log := newLogger(os.Stderr, slog.LevelWarn)
+	tr := runtime.NewTracker(nil)
+	a, err := assistant.Open(ctx, cfg, assistant.Options{Logger: log, Owner: true, Busy: tr})
+	if err != nil {
+		release()
+		return nil, err
+	}
+	srv, err := newServer(a, tr, "127.0.0.1:0", log)
+	if err != nil {
+		a.Close()
+		release()
+		return nil, err
+	}
+	c := &conn{Client: mgmt.InProcess(srv.LocalHandler()), local: a, close: func() { a.Close(); release() }}
+	if host {
+		if err := a.Start(ctx, assistant.StartOptions{}); err != nil {
+			c.close()
+			return nil, err
+		}
+		l, err := listenSocket(sock)
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		go srv.ServeLocal(l)
+		c.close = func() { srv.Shutdown(context.Background()); a.Close(); release() }
+	}
+	return c, nil
+}
+
+// listenSocket opens the management socket, replacing a stale file (the
+// caller holds the home lock, so no live server owns it).
+func listenSocket(path string) (net.Listener, error) {
+	os.Remove(path)
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("management socket %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// newServer builds the HTTP runtime over a with the management API and
+// the Telegram webhook mounted.
+func newServer(a *assistant.Assistant, tr *runtime.Tracker, addr string, log *slog.Logger) (*runtime.Server, error) {
+	cfg := a.Config()
+	srv, err := runtime.New(runtime.Options{
+		Addr: addr, AuthToken: cfg.AuthToken, MaxBodyBytes: cfg.MaxBodyBytes,
+		ShutdownGrace: cfg.ShutdownGrace.D(), Invoker: a, Metrics: a.Metrics(), Logger: log,
+		Tracker: tr,
+	})
+	if err != nil {
+		return nil, err
+	}
+	srv.Mount(mgmt.Prefix+"/", mgmt.Handler(a), true)
+	if tg := a.Telegram(); tg != nil {
+		// The webhook authenticates with its own secret header.
+		srv.Mount("POST /telegram/webhook", tg.Handler(), false)
+	}
+	return srv, nil
+}
+
+// with runs fn with a connection and maps API errors to exit statuses:
+// 400 is bad usage (2), anything else a failure (1).
+func (g *globals) with(c *cobra.Command, fn func(ctx context.Context, cn *conn) error) error {
+	cn, err := g.connect(c.Context(), false)
+	if err != nil {
+		return err
+	}
+	defer cn.close()
+	err = fn(c.Context(), cn)
+	var e *mgmt.Error
+	if errors.As(err, &e) && e.Status == http.StatusBadRequest {
+		return usageError{err}
+	}
+	return err
+}
+
+// emit prints v as JSON with --json, else runs text.
+func emit(c *cobra.Command, asJSON bool, v any, text func(w io.Writer) error) error {
+	if asJSON {
+		return writeJSON(c.OutOrStdout(), v)
+	}
+	return text(c.OutOrStdout())
+}

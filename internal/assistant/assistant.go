@@ -1,0 +1,268 @@
+// Package assistant is Tendril's application layer: the operations a user
+// or an operator performs — run a turn, decide an approval, forget an
+// actor, branch or clear a session, review staged memory, manage jobs, pair
+// a chat, open or close the YOLO window — over one set of stores.
+//
+// Every entry point calls it and none re-implements an operation: the HTTP
+// runtime and its management API, the Telegram channel, the scheduler, the
+// dashboard and (through the management API, or in-process when no server
+// runs) the CLI. It also owns the background work (extraction, scheduled
+// runs, Telegram workers, resumed turns) and stops and waits for all of it
+// in Close.
+package assistant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/agent"
+	"github.com/tendrilai/tendril/internal/approval"
+	"github.com/tendrilai/tendril/internal/channel/telegram"
+	"github.com/tendrilai/tendril/internal/config"
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/pipeline"
+	"github.com/tendrilai/tendril/internal/memory/sqlitestore"
+	"github.com/tendrilai/tendril/internal/metrics"
+	"github.com/tendrilai/tendril/internal/model"
+	"github.com/tendrilai/tendril/internal/schedule"
+	"github.com/tendrilai/tendril/internal/session"
+	"github.com/tendrilai/tendril/internal/state"
+	"github.com/tendrilai/tendril/internal/tool/mcp"
+)
+
+// Options configure Open.
+type Options struct {
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics // default metrics.New()
+	// Busy counts in-flight work for GET /ping (runtime.Tracker).
+	Busy interface{ Begin() func() }
+	// Owner is set by the process that owns the home (serve, or a CLI
+	// command with no server running): it saves tendril.json's approval
+	// rules to the ledger and applies session retention.
+	Owner bool
+	// Clock is the time source of the scheduler (tests); default real time.
+	Clock schedule.Clock
+}
+
+// Assistant is the wired application. Create it with Open, optionally
+// Start its background workers, and Close it.
+type Assistant struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	busy    interface{ Begin() func() }
+
+	sessions  session.Store
+	models    *model.Router
+	agent     *agent.Agent
+	memory    *sqlitestore.Store
+	retrieval *memory.Retrieval
+	pipeline  *pipeline.Pipeline
+	state     *state.Engine
+	gate      *approval.Gate
+	mcp       *mcp.Manager
+	scheduler *schedule.Scheduler
+	telegram  *telegram.Channel
+	tgStore   *telegram.Store // the channel's, or opened for forget/pairing without a bot
+
+	hub *hub
+
+	// Background work: bg is cancelled by Close after in-flight work has
+	// had ShutdownGrace to finish; wg counts every goroutine we start.
+	bg       context.Context
+	cancelBG context.CancelFunc
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	closing  bool
+	stops    []func()
+
+	closers []func() error
+}
+
+// Config returns the effective configuration.
+func (a *Assistant) Config() *config.Config { return a.cfg }
+
+// Metrics returns the process metrics.
+func (a *Assistant) Metrics() *metrics.Metrics { return a.metrics }
+
+// Sessions returns the session store.
+func (a *Assistant) Sessions() session.Store { return a.sessions }
+
+// Memory returns the memory store.
+func (a *Assistant) Memory() *sqlitestore.Store { return a.memory }
+
+// Gate returns the approval gate.
+func (a *Assistant) Gate() *approval.Gate { return a.gate }
+
+// State returns the internal-state engine.
+func (a *Assistant) State() *state.Engine { return a.state }
+
+// Scheduler returns the scheduler.
+func (a *Assistant) Scheduler() *schedule.Scheduler { return a.scheduler }
+
+// Telegram returns the Telegram channel, nil when no bot is configured.
+func (a *Assistant) Telegram() *telegram.Channel { return a.telegram }
+
+// ModelConfigured reports whether a text model is configured; when not,
+// every turn fails with model.ErrNotConfigured.
+func (a *Assistant) ModelConfigured() bool { return a.models.Configured() }
+
+// Invoke runs one turn for any channel: it re-checks dependencies first
+// (SPEC §1 readiness), counts the turn in flight and logs a failed turn
+// with its error code. Errors are those of agent.Agent.Invoke, or
+// ErrNotReady wrapped with the cause.
+func (a *Assistant) Invoke(ctx context.Context, req agent.Request) (*agent.Result, error) {
+	if a.isClosing() {
+		return nil, fmt.Errorf("%w: shutting down", ErrNotReady)
+	}
+	a.metrics.TurnsInFlight.Inc()
+	defer a.metrics.TurnsInFlight.Dec()
+	if err := a.Ready(ctx); err != nil {
+		a.log.Error("turn failed", "code", "INTERNAL_ERROR", "channel", req.Channel, "err", err)
+		return nil, err
+	}
+	res, err := a.agent.Invoke(ctx, req)
+	if err != nil {
+		a.log.Warn("turn failed", "code", agent.ErrorCode(err), "channel", req.Channel, "actor", req.ActorID, "err", err)
+	}
+	return res, err
+}
+
+// ErrNotReady: a dependency is gone and could not be re-established.
+var ErrNotReady = errors.New("not ready")
+
+// Ready re-checks dependencies lazily, the analogue of Sprout's
+// ensure_openclaw_ready() after a frozen container thaws: the home
+// directory must still exist (a volume can vanish) and the approval ledger
+// is re-read so decisions made while we were stopped are seen. MCP servers
+// are re-checked, and restarted, per turn by the tool source.
+func (a *Assistant) Ready(ctx context.Context) error {
+	if _, err := os.Stat(a.cfg.Home); err != nil {
+		return fmt.Errorf("%w: home %s: %v", ErrNotReady, a.cfg.Home, err)
+	}
+	if err := a.gate.Refresh(ctx); err != nil {
+		a.log.Warn("approval ledger refresh failed", "err", err)
+	}
+	return nil
+}
+
+func (a *Assistant) isClosing() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.closing
+}
+
+// goBackground runs fn on a goroutine owned by the assistant: Close waits
+// for it. It reports false (and does not run fn) once Close has begun.
+func (a *Assistant) goBackground(fn func(ctx context.Context)) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closing {
+		return false
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		fn(a.bg)
+	}()
+	return true
+}
+
+// StartOptions choose the background workers Start runs.
+type StartOptions struct {
+	Scheduler bool // run due jobs (and sync tendril.json's jobs)
+	Telegram  bool // process Telegram updates
+}
+
+// Start runs the background workers: memory extraction and the approval
+// watcher always, the scheduler and Telegram as chosen. Approvals decided
+// while no server ran resume now. Close stops them.
+func (a *Assistant) Start(ctx context.Context, so StartOptions) error {
+	a.pipeline.Start(a.bg)
+	a.stops = append(a.stops, a.pipeline.Stop)
+
+	if err := a.gate.Replay(ctx); err != nil {
+		a.log.Warn("replaying approvals decided while stopped failed", "err", err)
+	}
+	a.goBackground(a.watchLedger)
+
+	if so.Scheduler {
+		if err := a.scheduler.SyncConfigJobs(ctx, JobSpecs(a.cfg)); err != nil {
+			return fmt.Errorf("schedule.jobs: %w", err)
+		}
+		if err := a.scheduler.Start(a.bg); err != nil {
+			return err
+		}
+		a.stops = append(a.stops, a.scheduler.Stop)
+	}
+	if so.Telegram && a.telegram != nil {
+		if err := a.telegram.Start(a.bg); err != nil {
+			return err
+		}
+		a.stops = append(a.stops, func() {
+			sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownGrace.D())
+			defer cancel()
+			a.telegram.Stop(sctx)
+		})
+	}
+	return nil
+}
+
+// watchLedger re-reads the approval ledger every second so decisions
+// written by another process (an older CLI, a second instance) resume their
+// turns here; the gate fires OnDecision for each new one.
+func (a *Assistant) watchLedger(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := a.gate.Refresh(ctx); err != nil && ctx.Err() == nil {
+				a.log.Warn("approval ledger refresh failed", "err", err)
+			}
+		}
+	}
+}
+
+// Close stops the background workers, gives in-flight work (resumed turns)
+// up to shutdownGrace to finish, cancels what remains, waits for every
+// goroutine, then closes the stores in reverse order of opening.
+func (a *Assistant) Close() error {
+	a.mu.Lock()
+	if a.closing {
+		a.mu.Unlock()
+		return nil
+	}
+	a.closing = true
+	a.mu.Unlock()
+
+	for i := len(a.stops) - 1; i >= 0; i-- {
+		a.stops[i]()
+	}
+	done := make(chan struct{})
+	go func() { a.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(a.cfg.ShutdownGrace.D()):
+		a.log.Warn("background work still running after shutdownGrace; cancelling it")
+	}
+	a.cancelBG()
+	<-done
+	a.hub.close()
+
+	var errs []error
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		if err := a.closers[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	a.closers = nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,254 @@
+package assistant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/channel/telegram"
+	"github.com/tendrilai/tendril/internal/schedule"
+	"github.com/tendrilai/tendril/internal/schedule/reminders"
+	"github.com/tendrilai/tendril/internal/session"
+	"github.com/tendrilai/tendril/internal/state"
+	"github.com/tendrilai/tendril/internal/tool"
+)
+
+// SessionRow is one session in a listing.
+type SessionRow struct {
+	Key      string `json:"key"` // "<channel>:<id>"
+	AgentID  string `json:"agentId"`
+	Channel  string `json:"channel"`
+	ID       string `json:"id"`
+	Nodes    int    `json:"nodes"`
+	Branches int    `json:"branches"`
+	Leaf     string `json:"leaf"`
+	LastText string `json:"lastText"`
+}
+
+// ParseSessionKey parses "<channel>:<id>" for agentID ("" = the configured
+// agent). Errors wrap ErrInvalid.
+func (a *Assistant) ParseSessionKey(agentID, key string) (session.Key, error) {
+	k, err := session.ParseKey(a.agentID(agentID), key)
+	if err != nil {
+		return k, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return k, nil
+}
+
+// ListSessions lists the sessions of agentID ("" = configured agent).
+func (a *Assistant) ListSessions(ctx context.Context, agentID string) ([]SessionRow, error) {
+	keys, err := a.sessions.List(ctx, a.agentID(agentID))
+	if err != nil {
+		return nil, err
+	}
+	rows := []SessionRow{}
+	for _, k := range keys {
+		nodes, err := a.sessions.Nodes(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		br, err := session.Branches(ctx, a.sessions, k)
+		if err != nil {
+			return nil, err
+		}
+		r := SessionRow{Key: k.String(), AgentID: k.AgentID, Channel: k.Channel, ID: k.ID, Nodes: len(nodes), Branches: len(br)}
+		for _, b := range br {
+			if b.Active {
+				r.Leaf, r.LastText = b.LeafID, b.LastText
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// SessionTree is a whole session: every node, the active leaf and the
+// active path (root first).
+type SessionTree struct {
+	Key        string         `json:"key"`
+	Leaf       string         `json:"leaf"`
+	Nodes      []session.Node `json:"nodes"`
+	ActivePath []session.Node `json:"activePath"`
+}
+
+// ErrNoSession: the session has no nodes.
+var ErrNoSession = errors.New("no such session")
+
+// Session returns a session's tree. Errors: ErrNoSession, ErrInvalid.
+func (a *Assistant) Session(ctx context.Context, k session.Key) (SessionTree, error) {
+	nodes, err := a.sessions.Nodes(ctx, k)
+	if err != nil {
+		return SessionTree{}, err
+	}
+	if len(nodes) == 0 {
+		return SessionTree{}, fmt.Errorf("%w: %s for agent %s", ErrNoSession, k, k.AgentID)
+	}
+	leaf, err := a.sessions.Leaf(ctx, k)
+	if err != nil {
+		return SessionTree{}, err
+	}
+	path, err := a.sessions.Path(ctx, k, leaf, 0)
+	if err != nil {
+		return SessionTree{}, err
+	}
+	return SessionTree{Key: k.String(), Leaf: leaf, Nodes: nodes, ActivePath: path}, nil
+}
+
+// BranchFrom makes nodeID the active leaf of a session, so the next
+// message starts a new branch there (or switches to an existing leaf).
+func (a *Assistant) BranchFrom(ctx context.Context, k session.Key, nodeID string) error {
+	err := session.BranchFrom(ctx, a.sessions, k, nodeID)
+	if errors.Is(err, session.ErrNotFound) {
+		return fmt.Errorf("%w: %v", ErrNoSession, err)
+	}
+	return err
+}
+
+// ExportSession writes a session as json, jsonl or md to w.
+func (a *Assistant) ExportSession(ctx context.Context, k session.Key, format string, w io.Writer) error {
+	switch format {
+	case session.FormatJSON, session.FormatJSONL, session.FormatMD:
+	default:
+		return invalidf("format must be json, jsonl or md, not %q", format)
+	}
+	if _, err := a.Session(ctx, k); err != nil {
+		return err
+	}
+	return session.Export(ctx, a.sessions, k, format, w)
+}
+
+// ClearSessions deletes sessions for good: the given keys, or with all
+// every session of agentID. It returns the cleared keys.
+func (a *Assistant) ClearSessions(ctx context.Context, agentID string, keys []session.Key, all bool) ([]string, error) {
+	if all {
+		var err error
+		if keys, err = a.sessions.List(ctx, a.agentID(agentID)); err != nil {
+			return nil, err
+		}
+	}
+	cleared := []string{}
+	for _, k := range keys {
+		if err := a.sessions.Clear(ctx, k); err != nil {
+			if errors.Is(err, session.ErrNotFound) {
+				return cleared, fmt.Errorf("%w: %s for agent %s", ErrNoSession, k, k.AgentID)
+			}
+			return cleared, err
+		}
+		cleared = append(cleared, k.String())
+	}
+	return cleared, nil
+}
+
+// Jobs lists scheduled jobs (of one actor when actorID is set), earliest
+// next run first.
+func (a *Assistant) Jobs(ctx context.Context, actorID string) ([]schedule.Job, error) {
+	jobs, err := a.scheduler.List(ctx, schedule.Filter{ActorID: actorID})
+	if jobs == nil {
+		jobs = []schedule.Job{}
+	}
+	return jobs, err
+}
+
+// AddJob adds a job. Channel and chat default from the actor; a name is
+// unique per actor. Errors: ErrInvalid (bad spec, duplicate name).
+func (a *Assistant) AddJob(ctx context.Context, spec schedule.JobSpec) (schedule.Job, error) {
+	if spec.Task == "" || spec.ActorID == "" {
+		return schedule.Job{}, invalidf("a task and an actor are required")
+	}
+	ch, chat := reminders.ChatOf(tool.Call{Channel: spec.Channel, ActorID: spec.ActorID})
+	if spec.Channel == "" {
+		spec.Channel = ch
+	}
+	if spec.ChatID == "" {
+		spec.ChatID = chat
+	}
+	if spec.Source == "" {
+		spec.Source = schedule.SourceCLI
+	}
+	if spec.Name != "" {
+		same, err := a.scheduler.List(ctx, schedule.Filter{ActorID: spec.ActorID, Name: spec.Name})
+		if err != nil {
+			return schedule.Job{}, err
+		}
+		if len(same) > 0 {
+			return schedule.Job{}, invalidf("%s already has a job named %q (%s); remove it first or pick another name", spec.ActorID, spec.Name, same[0].ID)
+		}
+	}
+	j, err := a.scheduler.Add(ctx, spec)
+	if errors.Is(err, schedule.ErrBadSpec) {
+		return j, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return j, err
+}
+
+// ResolveJob finds a job by ID, or else by its unique name. Errors:
+// schedule.ErrNotFound, ErrInvalid (ambiguous name).
+func (a *Assistant) ResolveJob(ctx context.Context, ref string) (schedule.Job, error) {
+	j, err := a.scheduler.Get(ctx, ref)
+	if err == nil || !errors.Is(err, schedule.ErrNotFound) {
+		return j, err
+	}
+	named, err := a.scheduler.List(ctx, schedule.Filter{Name: ref})
+	if err != nil {
+		return schedule.Job{}, err
+	}
+	switch len(named) {
+	case 0:
+		return schedule.Job{}, fmt.Errorf("%w: no job with id or name %q", schedule.ErrNotFound, ref)
+	case 1:
+		return named[0], nil
+	}
+	return schedule.Job{}, invalidf("%d jobs are named %q; give the id", len(named), ref)
+}
+
+// RemoveJob removes a job by ID or unique name and returns it.
+func (a *Assistant) RemoveJob(ctx context.Context, ref string) (schedule.Job, error) {
+	j, err := a.ResolveJob(ctx, ref)
+	if err != nil {
+		return j, err
+	}
+	return j, a.scheduler.Remove(ctx, j.ID)
+}
+
+// RunJobNow makes a job due at once and wakes the scheduler of this
+// process (when it runs one; another instance sharing the store picks it
+// up at its next poll).
+func (a *Assistant) RunJobNow(ctx context.Context, ref string) (schedule.Job, error) {
+	j, err := a.ResolveJob(ctx, ref)
+	if err != nil {
+		return j, err
+	}
+	return a.scheduler.RunNow(ctx, j.ID)
+}
+
+// Pairings lists pending Telegram pairing codes.
+func (a *Assistant) Pairings(ctx context.Context) ([]telegram.Pairing, error) {
+	if a.tgStore == nil {
+		return []telegram.Pairing{}, nil
+	}
+	list, err := a.tgStore.ListPairings(ctx, time.Now())
+	if list == nil {
+		list = []telegram.Pairing{}
+	}
+	return list, err
+}
+
+// ApprovePairing approves a pairing code: its chat may talk to Tendril.
+func (a *Assistant) ApprovePairing(ctx context.Context, code string) (telegram.Pairing, error) {
+	if a.tgStore == nil {
+		return telegram.Pairing{}, ErrNoTelegram
+	}
+	return a.tgStore.ApprovePairing(ctx, code, time.Now())
+}
+
+// StateSnapshot returns an actor's internal state with decay applied.
+func (a *Assistant) StateSnapshot(ctx context.Context, actorID string) (state.Snapshot, error) {
+	return a.state.Snapshot(ctx, actorID)
+}
+
+// StateActors lists the actors with internal state.
+func (a *Assistant) StateActors(ctx context.Context) ([]string, error) {
+	return a.state.Actors(ctx)
+}
