@@ -53,9 +53,22 @@ type Result struct {
 // transaction when the store implements BatchPutter — so a crash leaves
 // all or (with BatchPutter) none of a batch, and the rerun merges.
 func (p *Pipeline) consolidateAll(ctx context.Context, actorID, ns string, cands []extract.Candidate, existing []memory.Record) ([]Result, error) {
+	b := newBatch()
+	out, err := p.consolidateInto(ctx, actorID, ns, cands, existing, b)
+	if err != nil {
+		return out, err
+	}
+	if err := b.flush(ctx, p.store); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// consolidateInto is consolidateAll collecting the writes in b, for the
+// caller to flush (under queue.guard).
+func (p *Pipeline) consolidateInto(ctx context.Context, actorID, ns string, cands []extract.Candidate, existing []memory.Record, b *batch) ([]Result, error) {
 	sortByTime(cands)
 	existing = append([]memory.Record(nil), existing...)
-	b := &batch{idx: map[string]int{}}
 	var out []Result
 	for _, c := range cands {
 		r, err := p.consolidate(ctx, actorID, ns, c, existing, b)
@@ -64,9 +77,6 @@ func (p *Pipeline) consolidateAll(ctx context.Context, actorID, ns string, cands
 		}
 		out = append(out, r)
 		existing = applyWritten(existing, r.written)
-	}
-	if err := b.flush(ctx, p.store); err != nil {
-		return out, err
 	}
 	return out, nil
 }
@@ -94,6 +104,8 @@ type batch struct {
 	recs []memory.Record
 	idx  map[string]int
 }
+
+func newBatch() *batch { return &batch{idx: map[string]int{}} }
 
 func (b *batch) put(_ context.Context, r memory.Record) (memory.Record, error) {
 	if i, ok := b.idx[r.ID]; ok {

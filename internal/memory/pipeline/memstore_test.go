@@ -213,6 +213,21 @@ func (s *rejectingStore) MarkRejected(_ context.Context, actorID, content string
 	return nil
 }
 
+// Forget drops the actor's hashes too, as memory.RejectionStore requires.
+func (s *rejectingStore) Forget(ctx context.Context, agentID, actorID string) error {
+	if err := s.memStore.Forget(ctx, agentID, actorID); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.rej {
+		if strings.HasPrefix(k, actorID+"\x00") {
+			delete(s.rej, k)
+		}
+	}
+	return nil
+}
+
 // listingStore adds the Lister and BatchPutter fast paths to memStore.
 type listingStore struct {
 	*memStore

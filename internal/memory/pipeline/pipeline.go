@@ -11,11 +11,17 @@
 // any point leaves the job to be claimed again when the lease expires.
 // Consolidation makes a rerun idempotent: the same candidate merges into
 // the record it already produced.
+//
+// Forget is immediate: it advances the actor's forget epoch while deleting
+// the actor's jobs and memory, and extraction writes commit only while the
+// epoch they started under is current, so no job queued or running before
+// a Forget re-learns what was forgotten.
 package pipeline
 
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -139,6 +145,9 @@ type Pipeline struct {
 
 	locks sync.Map // session key → *sync.Mutex: one extraction per session at a time
 
+	flightMu sync.Mutex
+	flights  map[string]map[*flight]struct{} // actor → extractions in progress here
+
 	notify chan struct{}
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -171,7 +180,7 @@ func New(store memory.Store, opts Options) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pipeline{store: store, opts: opts, q: q, notify: make(chan struct{}, 1)}, nil
+	return &Pipeline{store: store, opts: opts, q: q, notify: make(chan struct{}, 1), flights: map[string]map[*flight]struct{}{}}, nil
 }
 
 // Close stops the workers and closes the job database (not the store).
@@ -238,18 +247,26 @@ func (p *Pipeline) work(ctx context.Context, sweeper bool) {
 
 // RunOnce claims and runs one ready job. ran is false when none was ready.
 // A failed job is released for a retry with backoff and its error
-// returned.
+// returned. A job whose actor is forgotten while it runs is dropped
+// without writing anything (ran is true, err nil).
 func (p *Pipeline) RunOnce(ctx context.Context) (ran bool, err error) {
 	j, ok, err := p.q.claim(ctx, p.opts.Lease, p.opts.Now())
 	if err != nil || !ok {
 		return false, err
 	}
-	err = p.extractSession(ctx, j.AgentID, j.ActorID, j.SessionID, j.Reason == reasonIdle, func(cur sessionState, moved bool) error {
-		if err := p.q.complete(context.WithoutCancel(ctx), j, cur, moved); err != nil {
+	rctx, done := p.track(ctx, j.ActorID)
+	defer done()
+	err = p.extractSession(rctx, j.Epoch, j.AgentID, j.ActorID, j.SessionID, j.Reason == reasonIdle, func(tx *sql.Tx, cur sessionState, moved bool) error {
+		if err := completeTx(context.WithoutCancel(ctx), tx, j, cur, moved); err != nil {
 			return fmt.Errorf("complete extraction job %d: %w", j.ID, err)
 		}
 		return nil
 	})
+	if err != nil && (errors.Is(err, errForgotten) || errors.Is(context.Cause(rctx), errForgotten)) {
+		// Forget deleted the job with the actor's memory; nothing was written.
+		p.opts.Logger.Info("memory: extraction job dropped: actor forgotten", "job", j.ID, "actor", j.ActorID)
+		return true, nil
+	}
 	if err != nil {
 		if ferr := p.q.fail(context.WithoutCancel(ctx), j, err, p.opts.MaxAttempts, p.opts.Now()); ferr != nil {
 			return true, errors.Join(err, ferr)
@@ -257,6 +274,42 @@ func (p *Pipeline) RunOnce(ctx context.Context) (ran bool, err error) {
 		return true, fmt.Errorf("extraction job %d (%s/%s/%s, attempt %d): %w", j.ID, j.AgentID, j.ActorID, j.SessionID, j.Attempts, err)
 	}
 	return true, nil
+}
+
+// flight is one extraction in progress, cancelled by Forget of its actor.
+type flight struct{ cancel context.CancelCauseFunc }
+
+// track returns ctx made cancellable by Forget of actorID (with cause
+// errForgotten), and the func that ends the tracking.
+func (p *Pipeline) track(ctx context.Context, actorID string) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	f := &flight{cancel: cancel}
+	p.flightMu.Lock()
+	if p.flights[actorID] == nil {
+		p.flights[actorID] = map[*flight]struct{}{}
+	}
+	p.flights[actorID][f] = struct{}{}
+	p.flightMu.Unlock()
+	return ctx, func() {
+		p.flightMu.Lock()
+		delete(p.flights[actorID], f)
+		if len(p.flights[actorID]) == 0 {
+			delete(p.flights, actorID)
+		}
+		p.flightMu.Unlock()
+		cancel(nil)
+	}
+}
+
+// cancelFlights cancels the actor's extractions in progress in this
+// process: an extractor call (an LLM request) stops early. Their writes are
+// refused anyway (queue.guard); this only saves the work.
+func (p *Pipeline) cancelFlights(actorID string) {
+	p.flightMu.Lock()
+	defer p.flightMu.Unlock()
+	for f := range p.flights[actorID] {
+		f.cancel(errForgotten)
+	}
 }
 
 // SweepIdle enqueues idle jobs for sessions quiet for IdleAfter; the
@@ -276,12 +329,24 @@ func (p *Pipeline) wake() {
 	}
 }
 
-// Lag reports the extraction backlog for metrics: live (not dead) jobs
-// waiting or running, and the age of the oldest.
+// Depth reports the extraction backlog for metrics: jobs is the number of
+// live (not dead) jobs, queued, backing off after a failure, or running;
+// oldest is the age of the oldest of them by the pipeline's clock (0 when
+// there are none). Dead jobs, kept for inspection, are not counted. It
+// fails only when the job database cannot be read.
+func (p *Pipeline) Depth(ctx context.Context) (jobs int, oldest time.Duration, err error) {
+	n, age, err := p.q.lag(ctx, p.opts.Now())
+	if err != nil {
+		return 0, 0, fmt.Errorf("memory pipeline: extraction depth: %w", err)
+	}
+	return n, age, nil
+}
+
+// Lag is Depth with a 2 s timeout and the error logged (reported as 0, 0).
 func (p *Pipeline) Lag() (jobs int, oldest time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	n, age, err := p.q.lag(ctx, p.opts.Now())
+	n, age, err := p.Depth(ctx)
 	if err != nil {
 		p.opts.Logger.Warn("memory: extraction lag", "err", err)
 	}
@@ -357,18 +422,28 @@ func (p *Pipeline) RecordTurn(ctx context.Context, agentID, actorID, sessionID s
 // Flush runs extraction synchronously for the session's events not yet
 // extracted, and writes or updates its session summary. The session
 // compaction hook calls it before nodes are compacted.
+// A Flush overtaken by Forget of the actor writes nothing and returns nil.
 func (p *Pipeline) Flush(ctx context.Context, agentID, actorID, sessionID string) error {
 	for _, c := range [][2]string{{"agent", agentID}, {"actor", actorID}, {"session", sessionID}} {
 		if err := validID(c[0], c[1]); err != nil {
 			return err
 		}
 	}
-	err := p.extractSession(ctx, agentID, actorID, sessionID, true, func(cur sessionState, moved bool) error {
+	epoch, err := p.q.epoch(ctx, actorID)
+	if err != nil {
+		return fmt.Errorf("flush %s/%s: %w", actorID, sessionID, err)
+	}
+	ctx, done := p.track(ctx, actorID)
+	defer done()
+	err = p.extractSession(ctx, epoch, agentID, actorID, sessionID, true, func(tx *sql.Tx, cur sessionState, moved bool) error {
 		if !moved {
 			return nil
 		}
-		return p.q.setCursor(ctx, agentID, actorID, sessionID, cur)
+		return setCursorTx(ctx, tx, agentID, actorID, sessionID, cur)
 	})
+	if err != nil && (errors.Is(err, errForgotten) || errors.Is(context.Cause(ctx), errForgotten)) {
+		return nil // forgotten meanwhile: there is nothing left to flush
+	}
 	if err != nil {
 		return fmt.Errorf("flush %s/%s: %w", actorID, sessionID, err)
 	}
@@ -382,10 +457,13 @@ func (p *Pipeline) sessionLock(agentID, actorID, sessionID string) *sync.Mutex {
 }
 
 // extractSession extracts the events after the session's cursor and, when
-// summarize is set, refreshes the session summary. It then calls commit
-// with the new cursor (moved is false when there was nothing new), still
-// holding the session lock so cursors never move backwards.
-func (p *Pipeline) extractSession(ctx context.Context, agentID, actorID, sessionID string, summarize bool, commit func(cur sessionState, moved bool) error) error {
+// summarize is set, refreshes the session summary. It writes the records
+// and then calls commit with the new cursor (moved is false when there was
+// nothing new), both inside queue.guard for the actor's forget epoch as of
+// before the events were read: if the actor was forgotten since, nothing
+// is written and it returns errForgotten. It holds the session lock
+// throughout so cursors never move backwards.
+func (p *Pipeline) extractSession(ctx context.Context, epoch int64, agentID, actorID, sessionID string, summarize bool, commit func(tx *sql.Tx, cur sessionState, moved bool) error) error {
 	mu := p.sessionLock(agentID, actorID, sessionID)
 	mu.Lock()
 	defer mu.Unlock()
@@ -399,6 +477,7 @@ func (p *Pipeline) extractSession(ctx context.Context, agentID, actorID, session
 		return fmt.Errorf("events: %w", err)
 	}
 	fresh := eventsAfter(events, cur)
+	b := newBatch()
 	if len(fresh) > 0 {
 		cands, err := p.opts.Extractor.Extract(ctx, fresh)
 		if err != nil {
@@ -413,21 +492,27 @@ func (p *Pipeline) extractSession(ctx context.Context, agentID, actorID, session
 			if err != nil {
 				return err
 			}
-			if _, err := p.consolidateAll(ctx, actorID, ns, cands, existing); err != nil {
+			if _, err := p.consolidateInto(ctx, actorID, ns, cands, existing, b); err != nil {
 				return err
 			}
 		}
 	}
 	if summarize && len(events) > 0 {
-		if err := p.summarize(ctx, agentID, actorID, sessionID, events); err != nil {
+		if err := p.summarize(ctx, agentID, actorID, sessionID, events, b); err != nil {
 			return err
 		}
 	}
-	if len(fresh) == 0 {
-		return commit(cur, false)
+	next, moved := cur, false
+	if len(fresh) > 0 {
+		last := fresh[len(fresh)-1]
+		next, moved = sessionState{CursorID: last.ID, CursorTS: last.Timestamp}, true
 	}
-	last := fresh[len(fresh)-1]
-	return commit(sessionState{CursorID: last.ID, CursorTS: last.Timestamp}, true)
+	return p.q.guard(context.WithoutCancel(ctx), actorID, epoch, func(tx *sql.Tx) error {
+		if err := b.flush(ctx, p.store); err != nil {
+			return err
+		}
+		return commit(tx, next, moved)
+	})
 }
 
 // eventsAfter returns the events after the cursor: after the cursor event
@@ -467,10 +552,10 @@ func SummaryID(agentID, actorID, sessionID string) string {
 	return "sum_" + hex.EncodeToString(sum[:16])
 }
 
-// summarize writes or updates the session's SUMMARIZATION record (ID
-// SummaryID). A summary that was approved stays active; one that was
-// rejected or superseded is replaced only by different content.
-func (p *Pipeline) summarize(ctx context.Context, agentID, actorID, sessionID string, events []memory.Event) error {
+// summarize writes (to w) the new or updated SUMMARIZATION record of the
+// session (ID SummaryID). A summary that was approved stays active; one
+// that was rejected or superseded is replaced only by different content.
+func (p *Pipeline) summarize(ctx context.Context, agentID, actorID, sessionID string, events []memory.Event, w sink) error {
 	// A summary must not re-propose what the user rejected: leave out the
 	// utterances a rejected candidate came from.
 	kept := make([]memory.Event, 0, len(events))
@@ -514,7 +599,7 @@ func (p *Pipeline) summarize(ctx context.Context, agentID, actorID, sessionID st
 		if outcome == gate.Staged {
 			rec.Status = memory.StatusStaged
 		}
-		if _, err := p.store.Put(ctx, rec); err != nil {
+		if _, err := w.put(ctx, rec); err != nil {
 			return fmt.Errorf("put summary %s: %w", id, err)
 		}
 		return nil
@@ -536,7 +621,7 @@ func (p *Pipeline) summarize(ctx context.Context, agentID, actorID, sessionID st
 	old.Sources = unionStrings(nil, c.Sources)
 	old.Importance = score
 	old.UpdatedAt = now
-	if _, err := p.store.Put(ctx, old); err != nil {
+	if _, err := w.put(ctx, old); err != nil {
 		return fmt.Errorf("update summary %s: %w", id, err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -373,7 +374,7 @@ func TestDurableQueueSurvivesCrash(t *testing.T) {
 		}
 		// Crash again, this time after the records were written but before
 		// the job completed: the rerun must not duplicate them.
-		if err := f.p.extractSession(ctx, j2.AgentID, j2.ActorID, j2.SessionID, false, func(sessionState, bool) error {
+		if err := f.p.extractSession(ctx, j2.Epoch, j2.AgentID, j2.ActorID, j2.SessionID, false, func(*sql.Tx, sessionState, bool) error {
 			return errors.New("crash before commit")
 		}); err == nil {
 			t.Fatal("want the injected crash")

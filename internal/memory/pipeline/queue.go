@@ -35,7 +35,15 @@ type job struct {
 	Reason    string
 	Attempts  int
 	CreatedAt time.Time
+	// Epoch is the actor's forget epoch when the job was claimed (read in
+	// the claiming transaction); a forget since then makes its writes
+	// no-ops (queue.guard).
+	Epoch int64
 }
+
+// errForgotten reports that the actor was forgotten after the work began:
+// its writes were not made.
+var errForgotten = errors.New("memory pipeline: actor forgotten meanwhile")
 
 // session bookkeeping: the extraction cursor and the turn counter.
 type sessionState struct {
@@ -74,6 +82,13 @@ CREATE TABLE IF NOT EXISTS harvest (
 	actor_id  TEXT NOT NULL,
 	cursor_ts INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (agent_id, actor_id)
+);
+-- One row per actor ever forgotten: Forget increments epoch in the same
+-- transaction that deletes the actor's jobs, and every write of extraction
+-- runs in a transaction that first checks the epoch it started with.
+CREATE TABLE IF NOT EXISTS forgotten (
+	actor_id TEXT PRIMARY KEY,
+	epoch    INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS rejections (
 	actor_id   TEXT NOT NULL,
@@ -203,10 +218,17 @@ func (q *queue) enqueueIdle(ctx context.Context, idleAfter time.Duration, now ti
 }
 
 // claim leases the oldest ready job for lease; ok is false when none is.
+// The actor's forget epoch is read in the same transaction, so a job
+// claimed before a forget always carries the epoch that forget replaces.
 func (q *queue) claim(ctx context.Context, lease time.Duration, now time.Time) (job, bool, error) {
+	tx, err := q.db.BeginTx(ctx, nil)
+	if err != nil {
+		return job{}, false, fmt.Errorf("claim extraction job: %w", err)
+	}
+	defer tx.Rollback()
 	var j job
 	var created int64
-	err := q.db.QueryRowContext(ctx, `UPDATE jobs SET leased_until = ?, attempts = attempts + 1
+	err = tx.QueryRowContext(ctx, `UPDATE jobs SET leased_until = ?, attempts = attempts + 1
 		WHERE id = (SELECT id FROM jobs WHERE dead = 0 AND run_after <= ? AND leased_until <= ? ORDER BY id LIMIT 1)
 		RETURNING id, agent_id, actor_id, session_id, reason, attempts, created_at`,
 		ms(now.Add(lease)), ms(now), ms(now)).Scan(&j.ID, &j.AgentID, &j.ActorID, &j.SessionID, &j.Reason, &j.Attempts, &created)
@@ -216,27 +238,77 @@ func (q *queue) claim(ctx context.Context, lease time.Duration, now time.Time) (
 	if err != nil {
 		return job{}, false, fmt.Errorf("claim extraction job: %w", err)
 	}
+	if j.Epoch, err = epochTx(ctx, tx, j.ActorID); err != nil {
+		return job{}, false, fmt.Errorf("claim extraction job: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return job{}, false, fmt.Errorf("claim extraction job: %w", err)
+	}
 	j.CreatedAt = fromMS(created)
 	return j, true, nil
 }
 
-// complete deletes the job and moves the session's cursor in one
-// transaction.
-func (q *queue) complete(ctx context.Context, j job, cur sessionState, moved bool) error {
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// epochTx is the actor's forget epoch: 0 until the first forget.
+func epochTx(ctx context.Context, q querier, actorID string) (int64, error) {
+	var e int64
+	err := q.QueryRowContext(ctx, `SELECT epoch FROM forgotten WHERE actor_id = ?`, actorID).Scan(&e)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return e, err
+}
+
+// epoch reads the actor's forget epoch outside a transaction. Read it
+// before reading the events the work is based on.
+func (q *queue) epoch(ctx context.Context, actorID string) (int64, error) {
+	e, err := epochTx(ctx, q.db, actorID)
+	if err != nil {
+		return 0, fmt.Errorf("forget epoch of %s: %w", actorID, err)
+	}
+	return e, nil
+}
+
+// guard runs fn — the writes of work on actorID that began at epoch —
+// inside a write transaction of the job database that first checks the
+// actor's epoch; fn's queue changes go through tx and commit with it. When
+// the actor was forgotten since, fn does not run and guard returns
+// errForgotten. Forget takes the same write lock (SQLite's, so across
+// processes too), so a write either completes before a forget starts, and
+// the forget removes it, or sees the new epoch and is not made.
+//
+// fn must not use q.db: the pool has one connection, held by tx.
+func (q *queue) guard(ctx context.Context, actorID string, epoch int64, fn func(tx *sql.Tx) error) error {
 	tx, err := q.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
+	cur, err := epochTx(ctx, tx, actorID)
+	if err != nil {
+		return fmt.Errorf("forget epoch of %s: %w", actorID, err)
+	}
+	if cur != epoch {
+		return errForgotten
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// completeTx deletes the job and moves the session's cursor.
+func completeTx(ctx context.Context, tx *sql.Tx, j job, cur sessionState, moved bool) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE id = ?`, j.ID); err != nil {
 		return err
 	}
 	if moved {
-		if err := setCursorTx(ctx, tx, j.AgentID, j.ActorID, j.SessionID, cur); err != nil {
-			return err
-		}
+		return setCursorTx(ctx, tx, j.AgentID, j.ActorID, j.SessionID, cur)
 	}
-	return tx.Commit()
+	return nil
 }
 
 func setCursorTx(ctx context.Context, tx *sql.Tx, agentID, actorID, sessionID string, cur sessionState) error {
@@ -244,19 +316,6 @@ func setCursorTx(ctx context.Context, tx *sql.Tx, agentID, actorID, sessionID st
 		ON CONFLICT(agent_id, actor_id, session_id) DO UPDATE SET cursor_id = excluded.cursor_id, cursor_ts = excluded.cursor_ts`,
 		agentID, actorID, sessionID, cur.CursorID, cur.CursorTS.UnixNano())
 	return err
-}
-
-// setCursor moves a session's cursor outside a job (Flush).
-func (q *queue) setCursor(ctx context.Context, agentID, actorID, sessionID string, cur sessionState) error {
-	tx, err := q.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if err := setCursorTx(ctx, tx, agentID, actorID, sessionID, cur); err != nil {
-		return err
-	}
-	return tx.Commit()
 }
 
 // fail releases the job for a retry after a backoff of attempts² seconds
@@ -361,8 +420,8 @@ func (q *queue) harvestCursor(ctx context.Context, agentID, actorID string) (tim
 	return time.Unix(0, ts).UTC(), nil
 }
 
-func (q *queue) setHarvestCursor(ctx context.Context, agentID, actorID string, t time.Time) error {
-	_, err := q.db.ExecContext(ctx, `INSERT INTO harvest(agent_id, actor_id, cursor_ts) VALUES(?,?,?)
+func setHarvestCursorTx(ctx context.Context, tx *sql.Tx, agentID, actorID string, t time.Time) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO harvest(agent_id, actor_id, cursor_ts) VALUES(?,?,?)
 		ON CONFLICT(agent_id, actor_id) DO UPDATE SET cursor_ts = excluded.cursor_ts`, agentID, actorID, t.UnixNano())
 	return err
 }
@@ -378,18 +437,51 @@ func (q *queue) markRejected(ctx context.Context, actorID, hash string, now time
 	return err
 }
 
-// forget drops every row of the actor.
-func (q *queue) forget(ctx context.Context, actorID string) error {
+// forget makes the actor forgotten in one transaction: it increments the
+// actor's forget epoch, so that work begun before can no longer write
+// (guard), deletes every row of the actor — jobs (queued, running or dead),
+// session cursors and turn counters, harvest cursors, rejection hashes —
+// and, before committing, calls also(agents), where agents are the agents
+// the actor has rows with. also must not use q.db. An error from also
+// rolls everything back.
+func (q *queue) forget(ctx context.Context, actorID string, also func(agents []string) error) error {
 	tx, err := q.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO forgotten(actor_id, epoch) VALUES(?, 1)
+		ON CONFLICT(actor_id) DO UPDATE SET epoch = epoch + 1`, actorID); err != nil {
+		return err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT agent_id FROM sessions WHERE actor_id = ?1 UNION SELECT agent_id FROM harvest WHERE actor_id = ?1
+		UNION SELECT agent_id FROM jobs WHERE actor_id = ?1 ORDER BY 1`, actorID)
+	if err != nil {
+		return err
+	}
+	var agents []string
+	for rows.Next() {
+		var a string
+		if err := rows.Scan(&a); err != nil {
+			rows.Close()
+			return err
+		}
+		agents = append(agents, a)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
 	for _, s := range []string{
 		`DELETE FROM jobs WHERE actor_id = ?`, `DELETE FROM sessions WHERE actor_id = ?`,
 		`DELETE FROM harvest WHERE actor_id = ?`, `DELETE FROM rejections WHERE actor_id = ?`,
 	} {
 		if _, err := tx.ExecContext(ctx, s, actorID); err != nil {
+			return err
+		}
+	}
+	if also != nil {
+		if err := also(agents); err != nil {
 			return err
 		}
 	}

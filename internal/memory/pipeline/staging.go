@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sort"
@@ -185,9 +186,10 @@ func (p *Pipeline) WriteEpisodic(ctx context.Context, agentID, actorID, sessionI
 // Options.HarvestExtractor (rules by default, an LLM when configured),
 // through the gate and consolidation. Notes are read as the assistant's
 // words, so only third-person "the user …" statements in them count. n
-// counts new records, stored or
-// staged; duplicates of what turn extraction already wrote merge and are
-// not counted. It is safe to run repeatedly.
+// counts new records, stored or staged; duplicates of what turn extraction
+// already wrote merge and are not counted. It is safe to run repeatedly.
+// A Harvest overtaken by Forget of the actor writes nothing and returns 0,
+// nil.
 func (p *Pipeline) Harvest(ctx context.Context, agentID, actorID string) (n int, err error) {
 	if err := validID("agent", agentID); err != nil {
 		return 0, err
@@ -195,6 +197,17 @@ func (p *Pipeline) Harvest(ctx context.Context, agentID, actorID string) (n int,
 	if err := validID("actor", actorID); err != nil {
 		return 0, err
 	}
+	epoch, err := p.q.epoch(ctx, actorID)
+	if err != nil {
+		return 0, fmt.Errorf("harvest: %w", err)
+	}
+	ctx, done := p.track(ctx, actorID)
+	defer done()
+	defer func() {
+		if errors.Is(context.Cause(ctx), errForgotten) {
+			n, err = 0, nil // forgotten meanwhile: nothing was written
+		}
+	}()
 	since, err := p.q.harvestCursor(ctx, agentID, actorID)
 	if err != nil {
 		return 0, fmt.Errorf("harvest cursor: %w", err)
@@ -255,29 +268,73 @@ func (p *Pipeline) Harvest(ctx context.Context, agentID, actorID string) (n int,
 	if err != nil {
 		return 0, err
 	}
-	res, err := p.consolidateAll(ctx, actorID, ns, cands, existing)
+	b := newBatch()
+	res, err := p.consolidateInto(ctx, actorID, ns, cands, existing, b)
+	if err != nil {
+		return 0, fmt.Errorf("harvest: %w", err)
+	}
+	err = p.q.guard(ctx, actorID, epoch, func(tx *sql.Tx) error {
+		if err := b.flush(ctx, p.store); err != nil {
+			return err
+		}
+		if err := setHarvestCursorTx(ctx, tx, agentID, actorID, latest); err != nil {
+			return fmt.Errorf("harvest cursor: %w", err)
+		}
+		return nil
+	})
+	if errors.Is(err, errForgotten) {
+		return 0, nil // forgotten meanwhile: nothing was written
+	}
+	if err != nil {
+		return 0, fmt.Errorf("harvest: %w", err)
+	}
 	for _, r := range res {
 		if r.Outcome == OutcomeStored || r.Outcome == OutcomeStaged {
 			n++
 		}
 	}
-	if err != nil {
-		return n, fmt.Errorf("harvest: %w", err)
-	}
-	if err := p.q.setHarvestCursor(ctx, agentID, actorID, latest); err != nil {
-		return n, fmt.Errorf("harvest cursor: %w", err)
-	}
 	return n, nil
 }
 
-// Forget drops the pipeline's own rows for the actor — queued jobs,
-// cursors, harvest position and (when the store keeps none) rejection
-// hashes. Call it with memory.Store.Forget.
+// Forget forgets actorID as far as memory goes, at once: when it returns
+// nil, the actor has no queued, running or dead extraction jobs, session
+// cursors, harvest position or rejection hashes in the job database, and
+// memory.Store.Forget has removed the actor's events, records of every
+// status (staged ones included), rejection hashes kept by the store,
+// Markdown and index entries — for Options.AgentID and every agent the
+// actor has pipeline rows with (the embedded store forgets the actor under
+// every agent anyway). Calling memory.Store.Forget as well, before or
+// after, is harmless.
+//
+// No extraction, Flush or Harvest that began before Forget writes anything
+// for the actor afterwards, in this process or another one sharing the job
+// database: Forget advances the actor's forget epoch in the transaction
+// that deletes the rows and forgets the store, and every such write
+// commits only inside a write transaction of the job database that finds
+// the epoch unchanged. Forget does not wait for an extraction in progress
+// (an LLM call may take long): it cancels those of this process, whose
+// writes would be refused in any case, and the job is dropped.
+//
+// It fails with ErrInvalid for a bad actor ID, or with the database's or
+// the store's error, in which case the job database is unchanged (records
+// the store already removed stay removed) and Forget may be retried.
 func (p *Pipeline) Forget(ctx context.Context, actorID string) error {
 	if err := validID("actor", actorID); err != nil {
 		return err
 	}
-	return p.q.forget(ctx, actorID)
+	err := p.q.forget(ctx, actorID, func(agents []string) error {
+		for _, ag := range unionStrings([]string{p.opts.AgentID}, agents) {
+			if err := p.store.Forget(ctx, ag, actorID); err != nil {
+				return fmt.Errorf("forget memory of %s/%s: %w", ag, actorID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("memory pipeline: forget %s: %w", actorID, err)
+	}
+	p.cancelFlights(actorID)
+	return nil
 }
 
 // Gate exposes the thresholds in use, for the CLI and the dashboard.
