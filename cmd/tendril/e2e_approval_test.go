@@ -60,7 +60,7 @@ func TestE2EApprovalSurvivesRestart(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	var nodes []any
 	for time.Now().Before(deadline) {
-		sess := getJSON(t, p.URL+"/api/sessions/api/noa~s1")
+		sess := getJSON(t, p.URL+"/api/v1/sessions/api:noa~s1")
 		nodes, _ = sess["nodes"].([]any)
 		if len(nodes) >= 4 {
 			break
@@ -119,7 +119,7 @@ func TestE2EApprovalWhileStoppedResumesOnStart(t *testing.T) {
 	p = startServe(t, home, openAIEnv(fake)...)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		nodes, _ := getJSON(t, p.URL+"/api/sessions/api/ola~s2")["nodes"].([]any)
+		nodes, _ := getJSON(t, p.URL+"/api/v1/sessions/api:ola~s2")["nodes"].([]any)
 		if len(nodes) == 4 && nodes[3].(map[string]any)["content"] == "Carrots noted." {
 			break
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,8 +50,27 @@ func TestE2EForgetTakesEffectOnRunningServer(t *testing.T) {
 	if reqID == "" {
 		t.Fatalf("no pending approval: %v", out)
 	}
-	if _, e, code := runCLI(t, p.Home, nil, "memory", "forget", "--actor", "api:fo", "--sessions"); code != 0 {
+	// A scheduled job of the actor, and one of someone else.
+	for _, a := range []string{"api:fo", "api:other"} {
+		if _, e, code := runCLI(t, p.Home, nil, "cron", "add", "--name", "water", "--every", "24h", "--task", "water the figs", "--actor", a); code != 0 {
+			t.Fatalf("cron add: exit %d %s", code, e)
+		}
+	}
+	out2, e, code := runCLI(t, p.Home, nil, "memory", "forget", "--actor", "api:fo", "--sessions", "--json")
+	if code != 0 {
 		t.Fatalf("forget: exit %d %s", code, e)
+	}
+	var rep struct {
+		Remaining       int      `json:"remaining"`
+		JobsRemoved     int      `json:"jobs_removed"`
+		ApprovalsDenied int      `json:"approvals_denied"`
+		Sessions        []string `json:"sessions_removed"`
+	}
+	if err := json.Unmarshal([]byte(out2), &rep); err != nil || rep.Remaining != 0 || rep.JobsRemoved != 1 || rep.ApprovalsDenied != 1 || len(rep.Sessions) != 4 {
+		t.Fatalf("forget report: %v %s", err, out2)
+	}
+	if jobs, _, _ := runCLI(t, p.Home, nil, "cron", "list", "--json"); strings.Contains(jobs, `"api:fo"`) || !strings.Contains(jobs, `"api:other"`) {
+		t.Fatalf("cron list after forget:\n%s", jobs)
 	}
 	if pending, _, _ := runCLI(t, p.Home, nil, "approvals", "list", "--json"); strings.Contains(pending, reqID) {
 		t.Fatalf("the forgotten actor's request is still open:\n%s", pending)
@@ -58,13 +78,18 @@ func TestE2EForgetTakesEffectOnRunningServer(t *testing.T) {
 	if files, _ := filepath.Glob(filepath.Join(p.Home, "approvals", "resume", "*.json")); len(files) != 0 {
 		t.Fatalf("saved paused turns survive forget: %v", files)
 	}
-	time.Sleep(1500 * time.Millisecond) // past the store's once-a-second check for outside changes
-	for _, q := range []string{"what fertiliser should I buy?", "where do I live and do I use organic fertiliser?", "what is my cat's name?"} {
+	// The very next turn sees none of it, and 10 s later (extraction and
+	// index refreshes have had their chance to bring something back) still
+	// none.
+	for i, q := range []string{"what fertiliser should I buy?", "where do I live and do I use organic fertiliser?", "what is my cat's name?"} {
 		before = len(fake.Requests())
 		invoke(t, p.URL, map[string]any{"message": q, "actor_id": "api:fo", "session_id": "c"})
 		sys := strings.ToLower(fake.Requests()[before].System)
 		if block := memoryBlock(sys); strings.Contains(block, "organic") || strings.Contains(block, "busan") || strings.Contains(block, "zebulon") {
 			t.Fatalf("forgotten memory reached the model:\n%s", block)
+		}
+		if i == 0 {
+			time.Sleep(10 * time.Second)
 		}
 	}
 }

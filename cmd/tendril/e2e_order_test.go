@@ -28,7 +28,7 @@ func TestE2EOrderingAndParallelSessions(t *testing.T) {
 		}(i)
 	}
 	wg.Wait()
-	nodes := getJSON(t, p.URL+"/api/sessions/api/ord~one")["nodes"].([]any)
+	nodes := getJSON(t, p.URL+"/api/v1/sessions/api:ord~one")["nodes"].([]any)
 	if len(nodes) != 100 {
 		t.Fatalf("%d nodes stored, want 100", len(nodes))
 	}

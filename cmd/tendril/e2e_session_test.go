@@ -62,7 +62,7 @@ func TestE2EBranchesIsolateHistories(t *testing.T) {
 	}
 	say("root: I grow tomatoes")
 	say("trunk: they have blight")
-	sess := getJSON(t, p.URL+"/api/sessions/api/bea~garden")
+	sess := getJSON(t, p.URL+"/api/v1/sessions/api:bea~garden")
 	nodes := sess["nodes"].([]any)
 	if len(nodes) != 4 {
 		t.Fatalf("%d nodes", len(nodes))
@@ -70,7 +70,7 @@ func TestE2EBranchesIsolateHistories(t *testing.T) {
 	forkAt := nodes[1].(map[string]any)["id"].(string) // assistant reply to the root message
 	trunkLeaf := sess["leaf"].(string)
 
-	if st, out := postJSON(t, p.URL+"/api/sessions/api/bea~garden/branch", map[string]string{"from": forkAt}); st != 200 {
+	if st, out := postJSON(t, p.URL+"/api/v1/sessions/api:bea~garden/branch", map[string]string{"from": forkAt}); st != 200 {
 		t.Fatalf("branch: %d %v", st, out)
 	}
 	say("branch B: what about peppers?")
@@ -79,7 +79,7 @@ func TestE2EBranchesIsolateHistories(t *testing.T) {
 		t.Fatalf("branch B history leaks the trunk or lost the root:\n%s", seenB)
 	}
 
-	if st, out := postJSON(t, p.URL+"/api/sessions/api/bea~garden/leaf", map[string]string{"nodeId": trunkLeaf}); st != 200 {
+	if st, out := postJSON(t, p.URL+"/api/v1/sessions/api:bea~garden/branch", map[string]string{"from": trunkLeaf}); st != 200 {
 		t.Fatalf("switch leaf: %d %v", st, out)
 	}
 	say("branch A: and copper spray?")
@@ -93,7 +93,7 @@ func TestE2EBranchesIsolateHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 	p2 := startServe(t, p.Home, openAIEnv(fake)...)
-	sess = getJSON(t, p2.URL+"/api/sessions/api/bea~garden")
+	sess = getJSON(t, p2.URL+"/api/v1/sessions/api:bea~garden")
 	if n := len(sess["nodes"].([]any)); n != 8 {
 		t.Fatalf("after restart %d nodes, want 8", n)
 	}

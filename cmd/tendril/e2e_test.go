@@ -52,9 +52,10 @@ func TestE2ESecondServeOnOneHomeIsRefused(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "already running") {
 		t.Fatalf("second serve: exit %d %q", code, stderr)
 	}
-	// In-process turns would fork the server's conversations too.
+	// The CLI is the server's client: invoke beside it answers through it
+	// (here: the server has no model).
 	_, stderr, code = runCLI(t, home, nil, "invoke", "hello")
-	if code != 1 || !strings.Contains(stderr, "POST /invocations") {
+	if code != 1 || !strings.Contains(stderr, "MODEL_NOT_CONFIGURED") {
 		t.Fatalf("invoke beside serve: exit %d %q", code, stderr)
 	}
 }

@@ -194,7 +194,7 @@ afterwards and must find nothing.`,
 			}
 			var rep assistant.ForgetReport
 			err := api(c, "POST", "/memory/forget", nil, assistant.ForgetRequest{ActorID: actor, AgentID: agent, Sessions: sessions}, &rep, func(w io.Writer) error {
-				fmt.Fprintf(w, "forgot %s; verification search found %d items; removed %d jobs, %d sessions; denied %d approvals\n",
+				fmt.Fprintf(w, "forgot %s; verification search found %d items; removed %d job(s), %d session(s); denied %d approval(s)\n",
 					actor, rep.Remaining, rep.JobsRemoved, len(rep.SessionsRemoved), rep.ApprovalsDenied)
 				return nil
 			})

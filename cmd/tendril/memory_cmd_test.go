@@ -81,7 +81,7 @@ func TestMemoryCLI(t *testing.T) {
 		t.Fatalf("export missing semantic.md: %v", err)
 	}
 	out, err = runMemoryCLI(t, "--home", home, "memory", "forget", "--actor", "telegram:7", "--sessions")
-	if err != nil || !strings.Contains(out, "verification search found 0 items") || !strings.Contains(out, "removed 1 session files") {
+	if err != nil || !strings.Contains(out, "verification search found 0 items") || !strings.Contains(out, "1 session(s)") {
 		t.Fatalf("forget: %v\n%s", err, out)
 	}
 	if _, err := os.Stat(sessFile); !os.IsNotExist(err) {

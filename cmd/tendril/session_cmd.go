@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
@@ -47,7 +48,10 @@ $TENDRIL_HOME/agents/<agent>/sessions/, or in Redis when TENDRIL_REDIS_URL is se
 				if err := cn.API(ctx, "GET", "/sessions", q(), nil, &rows); err != nil {
 					return err
 				}
-				return emit(c, asJSON, rows, func(w io.Writer) error {
+				if asJSON {
+					return json.NewEncoder(c.OutOrStdout()).Encode(rows)
+				}
+				return emit(c, false, rows, func(w io.Writer) error {
 					if len(rows) == 0 {
 						fmt.Fprintln(w, "no sessions")
 					}

@@ -126,4 +126,3 @@ func printSnapshot(w io.Writer, s state.Snapshot) {
 		}
 	}
 }
-

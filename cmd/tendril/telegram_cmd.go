@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 	"text/tabwriter"

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tendrilai/tendril/internal/channel/telegram"
+	"github.com/tendrilai/tendril/internal/mgmt"
 	"github.com/tendrilai/tendril/internal/channel/telegram/telegramtest"
 )
 
@@ -40,7 +41,7 @@ func TestPairingCLI(t *testing.T) {
 	if err != nil || !strings.Contains(out, "chat 80001") {
 		t.Fatalf("approve: %q %v", out, err)
 	}
-	if _, err := runTendril(t, home, "pairing", "approve", p.Code); !errors.Is(err, telegram.ErrPairingNotFound) {
+	if _, err := runTendril(t, home, "pairing", "approve", p.Code); !mgmt.IsStatus(err, 404) {
 		t.Fatalf("approving twice: %v", err)
 	}
 	out, _ = runTendril(t, home, "pairing", "list")

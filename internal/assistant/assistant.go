@@ -186,6 +186,9 @@ func (a *Assistant) Start(ctx context.Context, so StartOptions) error {
 	a.pipeline.Start(a.bg)
 	a.stops = append(a.stops, a.pipeline.Stop)
 
+	// Only a started assistant resumes paused turns: a CLI command that
+	// decides in-process leaves the turn to the next server (Replay).
+	a.gate.OnDecision(a.onDecision)
 	if err := a.gate.Replay(ctx); err != nil {
 		a.log.Warn("replaying approvals decided while stopped failed", "err", err)
 	}

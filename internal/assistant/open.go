@@ -94,7 +94,6 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Assistant, er
 	if err := a.openTelegram(); err != nil {
 		return nil, err
 	}
-	a.gate.OnDecision(a.onDecision)
 	a.registerMetricSources()
 	ok = true
 	return a, nil

@@ -71,6 +71,8 @@ type SessionTree struct {
 	Leaf       string         `json:"leaf"`
 	Nodes      []session.Node `json:"nodes"`
 	ActivePath []session.Node `json:"activePath"`
+	// Branches has one entry per leaf, the active one marked.
+	Branches []session.Branch `json:"branches"`
 }
 
 // ErrNoSession: the session has no nodes.
@@ -93,7 +95,11 @@ func (a *Assistant) Session(ctx context.Context, k session.Key) (SessionTree, er
 	if err != nil {
 		return SessionTree{}, err
 	}
-	return SessionTree{Key: k.String(), Leaf: leaf, Nodes: nodes, ActivePath: path}, nil
+	br, err := session.Branches(ctx, a.sessions, k)
+	if err != nil {
+		return SessionTree{}, err
+	}
+	return SessionTree{Key: k.String(), Leaf: leaf, Nodes: nodes, ActivePath: path, Branches: br}, nil
 }
 
 // BranchFrom makes nodeID the active leaf of a session, so the next

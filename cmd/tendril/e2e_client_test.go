@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/model/modeltest"
+)
+
+// With a server running on the home, `tendril invoke` and `tendril chat`
+// answer through it (the server holds the home, so an in-process turn
+// could not run), and chat shows the reply of a turn that resumes after an
+// approval given from another terminal.
+func TestE2EInvokeAndChatThroughRunningServer(t *testing.T) {
+	fake := modeltest.NewOpenAI(t)
+	p := startServe(t, testHome(t), openAIEnv(fake)...)
+
+	fake.Push(modeltest.Reply{Text: "Hello from the server."})
+	out, stderr, code := runCLI(t, p.Home, nil, "invoke", "--actor", "cli:ana", "--json", "hi there")
+	if code != 0 {
+		t.Fatalf("invoke: exit %d %s", code, stderr)
+	}
+	var body map[string]any
+	if err := json.Unmarshal([]byte(out), &body); err != nil || body["ok"] != true || body["text"] != "Hello from the server." {
+		t.Fatalf("invoke --json: %v %q", err, out)
+	}
+	if len(fake.Requests()) != 1 {
+		t.Fatalf("the turn did not reach the server's model")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	chat := exec.CommandContext(ctx, tendrilBinary(t), "chat", "--actor", "cli:ana")
+	chat.Env = baseEnv(p.Home)
+	stdin, err := chat.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chatOut syncBuffer
+	chat.Stdout, chat.Stderr = &chatOut, &chatOut
+	if err := chat.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitOut := func(what string, re *regexp.Regexp) []string {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			if m := re.FindStringSubmatch(chatOut.String()); m != nil {
+				return m
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("chat never printed %s:\n%s\n--- server:\n%s", what, chatOut.String(), p.logs.String())
+		return nil
+	}
+	waitOut("its banner", regexp.MustCompile(`Tendril chat`))
+	fake.Push(modeltest.Reply{ToolCalls: []modeltest.ToolCall{{Name: "notes", Args: `{"action":"add","text":"buy seaweed feed"}`}}},
+		modeltest.Reply{Text: "Saved your note about seaweed feed."})
+	stdin.Write([]byte("please note: buy seaweed feed\n"))
+	m := waitOut("the approval prompt", regexp.MustCompile(`Approve request ([0-9A-Z]{26})`))
+	if _, e, code := runCLI(t, p.Home, nil, "approvals", "approve", m[1]); code != 0 {
+		t.Fatalf("approve: exit %d %s", code, e)
+	}
+	waitOut("the resumed reply", regexp.MustCompile(`\[resumed\] Saved your note about seaweed feed\.`))
+	stdin.Write([]byte("/quit\n"))
+	stdin.Close()
+	if err := chat.Wait(); err != nil {
+		t.Fatalf("chat: %v\n%s", err, chatOut.String())
+	}
+}
