@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/tendrilai/tendril/internal/channel/telegram"
-	"github.com/tendrilai/tendril/internal/mgmt"
 	"github.com/tendrilai/tendril/internal/channel/telegram/telegramtest"
+	"github.com/tendrilai/tendril/internal/mgmt"
 )
 
 func TestPairingCLI(t *testing.T) {
