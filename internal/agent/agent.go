@@ -30,7 +30,6 @@ type Options struct {
 	AgentID           string
 	MaxToolIterations int           // default 20
 	ToolTimeout       time.Duration // per tool call, default 30s
-	RetrieveTimeout   time.Duration // memory retrieval, default 3s
 	MaxTokens         int
 	Clock             func() time.Time
 	Logger            *slog.Logger
@@ -61,9 +60,6 @@ func New(opt Options, deps Deps) (*Agent, error) {
 	}
 	if opt.ToolTimeout <= 0 {
 		opt.ToolTimeout = 30 * time.Second
-	}
-	if opt.RetrieveTimeout <= 0 {
-		opt.RetrieveTimeout = 3 * time.Second
 	}
 	if opt.MaxTokens <= 0 {
 		opt.MaxTokens = 4096

@@ -59,34 +59,21 @@ func (a *Agent) preTurn(ctx context.Context, req Request, key session.Key) (*tur
 	return t, nil
 }
 
-// retrieve runs memory retrieval under the retrieve timeout. Any failure
-// yields no memory: the turn never fails because of memory (SPEC §4.6).
+// retrieve asks the retrieval component for the actor's memory. It owns
+// the fallback query for an empty message, the timeout, metrics and the
+// never-fail rule (SPEC §4.6); a Retriever that does fail anyway yields no
+// memory. Cron turns search for the tasks that are due.
 func (a *Agent) retrieve(ctx context.Context, req Request) []memory.Hit {
 	if a.deps.Retriever == nil {
 		return nil
 	}
-	query := strings.TrimSpace(req.Message)
-	switch {
-	case req.InvocationType == "cron":
+	query := req.Message
+	if req.InvocationType == "cron" {
 		query = "tasks due: " + query
-	case query == "":
-		query = "what do I know about this user: preferences, facts, plants, instructions"
 	}
-	rctx, cancel := context.WithTimeout(ctx, a.opt.RetrieveTimeout)
-	defer cancel()
-	start := time.Now()
-	hits, err := a.deps.Retriever.Recall(rctx, a.opt.AgentID, req.ActorID, query)
-	if a.opt.Metrics != nil {
-		a.opt.Metrics.RetrievalDuration.Observe(time.Since(start).Seconds())
-	}
-	if err == nil && rctx.Err() != nil {
-		err = rctx.Err()
-	}
+	hits, err := a.deps.Retriever.Recall(ctx, a.opt.AgentID, req.ActorID, query)
 	if err != nil {
 		a.opt.Logger.Warn("memory retrieval failed; continuing without memory", "actor", req.ActorID, "err", err)
-		if a.opt.Metrics != nil {
-			a.opt.Metrics.RetrievalTimeouts.Inc()
-		}
 		return nil
 	}
 	return hits

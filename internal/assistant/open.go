@@ -81,7 +81,6 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Assistant, er
 		AgentID:           cfg.AgentID,
 		MaxToolIterations: cfg.Agent.MaxToolIterations,
 		ToolTimeout:       cfg.Agent.ToolTimeout.D(),
-		RetrieveTimeout:   cfg.Memory.RetrieveTimeout.D(),
 		MaxTokens:         cfg.Model.MaxTokens,
 		Logger:            a.log,
 		Metrics:           a.metrics,
@@ -190,7 +189,13 @@ func (a *Assistant) openMemory(router *model.Router) error {
 	}
 	a.pipeline = p
 	a.closers = append(a.closers, p.Close)
-	a.retrieval = memory.NewRetriever(st, memory.RetrieveOptions{TopK: cfg.Memory.TopK, Timeout: cfg.Memory.RetrieveTimeout.D(), Logger: a.log})
+	a.retrieval = memory.NewRetriever(st, memory.RetrieveOptions{TopK: cfg.Memory.TopK, Timeout: cfg.Memory.RetrieveTimeout.D(), Logger: a.log,
+		Metrics: func(s memory.RetrieveStats) {
+			a.metrics.RetrievalDuration.Observe(s.Duration.Seconds())
+			if s.Failed {
+				a.metrics.RetrievalTimeouts.Inc()
+			}
+		}})
 	return nil
 }
 
