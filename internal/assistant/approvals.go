@@ -51,30 +51,11 @@ func (a *Assistant) onDecision(req approval.Request, approved bool) {
 	if len(req.Resume) == 0 {
 		return
 	}
-	payload, err := a.gate.LoadResume(req)
-	if err != nil {
-		a.log.Warn("paused turn cannot resume: its saved state is missing", "request", req.ID, "err", err)
-		return
+	reason := ""
+	if !approved {
+		reason = "denied by " + req.DecidedBy
 	}
-	started := a.goBackground(func(bg context.Context) {
-		defer a.gate.DropResume(req)
-		defer a.busy.Begin()()
-		ctx, cancel := context.WithTimeout(bg, ResumeTimeout)
-		defer cancel()
-		reason := ""
-		if !approved {
-			reason = "denied by " + req.DecidedBy
-		}
-		res, err := a.agent.Resume(ctx, req.ID, approved, reason, payload)
-		if err != nil {
-			a.log.Warn("paused turn did not resume", "request", req.ID, "code", agent.ErrorCode(err), "err", err)
-			return
-		}
-		a.log.Info("paused turn resumed", "request", req.ID, "approved", approved, "session", res.SessionID)
-	})
-	if !started {
-		a.log.Info("shutting down: the paused turn resumes at the next start", "request", req.ID)
-	}
+	a.resume(req, approved, reason)
 }
 
 // Deliver implements agent.Deliverer for turns that finish outside the

@@ -70,7 +70,9 @@ type Assistant struct {
 	telegram  *telegram.Channel
 	tgStore   *telegram.Store // the channel's, or opened for forget/pairing without a bot
 
-	hub *hub
+	hub       *hub
+	paused    *paused
+	closedIDs map[string]bool // paused turns closed or resumed (guarded by mu)
 
 	// Background work: bg is cancelled by Close after in-flight work has
 	// had ShutdownGrace to finish; wg counts every goroutine we start.
@@ -125,6 +127,17 @@ func (a *Assistant) Invoke(ctx context.Context, req agent.Request) (*agent.Resul
 	if err := a.Ready(ctx); err != nil {
 		a.log.Error("turn failed", "code", "INTERNAL_ERROR", "channel", req.Channel, "err", err)
 		return nil, err
+	}
+	channel := req.Channel
+	if channel == "" {
+		channel = "api"
+	}
+	key := agent.SessionOwner(req.ActorID, channel)
+	if req.SessionID != "" {
+		key += agent.SessionSep + req.SessionID
+	}
+	if err := a.waitPaused(ctx, channel, key); err != nil {
+		return nil, fmt.Errorf("wait for the paused turn of this session: %w", err)
 	}
 	res, err := a.agent.Invoke(ctx, req)
 	if err != nil {
@@ -230,6 +243,7 @@ func (a *Assistant) watchLedger(ctx context.Context) {
 			if err := a.gate.Refresh(ctx); err != nil && ctx.Err() == nil {
 				a.log.Warn("approval ledger refresh failed", "err", err)
 			}
+			a.closeExpired(ctx)
 		}
 	}
 }

@@ -50,7 +50,8 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Assistant, er
 	if opts.Busy == nil {
 		opts.Busy = noBusy{}
 	}
-	a := &Assistant{cfg: cfg, log: opts.Logger, metrics: opts.Metrics, busy: opts.Busy, hub: newHub()}
+	a := &Assistant{cfg: cfg, log: opts.Logger, metrics: opts.Metrics, busy: opts.Busy, hub: newHub(),
+		paused: newPaused(), closedIDs: map[string]bool{}}
 	a.bg, a.cancelBG = context.WithCancel(context.Background())
 	ok := false
 	defer func() {

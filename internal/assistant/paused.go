@@ -1,0 +1,183 @@
+package assistant
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/agent"
+	"github.com/tendrilai/tendril/internal/approval"
+)
+
+// A paused turn owns its session until it is approved, denied or expired
+// (SPEC §5, §6.3): a new message to that session waits behind it and is
+// answered as its own turn afterwards, so it is never merged into the
+// paused message and never re-opens the same call. An expired request is
+// closed like a denied one, with a stored "not approved: expired" tool
+// result, so the tree stays well formed.
+//
+// A request blocks its session while its saved paused turn exists: the
+// file is dropped when the resume (or the close) finishes.
+
+// paused tracks resumes in flight and wakes waiting turns when one ends.
+type paused struct {
+	mu      sync.Mutex
+	running map[string]bool // request IDs being resumed or closed
+	changed chan struct{}   // closed and replaced when a resume ends
+}
+
+func newPaused() *paused {
+	return &paused{running: map[string]bool{}, changed: make(chan struct{})}
+}
+
+// begin marks a request as being resumed; false if it already is.
+func (p *paused) begin(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running[id] {
+		return false
+	}
+	p.running[id] = true
+	return true
+}
+
+func (p *paused) end(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.running, id)
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+func (p *paused) wait() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.changed
+}
+
+// waitPaused blocks until no paused turn owns the session (channel, id):
+// approved and denied ones are resumed by onDecision, expired ones are
+// closed here. A decision made by another process is seen within the
+// ledger watcher's second.
+func (a *Assistant) waitPaused(ctx context.Context, channel, sessionID string) error {
+	for {
+		blocking := false
+		reqs, err := a.gate.List(ctx)
+		if err != nil {
+			return err
+		}
+		for _, r := range reqs {
+			if r.SessionID != sessionID || r.Channel != channel || len(r.Resume) == 0 {
+				continue
+			}
+			if _, err := a.gate.LoadResume(r); err != nil {
+				continue // resumed, closed or forgotten
+			}
+			switch r.Status {
+			case approval.StatusPending, approval.StatusApproved:
+				blocking = true
+			case approval.StatusExpired, approval.StatusInvalidated, approval.StatusRejected:
+				a.closePaused(r, "the approval request "+string(r.Status))
+				blocking = true
+			default:
+				// Denied or executed but not yet resumed here (decided by
+				// another process before we saw it): Refresh fires it.
+				blocking = true
+			}
+		}
+		if !blocking {
+			return nil
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-a.paused.wait():
+		case <-t.C:
+			if err := a.gate.Refresh(ctx); err != nil {
+				a.log.Warn("approval ledger refresh failed", "err", err)
+			}
+		}
+		t.Stop()
+	}
+}
+
+// closeExpired closes every paused turn whose request expired (or was
+// invalidated) without a decision; the ledger watcher calls it.
+func (a *Assistant) closeExpired(ctx context.Context) {
+	reqs, err := a.gate.List(ctx)
+	if err != nil {
+		return
+	}
+	for _, r := range reqs {
+		switch r.Status {
+		case approval.StatusExpired, approval.StatusInvalidated, approval.StatusRejected:
+		default:
+			continue
+		}
+		if len(r.Resume) == 0 || a.closed(r.ID) {
+			continue
+		}
+		if _, err := a.gate.LoadResume(r); err != nil {
+			a.markClosed(r.ID)
+			continue
+		}
+		a.closePaused(r, "the approval request "+string(r.Status))
+	}
+}
+
+func (a *Assistant) closed(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.closedIDs[id]
+}
+
+func (a *Assistant) markClosed(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closedIDs[id] = true
+}
+
+// closePaused ends a paused turn whose request can no longer be approved:
+// the pending call gets the tool result "not approved: <why>" and the
+// model finishes the turn.
+func (a *Assistant) closePaused(req approval.Request, why string) {
+	a.resume(req, false, why)
+}
+
+// resume continues (approved) or closes (not approved, with reason) the
+// paused turn of req on a goroutine the assistant owns; a request is
+// resumed at most once at a time, and its saved turn is dropped after.
+func (a *Assistant) resume(req approval.Request, approved bool, reason string) {
+	payload, err := a.gate.LoadResume(req)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			a.log.Warn("paused turn cannot resume: its saved state is unreadable", "request", req.ID, "err", err)
+		}
+		return
+	}
+	if !a.paused.begin(req.ID) {
+		return
+	}
+	started := a.goBackground(func(bg context.Context) {
+		defer a.paused.end(req.ID)
+		defer a.markClosed(req.ID)
+		defer a.gate.DropResume(req)
+		defer a.busy.Begin()()
+		ctx, cancel := context.WithTimeout(bg, ResumeTimeout)
+		defer cancel()
+		res, err := a.agent.Resume(ctx, req.ID, approved, reason, payload)
+		if err != nil {
+			a.log.Warn("paused turn did not resume", "request", req.ID, "code", agent.ErrorCode(err), "err", err)
+			return
+		}
+		a.log.Info("paused turn finished", "request", req.ID, "approved", approved, "reason", reason, "session", res.SessionID)
+	})
+	if !started {
+		a.paused.end(req.ID)
+		a.log.Info("shutting down: the paused turn resumes at the next start", "request", req.ID)
+	}
+}
