@@ -189,7 +189,12 @@ func TestE2ESIGSTOPSIGCONTAndMetrics(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`tendril_turn_duration_seconds_count{channel="api",outcome="ok"} 2`, "tendril_model_duration_seconds_bucket", "tendril_memory_retrieval_duration_seconds"} {
+	// The live gauges: nothing in flight now, the queues sampled at scrape
+	// time, and the one actor counted at its breaker level.
+	for _, want := range []string{`tendril_turn_duration_seconds_count{channel="api",outcome="ok"} 2`, "tendril_model_duration_seconds_bucket",
+		"tendril_memory_retrieval_duration_seconds", "tendril_turns_in_flight 0", `tendril_queue_depth{queue="extraction"}`,
+		`tendril_queue_depth{queue="schedule"} 0`, `tendril_queue_depth{queue="resume"} 0`, "tendril_memory_extraction_lag_seconds",
+		`tendril_breaker_actors{level="NORMAL"} 1`, `tendril_breaker_actors{level="CRITICAL"} 0`} {
 		if !strings.Contains(string(body), want) {
 			t.Fatalf("/metrics lacks %q", want)
 		}

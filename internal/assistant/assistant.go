@@ -78,6 +78,9 @@ type Assistant struct {
 	// had ShutdownGrace to finish; wg counts every goroutine we start.
 	bg       context.Context
 	cancelBG context.CancelFunc
+	// stopping ends the watchers as soon as Close begins.
+	stopping   context.Context
+	cancelStop context.CancelFunc
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	closing  bool
@@ -205,7 +208,7 @@ func (a *Assistant) Start(ctx context.Context, so StartOptions) error {
 	if err := a.gate.Replay(ctx); err != nil {
 		a.log.Warn("replaying approvals decided while stopped failed", "err", err)
 	}
-	a.goBackground(a.watchLedger)
+	a.goBackground(func(context.Context) { a.watchLedger(a.stopping) })
 
 	if so.Scheduler {
 		if err := a.scheduler.SyncConfigJobs(ctx, JobSpecs(a.cfg)); err != nil {
@@ -259,6 +262,7 @@ func (a *Assistant) Close() error {
 	}
 	a.closing = true
 	a.mu.Unlock()
+	a.cancelStop()
 
 	for i := len(a.stops) - 1; i >= 0; i-- {
 		a.stops[i]()

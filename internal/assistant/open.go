@@ -53,6 +53,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Assistant, er
 	a := &Assistant{cfg: cfg, log: opts.Logger, metrics: opts.Metrics, busy: opts.Busy, hub: newHub(),
 		paused: newPaused(), closedIDs: map[string]bool{}}
 	a.bg, a.cancelBG = context.WithCancel(context.Background())
+	a.stopping, a.cancelStop = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
 		if !ok {
