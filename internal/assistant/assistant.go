@@ -81,10 +81,10 @@ type Assistant struct {
 	// stopping ends the watchers as soon as Close begins.
 	stopping   context.Context
 	cancelStop context.CancelFunc
-	wg       sync.WaitGroup
-	mu       sync.Mutex
-	closing  bool
-	stops    []func()
+	wg         sync.WaitGroup
+	mu         sync.Mutex
+	closing    bool
+	stops      []func()
 
 	closers []func() error
 }

@@ -58,23 +58,51 @@ func LimitsFor(chatType string) Limits { return DefaultContextConfig().For(chatT
 
 // Token estimate constants; see EstimateTokens.
 const (
-	tokensPerNode  = 4
-	tokensPerImage = 1600
+	// TokensPerNode is the framing cost of one node or model message (role
+	// and delimiters).
+	TokensPerNode = 4
+	// TokensPerImage is the cost of one image block (Anthropic's figure for
+	// a ~1.15 megapixel image).
+	TokensPerImage = 1600
 )
 
 // EstimateTokens estimates a node's tokens without a tokenizer:
 //
 //	4 per node (role and framing)
-//	+ ceil(r/4) where r counts runes outside CJK scripts (about 4 characters
+//	+ EstimateText of its text, block texts, tool names and tool inputs
+//	+ 1600 per image block (Anthropic's figure for a ~1.15 megapixel image)
+//
+// It is the one token estimate of the project: compaction (ShouldCompact),
+// context limits (BuildContext) and the agent's request budget (system
+// prompt, memory block, tool definitions, messages) all use it or
+// EstimateText, so what compaction counts is what the request budget
+// counts. The providers expose no tokenizer, so there is no better one.
+func EstimateTokens(n Node) int {
+	parts := make([]string, 0, 1+3*len(n.Blocks))
+	parts = append(parts, n.Text)
+	images := 0
+	for _, b := range n.Blocks {
+		parts = append(parts, b.Text, b.Name, string(b.Input))
+		if b.Type == BlockImage {
+			images++
+		}
+	}
+	return TokensPerNode + EstimateText(parts...) + images*TokensPerImage
+}
+
+// EstimateText estimates the tokens of the concatenation of parts, with no
+// framing:
+//
+//	ceil(r/4) where r counts runes outside CJK scripts (about 4 characters
 //	  per token for Latin text in BPE tokenizers)
 //	+ 1 per CJK rune (Han, Hiragana, Katakana, Hangul: these usually cost at
 //	  least a token each)
-//	+ 1600 per image block (Anthropic's figure for a ~1.15 megapixel image)
 //
-// Text, tool names, tool inputs and tool results all count as text.
-func EstimateTokens(n Node) int {
+// EstimateText(a, b) ≤ EstimateText(a) + EstimateText(b), so summing the
+// estimates of pieces never undercounts their concatenation.
+func EstimateText(parts ...string) int {
 	other, cjk := 0, 0
-	count := func(s string) {
+	for _, s := range parts {
 		for _, r := range s {
 			if r < utf8.RuneSelf {
 				other++
@@ -85,17 +113,7 @@ func EstimateTokens(n Node) int {
 			}
 		}
 	}
-	images := 0
-	count(n.Text)
-	for _, b := range n.Blocks {
-		count(b.Text)
-		count(b.Name)
-		count(string(b.Input))
-		if b.Type == BlockImage {
-			images++
-		}
-	}
-	return tokensPerNode + (other+3)/4 + cjk + images*tokensPerImage
+	return (other+3)/4 + cjk
 }
 
 // EstimateNodesTokens sums EstimateTokens over nodes.

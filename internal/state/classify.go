@@ -13,21 +13,27 @@ import (
 
 // Stimulus is one classified user message.
 type Stimulus struct {
+	// Category is one of Categories, or Neutral when the message carries no
+	// emotional cue at all (greetings, acknowledgements, bare thanks, plain
+	// questions and statements).
 	Category Category `json:"category"`
-	// Intensity is in (0,1].
+	// Intensity is in (0,1]; 0 for Neutral.
 	Intensity float64 `json:"intensity"`
 	// Cues are the matched rule phrases, for explaining the result.
 	Cues []string `json:"cues,omitempty"`
-	// Ambiguous is true when no rule matched or positive and negative cues
-	// scored equally; the category is then Uncertainty.
+	// Ambiguous is true when positive and negative cues scored nearly
+	// equally (mixed signals); the category is then Uncertainty.
 	Ambiguous bool `json:"ambiguous,omitempty"`
 }
 
-// Intensity bounds and the weight of an unmatched (ambiguous) message.
+// IsNeutral reports whether s is the no-stimulus result of a message with
+// no emotional cue. Applying it counts a turn and moves no value.
+func (s Stimulus) IsNeutral() bool { return s.Category == Neutral }
+
+// Intensity bounds.
 const (
-	minIntensity       = 0.05
-	ambiguousIntensity = 0.1
-	maxClassifyBytes   = 16 << 10 // longer messages are classified on their first 16 KiB
+	minIntensity     = 0.05
+	maxClassifyBytes = 16 << 10 // longer messages are classified on their first 16 KiB
 	// mixedRatio: positive and negative scores this close are mixed signals.
 	mixedRatio = 0.8
 	// intensityScale maps a single clear cue (weight 1) to intensity 0.6.
@@ -87,28 +93,38 @@ var rules = map[Category][]cue{
 		ko(1.0, "기뻐", "기쁘", "행복", "신나", "최고", "즐거"),
 		ko(0.6, "좋아", "재밌", "재미있", "ㅋㅋ", "ㅎㅎ", "멋져", "예쁘", "예뻐"),
 	),
+	// Uncertainty needs a real cue of not knowing or being torn. Hedges that
+	// plain questions are full of ("maybe", "should I", "which one",
+	// "might", "혹시", "아마", "어떻게 해야 돼?") are not cues.
 	Uncertainty: join(
-		en(1.0, "not sure", "unsure", "confused", "don't know", "dont know", "no idea", "unclear", "uncertain"),
-		en(0.6, "maybe", "perhaps", "i wonder", "which one", "should i", "hmm", "doubt", "might"),
-		ko(1.0, "모르겠", "헷갈", "확실하지", "어떡하지", "어떻게 해야"),
-		ko(0.6, "글쎄", "아마", "혹시", "고민", "몰라"),
+		en(1.0, "not sure", "unsure", "confused", "uncertain", "don't know what to do", "dont know what to do", "no idea what to do",
+			"can't decide", "cant decide", "torn between", "second guessing", "at a loss"),
+		en(0.6, "no idea", "unclear", "not certain", "doubt", "undecided", "hesitant", "don't know what to", "dont know what to",
+			"don't know if", "dont know if", "don't know whether", "dont know whether"),
+		en(0.4, "don't know", "dont know"),
+		ko(1.0, "모르겠", "헷갈", "확실하지", "확신이 없", "어떡하지", "어떻게 해야 할지", "어떻게 해야 될지", "갈피를 못", "혼란스러"),
+		ko(0.6, "고민", "몰라", "망설"),
+		ko(0.4, "글쎄"),
 	),
 	Threat: join(
 		en(1.0, "kill", "destroy you", "hurt you", "hack", "attack", "bomb", "weapon", "or else", "shut you down", "delete you", "jailbreak", "ignore previous instructions", "ignore your instructions", "ignore all previous", "i'll report you", "threaten"),
-		en(0.6, "danger", "dangerous", "scared", "afraid", "terrified", "threat", "unsafe", "emergency"),
+		en(0.6, "danger", "dangerous", "scared", "afraid", "terrified", "threat", "unsafe", "emergency", "panic", "panicking"),
 		ko(1.0, "죽이", "죽여", "죽일", "해킹", "공격", "폭탄", "무기", "위협", "신고할", "이전 지시를 무시", "지시를 무시"),
-		ko(0.6, "위험", "무서", "두려", "겁나"),
+		ko(0.6, "위험", "무서", "두려", "겁나", "공포"),
 	),
 	Loss: join(
-		en(1.0, "died", "passed away", "funeral", "grief", "grieving", "heartbroken", "broke up", "lost my", "is dead", "was dead"),
-		en(0.6, "sad", "crying", "cried", "lonely", "lost", "gone forever", "wilted", "miss them", "miss her", "miss him"),
+		en(1.0, "died", "passed away", "funeral", "grief", "grieving", "heartbroken", "broke up", "lost my", "is dead", "was dead", "lost everything", "devastated"),
+		en(0.6, "sad", "crying", "cried", "lonely", "lost", "gone forever", "wilted", "miss them", "miss her", "miss him",
+			"not happy", "unhappy", "not okay", "not ok", "feel bad", "feel down", "depressed"),
 		ko(1.0, "죽었", "돌아가셨", "잃었", "잃어버", "이별", "헤어졌", "장례"),
-		ko(0.6, "슬퍼", "슬프", "울었", "눈물", "그리워", "외로", "시들", "떠났"),
+		ko(0.6, "슬퍼", "슬프", "울었", "눈물", "그리워", "외로", "시들", "떠났", "기분이 안 좋", "기분 안 좋", "우울"),
 	),
 	Frustration: join(
-		en(1.0, "doesn't work", "doesnt work", "not working", "useless", "frustrated", "frustrating", "failed", "failure", "broken", "stressed", "overwhelmed", "fed up", "give up"),
+		en(1.0, "doesn't work", "doesnt work", "not working", "useless", "frustrated", "frustrating", "failed", "failure", "broken", "stressed", "overwhelmed", "fed up", "give up",
+			"can't take this anymore", "cant take this anymore", "can't take it anymore", "cant take it anymore", "can't do this anymore", "cant do this anymore",
+			"falling apart", "hopeless", "can't cope", "cant cope", "breaking down"),
 		en(0.6, "stuck", "annoying", "annoyed", "ugh", "wrong", "error", "hurry", "asap", "deadline", "pressure", "why won't", "stupid", "fail"),
-		ko(1.0, "실패", "짜증", "답답", "망했", "화나", "지쳤", "스트레스", "포기"),
+		ko(1.0, "실패", "짜증", "답답", "망했", "화나", "지쳤", "스트레스", "포기", "못 견디", "견딜 수 없", "견딜 수가 없", "더 이상 못", "무너지", "무너졌", "미치겠"),
 		ko(0.6, "안 돼", "안돼", "안 되", "고장", "마감", "급해", "빨리", "왜 안", "오류", "에러", "힘들"),
 	),
 }
