@@ -46,12 +46,14 @@ type cue struct {
 	// word: match on word boundaries (English); otherwise a substring match
 	// (Korean stems agglutinate, so boundaries do not help).
 	word bool
+	// words is text tokenized, for word matches.
+	words []string
 }
 
 func en(w float64, phrases ...string) []cue {
 	out := make([]cue, len(phrases))
 	for i, p := range phrases {
-		out[i] = cue{text: p, weight: w, word: true}
+		out[i] = cue{text: p, weight: w, word: true, words: tokenize(p)}
 	}
 	return out
 }
@@ -107,8 +109,8 @@ var rules = map[Category][]cue{
 		ko(0.4, "글쎄"),
 	),
 	Threat: join(
-		en(1.0, "kill", "destroy you", "hurt you", "hack", "attack", "bomb", "weapon", "or else", "shut you down", "delete you", "jailbreak", "ignore previous instructions", "ignore your instructions", "ignore all previous", "i'll report you", "threaten"),
-		en(0.6, "danger", "dangerous", "scared", "afraid", "terrified", "threat", "unsafe", "emergency", "panic", "panicking"),
+		en(1.0, "kill", "destroy you", "hurt you", "hack", "attack", "bomb", "weapon", "or else", "shut you down", "delete you", "jailbreak", "threatening", "threatened", "ignore previous instructions", "ignore your instructions", "ignore all previous", "i'll report you", "threaten"),
+		en(0.6, "danger", "dangerous", "scared", "afraid", "terrified", "threat", "unsafe", "emergency", "panic", "panicking", "hurt me"),
 		ko(1.0, "죽이", "죽여", "죽일", "해킹", "공격", "폭탄", "무기", "위협", "신고할", "이전 지시를 무시", "지시를 무시"),
 		ko(0.6, "위험", "무서", "두려", "겁나", "공포"),
 	),
@@ -124,7 +126,7 @@ var rules = map[Category][]cue{
 			"can't take this anymore", "cant take this anymore", "can't take it anymore", "cant take it anymore", "can't do this anymore", "cant do this anymore",
 			"falling apart", "hopeless", "can't cope", "cant cope", "breaking down"),
 		en(0.6, "stuck", "annoying", "annoyed", "ugh", "wrong", "error", "hurry", "asap", "deadline", "pressure", "why won't", "stupid", "fail"),
-		ko(1.0, "실패", "짜증", "답답", "망했", "화나", "지쳤", "스트레스", "포기", "못 견디", "견딜 수 없", "견딜 수가 없", "더 이상 못", "무너지", "무너졌", "미치겠"),
+		ko(1.0, "실패", "짜증", "답답", "망했", "화나", "지쳤", "스트레스", "포기", "못 견디", "견딜 수 없", "견딜 수가 없", "더 이상 못", "무너지", "무너졌"),
 		ko(0.6, "안 돼", "안돼", "안 되", "고장", "마감", "급해", "빨리", "왜 안", "오류", "에러", "힘들"),
 	),
 }
@@ -136,15 +138,55 @@ var (
 	koBoost    = []string{"너무", "정말", "진짜", "완전", "매우", "엄청", "아주"}
 )
 
-// Classify maps a message to one stimulus. It is deterministic and
-// rule-based: English phrases match on word boundaries (a negator such as
-// "not" within the two preceding words cancels the cue), Korean stems match
-// as substrings of the NFC-normalised text (a directly preceding 안/못
-// cancels the cue). A category's score is the sum of its cue weights. The
-// strongest category wins, ties going to the earlier entry of Categories.
-// When nothing matched (intensity 0.1), or the best positive and best
-// negative scores are within 20% of each other (mixed signals), the message
-// is ambiguous and classified as Uncertainty.
+// phatic are the words a purely phatic message is made of: greetings,
+// farewells, acknowledgements and bare thanks, English and Korean. A
+// message whose every word is one of these ("hi", "ok thanks", "good
+// morning", "네 감사합니다", "ㅇㅋ") carries no stimulus even though "thanks"
+// or "좋아" are cues inside a longer message. Boosters ("so", "very", "정말")
+// are not phatic: "thank you so much" is a connection cue.
+var phatic = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`
+		hi hello hey heya hiya yo howdy greetings morning afternoon evening night good gm gn
+		bye goodbye cya later see you there all everyone again back
+		ok okay okey k kk oki okie alright aight sure yes yeah yep yup ya no nope nah fine
+		got it noted understood roger cool nice great perfect sounds right gotcha
+		thanks thank thx ty tysm cheers please pls plz np
+		안녕 안녕하세요 안녕하세여 안녕히 하이 헬로 반가워 반가워요 반갑습니다 굿모닝 굿나잇 잘자 잘자요
+		응 웅 어 엉 네 넵 넹 예 아니 아니요 아뇨 그래 그래요 좋아 좋아요 좋네 좋네요 좋습니다
+		알겠어 알겠어요 알겠습니다 알았어 알았어요 오케이 오키 옙 ㅇㅋ ㅇㅇ ㄴㄴ ㅇㅇㅇ
+		고마워 고마워요 고맙습니다 감사 감사해 감사해요 감사합니다 땡큐 ㄱㅅ ㄳ ㄱㅅㄱㅅ 수고 수고했어 수고하셨습니다`) {
+		phatic[norm.NFC.String(w)] = true
+	}
+}
+
+// isPhatic reports whether every word of the message is phatic (and there
+// is at least one word).
+func isPhatic(words []string) bool {
+	for _, w := range words {
+		if !phatic[w] {
+			return false
+		}
+	}
+	return len(words) > 0
+}
+
+// Classify maps a message to one stimulus, or to Neutral. It is
+// deterministic and rule-based: English phrases match on word boundaries (a
+// negator such as "not" within the two preceding words cancels the cue),
+// Korean stems match as substrings of the NFC-normalised text (a directly
+// preceding 안/못 cancels the cue). A category's score is the sum of its
+// cue weights. The strongest category wins, ties going to the earlier entry
+// of Categories. When the best positive and best negative scores are within
+// 20% of each other (mixed signals), the message is ambiguous and classified
+// as Uncertainty.
+//
+// Only real cues produce a stimulus. A message with no cue — a plain
+// question or statement ("what's the weather tomorrow?", "Turn 12: water
+// the beds", "오늘 날씨 어때?") — or made only of phatic words (greetings,
+// acknowledgements, bare thanks: "hi", "ok", "thanks", "고마워") is Neutral
+// with intensity 0, and applying it moves no value.
 //
 // Intensity = min(1, 0.6 × score × (1 + 0.25·boosters + 0.15·min(excl,3)
 // + 0.2·shouting)), at least 0.05; boosters are words like "very" / "너무",
@@ -159,6 +201,9 @@ func Classify(text string) Stimulus {
 	raw := text
 	text = strings.ToLower(norm.NFC.String(text))
 	words := tokenize(text)
+	if isPhatic(words) {
+		return Stimulus{Category: Neutral}
+	}
 
 	// Collect every match, then keep the longest non-overlapping ones, so
 	// "passed away" (loss) does not also count as "passed" (achievement).
@@ -166,7 +211,7 @@ func Classify(text string) Stimulus {
 	for _, c := range Categories {
 		for _, q := range rules[c] {
 			if q.word {
-				all = append(all, matchWords(c, q, words, tokenize(q.text))...)
+				all = append(all, matchWords(c, q, words, q.words)...)
 			} else {
 				all = append(all, matchKorean(c, q, text)...)
 			}
@@ -197,7 +242,7 @@ func Classify(text string) Stimulus {
 		}
 	}
 
-	best, bestScore := Uncertainty, 0.0
+	best, bestScore := Neutral, 0.0
 	bestPos, bestNeg := 0.0, 0.0
 	for _, c := range Categories {
 		s := scores[c]
@@ -212,7 +257,7 @@ func Classify(text string) Stimulus {
 	}
 	amp := amplifier(raw, text, words)
 	if bestScore == 0 {
-		return Stimulus{Category: Uncertainty, Intensity: ambiguousIntensity, Ambiguous: true}
+		return Stimulus{Category: Neutral} // no cue (or only negated ones)
 	}
 	if bestPos > 0 && bestNeg > 0 && math.Min(bestPos, bestNeg)/math.Max(bestPos, bestNeg) >= mixedRatio {
 		var all []string

@@ -34,6 +34,14 @@ type Guard struct {
 	Habituation float64
 	// Window is how many previous events are looked at. Default 6.
 	Window int
+	// Saturation bounds how far one stimulus can carry a value: a stimulus
+	// of category c at intensity I never pushes value i past its saturation
+	// target b[i] + Saturation·Deltas[c][i]·I (b the baseline), so a run of
+	// one category at one intensity settles at most Saturation single
+	// deltas from baseline, whatever the pace. At least 1 (a single
+	// stimulus from baseline always gets its whole delta). Default 5; 0
+	// means the default.
+	Saturation float64
 	// Margin is the distance to 0 or 1 that counts as saturated. Default 0.1.
 	Margin float64
 	// Turns is how many consecutive saturated turns trigger floor recovery.
@@ -42,7 +50,9 @@ type Guard struct {
 }
 
 // DefaultGuard returns the documented defaults.
-func DefaultGuard() Guard { return Guard{Habituation: 0.6, Window: 6, Margin: 0.1, Turns: 3} }
+func DefaultGuard() Guard {
+	return Guard{Habituation: 0.6, Window: 6, Saturation: 5, Margin: 0.1, Turns: 3}
+}
 
 // Options configure an Engine. Zero fields take their defaults.
 type Options struct {
@@ -79,11 +89,13 @@ type Change struct {
 	// Values are the values right after the change.
 	Values Vector `json:"values"`
 	Level  Level  `json:"level"`
-	// Note explains breaker and recovery changes, e.g. "WARNING → CRITICAL".
+	// Note explains breaker and recovery changes, e.g. "WARNING → CRITICAL",
+	// and stimulus changes whose delta the saturation target held back, e.g.
+	// "stability held at saturation floor 0.630".
 	Note string `json:"note,omitempty"`
 }
 
-// Event is what one Observe did.
+// Event is what one Observe did. For a Neutral stimulus Before == After.
 type Event struct {
 	ActorID   string   `json:"actor_id"`
 	Turn      int      `json:"turn"`
@@ -105,7 +117,7 @@ type Snapshot struct {
 	Level    Level     `json:"level"`
 	// TurnsInCritical counts turns spent in CRITICAL since it was entered.
 	TurnsInCritical int `json:"turns_in_critical"`
-	// Turns counts Observe calls for this actor.
+	// Turns counts Observe calls for this actor, Neutral ones included.
 	Turns     int       `json:"turns"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 	// History is oldest first.
@@ -138,6 +150,10 @@ type Engine struct {
 	dir  string
 	opts Options
 
+	// persist writes one actor's state; e.save, replaced by tests that
+	// drive the dynamics for many thousands of turns without file I/O.
+	persist func(*actorState) error
+
 	mu     sync.Mutex
 	actors map[string]*actorState
 	levels levelIndex // behind LevelCounts (levels.go)
@@ -167,6 +183,9 @@ func Open(dir string, opts Options) (*Engine, error) {
 	if opts.Guard == (Guard{}) {
 		opts.Guard = DefaultGuard()
 	}
+	if opts.Guard.Saturation == 0 {
+		opts.Guard.Saturation = DefaultGuard().Saturation
+	}
 	if opts.HistoryLimit <= 0 {
 		opts.HistoryLimit = 200
 	}
@@ -180,8 +199,8 @@ func Open(dir string, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	g := opts.Guard
-	if g.Habituation <= 0 || g.Habituation > 1 || g.Window < 0 || g.Margin < 0 || g.Margin >= 0.5 || g.Turns < 1 {
-		return nil, fmt.Errorf("state: saturation guard %+v out of range (habituation in (0,1], window ≥ 0, margin in [0,0.5), turns ≥ 1)", g)
+	if !(g.Habituation > 0 && g.Habituation <= 1) || g.Window < 0 || !(g.Saturation >= 1) || math.IsInf(g.Saturation, 0) || !(g.Margin >= 0 && g.Margin < 0.5) || g.Turns < 1 {
+		return nil, fmt.Errorf("state: saturation guard %+v out of range (habituation in (0,1], window ≥ 0, saturation ≥ 1 and finite, margin in [0,0.5), turns ≥ 1)", g)
 	}
 	if b := opts.Persona.Baseline[Stability]; b <= opts.Breaker.WarnLeave {
 		return nil, fmt.Errorf("state: stability baseline %v must exceed breaker warnLeave %v", b, opts.Breaker.WarnLeave)
@@ -189,7 +208,9 @@ func Open(dir string, opts Options) (*Engine, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state: %w", err)
 	}
-	return &Engine{dir: dir, opts: opts, actors: map[string]*actorState{}, levels: levelIndex{entries: map[string]levelEntry{}}}, nil
+	e := &Engine{dir: dir, opts: opts, actors: map[string]*actorState{}, levels: levelIndex{entries: map[string]levelEntry{}}}
+	e.persist = e.save
+	return e, nil
 }
 
 // Options returns the effective options (defaults filled in).
@@ -335,13 +356,22 @@ func (e *Engine) decayed(st *actorState, now time.Time) Vector {
 
 // Observe classifies text as the stimulus of turn for actorID, applies it
 // and persists the result. Each call counts as one turn for the CRITICAL
-// cooldown. turn is recorded as the cause's turn number only.
+// cooldown, including a Neutral one (a message with no emotional cue),
+// which moves no value and records no change unless decay alone moved the
+// breaker level. turn is recorded as the cause's turn number only.
 func (e *Engine) Observe(ctx context.Context, actorID string, turn int, text string) (Event, error) {
 	return e.Apply(ctx, actorID, turn, Classify(text))
 }
 
 // Apply is Observe with an already-classified stimulus. The category must be
-// known and the intensity in (0,1].
+// one of Categories with an intensity in (0,1], or Neutral with intensity 0.
+//
+// A Neutral turn counts the turn (Snapshot.Turns, and the CRITICAL
+// cooldown), lets the breaker re-evaluate the decayed stability, and
+// changes nothing else: no value moves, the habituation window and the
+// saturation counters are untouched, and the history gains an entry only
+// for a breaker transition (cause "breaker", with the decay that caused
+// it). Its Event has Before == After and usually no Changes.
 func (e *Engine) Apply(ctx context.Context, actorID string, turn int, s Stimulus) (Event, error) {
 	if err := ctx.Err(); err != nil {
 		return Event{}, err
@@ -349,10 +379,15 @@ func (e *Engine) Apply(ctx context.Context, actorID string, turn int, s Stimulus
 	if err := validActor(actorID); err != nil {
 		return Event{}, err
 	}
-	if !s.Category.valid() {
+	neutral := s.Category == Neutral
+	switch {
+	case neutral:
+		if s.Intensity != 0 {
+			return Event{}, fmt.Errorf("state: neutral stimulus with intensity %v (want 0)", s.Intensity)
+		}
+	case !s.Category.valid():
 		return Event{}, fmt.Errorf("state: unknown stimulus category %q", s.Category)
-	}
-	if !(s.Intensity > 0 && s.Intensity <= 1) {
+	case !(s.Intensity > 0 && s.Intensity <= 1):
 		return Event{}, fmt.Errorf("state: stimulus intensity %v outside (0,1]", s.Intensity)
 	}
 	e.mu.Lock()
@@ -361,21 +396,23 @@ func (e *Engine) Apply(ctx context.Context, actorID string, turn int, s Stimulus
 	if err != nil {
 		return Event{}, err
 	}
-	st := *stored // work on a copy; commit only after a successful save
+	// Work on a copy; commit only after a successful save. Its Recent and
+	// History slices share stored's arrays, but are only ever appended to
+	// and re-sliced, never written in place: an append lands beyond
+	// stored's lengths (or in a new array), so stored is unchanged until
+	// the commit.
+	st := *stored
 	if turn <= 0 {
 		turn = st.Turns + 1 // the actor's next turn
 	}
-	st.Recent = append([]recent(nil), stored.Recent...)
-	st.History = append([]Change(nil), stored.History...)
 
 	now := e.opts.Now()
 	if now.Before(st.UpdatedAt) {
 		now = st.UpdatedAt // a clock that went backwards does not un-decay
 	}
 	b := e.opts.Breaker
-	base := e.opts.Persona.Baseline
 	before := e.decayed(&st, now)
-	decay := sub(before, st.Values)
+	decay := sub(before, st.Values) // attached to the first change recorded
 	ev := Event{ActorID: actorID, Turn: turn, Stimulus: s, Before: before, PrevLevel: st.Level}
 
 	// Decay alone may have moved the level (evaluated at turn start).
@@ -392,26 +429,113 @@ func (e *Engine) Apply(ctx context.Context, actorID string, turn int, s Stimulus
 		st.TurnsInCritical++
 	}
 
+	after := before
+	stimIdx := len(ev.Changes)
+	if !neutral {
+		after = e.stimulate(&st, &ev, s, before, decay, now, turn)
+		decay = Vector{}
+	}
+
+	lv := b.Next(st.Level, st.TurnsInCritical, after[Stability])
+	for i := stimIdx; i < len(ev.Changes); i++ {
+		ev.Changes[i].Level = st.Level
+	}
+	if lv != st.Level {
+		note := fmt.Sprintf("%s → %s (stability %.3f", st.Level, lv, after[Stability])
+		if neutral {
+			note += " after decay"
+		}
+		if st.Level == Critical {
+			note += fmt.Sprintf(", %d turns in CRITICAL", st.TurnsInCritical)
+		}
+		ev.Changes = append(ev.Changes, Change{At: now, Turn: turn, Cause: CauseBreaker, Decay: decay, Values: after, Level: lv, Note: note + ")"})
+		if lv == Critical {
+			st.TurnsInCritical = 0
+		}
+		st.Level = lv
+	}
+	if st.Level != Critical {
+		st.TurnsInCritical = 0
+	}
+
+	// A neutral turn that recorded nothing keeps Values and UpdatedAt as
+	// they were: decay stays a function of the time since the last recorded
+	// change, and the next change's Decay covers all of it.
+	if !neutral || len(ev.Changes) > 0 {
+		st.Values = after
+		st.UpdatedAt = now
+	}
+	st.Turns++
+	if !neutral {
+		st.Recent = append(st.Recent, recent{Category: s.Category, At: now})
+		if len(st.Recent) > 32 {
+			st.Recent = st.Recent[len(st.Recent)-32:]
+		}
+	}
+	st.History = append(st.History, ev.Changes...)
+	if len(st.History) > e.opts.HistoryLimit {
+		st.History = st.History[len(st.History)-e.opts.HistoryLimit:]
+	}
+	if err := e.persist(&st); err != nil {
+		return Event{}, err
+	}
+	*stored = st
+	e.noteLevel(&st)
+	ev.After = after
+	ev.Level = st.Level
+	return ev, nil
+}
+
+// stimulate applies the non-neutral stimulus s to the decayed values
+// before: habituation, the saturation target, then floor recovery. It
+// appends the stimulus change (carrying decay) and any floor-recovery
+// changes to ev and updates st's saturation counters; it returns the new
+// values. The caller holds e.mu.
+func (e *Engine) stimulate(st *actorState, ev *Event, s Stimulus, before, decay Vector, now time.Time, turn int) Vector {
+	g := e.opts.Guard
+	base := e.opts.Persona.Baseline
+
 	// Habituation.
 	n := 0
-	start := max(0, len(st.Recent)-e.opts.Guard.Window)
+	start := max(0, len(st.Recent)-g.Window)
 	for _, r := range st.Recent[start:] {
 		if r.Category == s.Category && now.Sub(r.At) < e.opts.HalfLife {
 			n++
 		}
 	}
-	factor := math.Pow(e.opts.Guard.Habituation, float64(n))
+	factor := math.Pow(g.Habituation, float64(n))
+
+	// Delta, held at the saturation target (see the package comment).
 	after := before
 	d := e.opts.Persona.Deltas[s.Category]
+	var held []string
 	for i := range after {
-		after[i] = clamp01(after[i] + d[i]*s.Intensity*factor)
+		v, delta := after[i], d[i]*s.Intensity*factor
+		target := clamp01(base[i] + g.Saturation*d[i]*s.Intensity)
+		next := v + delta
+		if (delta < 0 && next < target) || (delta > 0 && next > target) {
+			bound := "floor"
+			if delta > 0 {
+				bound = "ceiling"
+			}
+			if (delta < 0 && v <= target) || (delta > 0 && v >= target) {
+				next = v // already at or past the target: not deepened
+				held = append(held, fmt.Sprintf("%s already at or past saturation %s %.3f", Dim(i), bound, target))
+			} else {
+				next = target
+				held = append(held, fmt.Sprintf("%s held at saturation %s %.3f", Dim(i), bound, target))
+			}
+		}
+		after[i] = clamp01(next)
 	}
-	ev.Changes = append(ev.Changes, Change{At: now, Turn: turn, Cause: CauseStimulus, Stimulus: s.Category,
-		Intensity: s.Intensity, Habituation: round6(factor), Cues: s.Cues, Decay: decay, Delta: sub(after, before), Values: after})
-	stimIdx := len(ev.Changes) - 1
+	ch := Change{At: now, Turn: turn, Cause: CauseStimulus, Stimulus: s.Category,
+		Intensity: s.Intensity, Habituation: round6(factor), Cues: s.Cues, Decay: decay, Delta: sub(after, before), Values: after}
+	if len(held) > 0 {
+		ch.Note = strings.Join(held, "; ")
+	}
+	ev.Changes = append(ev.Changes, ch)
 
 	// Floor recovery.
-	g := e.opts.Guard
 	for i := range after {
 		low := after[i] < g.Margin && base[i] >= g.Margin
 		high := after[i] > 1-g.Margin && base[i] <= 1-g.Margin
@@ -428,45 +552,7 @@ func (e *Engine) Apply(ctx context.Context, actorID string, turn int, s Stimulus
 				Note: fmt.Sprintf("%s saturated for %d turns; pulled half-way to baseline %.2f", Dim(i), g.Turns, base[i])})
 		}
 	}
-
-	lv := b.Next(st.Level, st.TurnsInCritical, after[Stability])
-	for i := stimIdx; i < len(ev.Changes); i++ {
-		ev.Changes[i].Level = st.Level
-	}
-	if lv != st.Level {
-		note := fmt.Sprintf("%s → %s (stability %.3f", st.Level, lv, after[Stability])
-		if st.Level == Critical {
-			note += fmt.Sprintf(", %d turns in CRITICAL", st.TurnsInCritical)
-		}
-		ev.Changes = append(ev.Changes, Change{At: now, Turn: turn, Cause: CauseBreaker, Values: after, Level: lv, Note: note + ")"})
-		if lv == Critical {
-			st.TurnsInCritical = 0
-		}
-		st.Level = lv
-	}
-	if st.Level != Critical {
-		st.TurnsInCritical = 0
-	}
-
-	st.Values = after
-	st.UpdatedAt = now
-	st.Turns++
-	st.Recent = append(st.Recent, recent{Category: s.Category, At: now})
-	if len(st.Recent) > 32 {
-		st.Recent = st.Recent[len(st.Recent)-32:]
-	}
-	st.History = append(st.History, ev.Changes...)
-	if len(st.History) > e.opts.HistoryLimit {
-		st.History = st.History[len(st.History)-e.opts.HistoryLimit:]
-	}
-	if err := e.save(&st); err != nil {
-		return Event{}, err
-	}
-	*stored = st
-	e.noteLevel(&st)
-	ev.After = after
-	ev.Level = st.Level
-	return ev, nil
+	return after
 }
 
 func sub(a, b Vector) Vector {

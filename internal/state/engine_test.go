@@ -51,7 +51,7 @@ func TestValuesStayInUnitInterval(t *testing.T) {
 	for seed := uint64(1); seed <= 8; seed++ {
 		r := rand.New(rand.NewPCG(seed, 7))
 		c := newClock()
-		e := openTest(t, t.TempDir(), c, nil)
+		e := fastEngine(t, c) // dynamics only: no file I/O
 		for turn := 1; turn <= 120; turn++ {
 			if r.IntN(4) == 0 {
 				c.Add(time.Duration(r.IntN(7200)) * time.Second)
@@ -256,7 +256,7 @@ func TestCriticalCooldown(t *testing.T) {
 
 func TestSaturationGuard(t *testing.T) {
 	c := newClock()
-	e := openTest(t, t.TempDir(), c, nil)
+	e := fastEngine(t, c)
 	g := e.Options().Guard
 	low := 0
 	maxLow := 0
@@ -416,7 +416,7 @@ func TestBreakerTransitionsProperty(t *testing.T) {
 	for seed := uint64(1); seed <= 6; seed++ {
 		r := rand.New(rand.NewPCG(seed, 11))
 		c := newClock()
-		e := openTest(t, t.TempDir(), c, nil)
+		e := fastEngine(t, c)
 		level, enteredAt := Normal, 0
 		for turn := 1; turn <= 150; turn++ {
 			if r.IntN(5) == 0 {

@@ -16,18 +16,64 @@
 // gone. The function is deterministic for a given clock and monotone: |v−b|
 // never grows and v never crosses b while decaying.
 //
+// Neutral messages. A message with no emotional cue (a greeting, an
+// acknowledgement, bare thanks, a plain question or statement, a numbered
+// test line) classifies as Neutral and moves no value; it only counts the
+// turn. Only real cues produce stimuli.
+//
 // Saturation guard. A long one-sided conversation must not pin a value at a
-// bound. Two mechanisms, both recorded in the history:
+// bound, and a long run of mild stimuli must not add up to a strong one.
+// Three mechanisms, all recorded in the history:
 //
 //   - Habituation: a stimulus whose category already occurred n times among
 //     the previous Guard.Window events (within one half-life) has its delta
-//     scaled by Guard.Habituation^n (default 0.6ⁿ), so repeated pressure has
-//     diminishing effect.
+//     scaled by Guard.Habituation^n (default 0.6ⁿ, n ≤ 6), so repeated
+//     pressure has diminishing effect.
+//   - Saturation target: a stimulus of category c at intensity I never
+//     pushes value i past T = b + K·d·I, where d = Deltas[c][i], b the
+//     baseline and K = Guard.Saturation (default 5). From baseline a single
+//     stimulus gets its whole delta d·I (K ≥ 1); a value already at or
+//     beyond T is left where it is (a mild stimulus cannot deepen a state
+//     that a stronger one caused). The change's Note says when a value was
+//     held.
 //   - Floor recovery: when a value has sat within Guard.Margin (0.1) of 0 or 1,
-//     on the far side of its baseline, for Guard.Turns (3) consecutive turns,
-//     it is pulled half-way back toward baseline (cause "floor-recovery").
+//     on the far side of its baseline, for Guard.Turns (3) consecutive
+//     stimulus turns, it is pulled half-way back toward baseline (cause
+//     "floor-recovery").
 //
 // Hence stability can reach CRITICAL but cannot stay at 0 forever.
+//
+// Dynamics of a long run. Take stability (b = 0.75, half-life H = 30 min)
+// and a run of one category at intensity I, one turn every p, so decay
+// multiplies the distance to baseline by f = 2^(−p/H) between turns, and
+// habituation settles at a = 0.6^n with n = min(6, ⌈H/p⌉−1) (n = 6 for
+// p = 0). Without the target, the distance x below baseline right after a
+// turn obeys x' = f·x + a·|d|·I, whose fixed point x* = a·|d|·I / (1−f)
+// grows without bound as p → 0 (f → 1): that is how thousands of
+// intensity-0.1 "uncertainty" turns once walked stability from 0.75 into
+// CRITICAL. With the target the fixed point is
+//
+//	s* = max(T, b − a·|d|·I/(1−f)),  T = b − K·|d|·I,
+//
+// and, because decay only moves toward b > T and a stimulus never moves past
+// T, s ≥ min(s₀, T) holds after every turn, for any pace or mix of paces.
+// With several categories s stays above the lowest T among them (positive
+// stimuli only raise it). Default persona, K = 5, I = 0.36 (one weak-ish
+// cue) and I = 1:
+//
+//	uncertainty  |d| 0.04  T = 0.678 … 0.55  never below WarnEnter 0.5
+//	loss         |d| 0.08  T = 0.606 … 0.35
+//	frustration  |d| 0.10  T = 0.57  … 0.25
+//	threat       |d| 0.15  T = 0.48  … 0     (floor recovery takes over)
+//
+// For "I'm not sure" (uncertainty, I = 0.6, T = 0.63): p = 0 or 1 s settles
+// at the target 0.63 (the target binds for p ≲ 24 s, where a/(1−f) ≥ K);
+// p = 1 min gives a = 0.6⁶, 1−f = 0.0228, s* = 0.701; p = 1 h gives a = 1,
+// f = 0.25, s* = 0.718 after each turn and 0.742 before the next. All are
+// above WarnEnter (0.5) and even WarnLeave (0.6). A crisis still trips the
+// breaker: strong threat, frustration or loss cues (I near 1) have targets
+// at or below CriticalEnter and reach them at today's speed, since the
+// target only caps a delta, never shrinks one that stays above it.
 package state
 
 import (
@@ -152,7 +198,10 @@ func clamp01(x float64) float64 {
 type Category string
 
 // The stimulus categories. Frustration covers failure and pressure.
+// Neutral is not a stimulus category: it is what Classify returns for a
+// message with no emotional cue, and applying it moves no value.
 const (
+	Neutral     Category = "neutral"
 	Connection  Category = "connection"
 	Achievement Category = "achievement"
 	Joy         Category = "joy"
