@@ -49,29 +49,23 @@ verification the gate closes until "tendril approvals reset".`,
 		Short: "List open approval requests (--all: finished ones too)",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return g.with(c, func(ctx context.Context, cn *conn) error {
-				var out mgmt.ApprovalList
-				if err := cn.API(ctx, "GET", "/approvals", url.Values{"all": {fmt.Sprint(all)}}, nil, &out); err != nil {
-					return err
+			return call(g, c, asJSON, "GET", "/approvals", url.Values{"all": {fmt.Sprint(all)}}, nil, func(w io.Writer, out mgmt.ApprovalList) error {
+				if out.Broken != nil {
+					fmt.Fprintf(w, "LEDGER BROKEN (gate closed): %s\nrun \"tendril audit verify\" and \"tendril approvals reset\"\n\n", out.Broken.Summary())
 				}
-				return emit(c, asJSON, out, func(w io.Writer) error {
-					if out.Broken != nil {
-						fmt.Fprintf(w, "LEDGER BROKEN (gate closed): %s\nrun \"tendril audit verify\" and \"tendril approvals reset\"\n\n", out.Broken.Summary())
-					}
-					if out.YoloUntil != nil {
-						fmt.Fprintf(w, "YOLO window open until %s (ask treated as always; never and exec unaffected)\n\n", out.YoloUntil.Local().Format(time.RFC3339))
-					}
-					if len(out.Requests) == 0 {
-						fmt.Fprintln(w, "no open approval requests")
-						return nil
-					}
-					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "ID\tSTATUS\tTOOL\tACTOR\tEXPIRES\tARGS")
-					for _, r := range out.Requests {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Status, r.Tool, r.ActorID, r.ExpiresAt.Local().Format("15:04:05"), clip(string(r.Args), 80))
-					}
-					return tw.Flush()
-				})
+				if out.YoloUntil != nil {
+					fmt.Fprintf(w, "YOLO window open until %s (ask treated as always; never and exec unaffected)\n\n", out.YoloUntil.Local().Format(time.RFC3339))
+				}
+				if len(out.Requests) == 0 {
+					fmt.Fprintln(w, "no open approval requests")
+					return nil
+				}
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tSTATUS\tTOOL\tACTOR\tEXPIRES\tARGS")
+				for _, r := range out.Requests {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Status, r.Tool, r.ActorID, r.ExpiresAt.Local().Format("15:04:05"), clip(string(r.Args), 80))
+				}
+				return tw.Flush()
 			})
 		},
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -141,4 +142,16 @@ func emit(c *cobra.Command, asJSON bool, v any, text func(w io.Writer) error) er
 		return writeJSON(c.OutOrStdout(), v)
 	}
 	return text(c.OutOrStdout())
+}
+
+// call runs one management API call and renders its result: JSON with
+// asJSON, else text. It is the whole body of most commands.
+func call[T any](g *globals, c *cobra.Command, asJSON bool, method, path string, q url.Values, body any, text func(w io.Writer, v T) error) error {
+	return g.with(c, func(ctx context.Context, cn *conn) error {
+		var v T
+		if err := cn.API(ctx, method, path, q, body, &v); err != nil {
+			return err
+		}
+		return emit(c, asJSON, v, func(w io.Writer) error { return text(w, v) })
+	})
 }

@@ -29,28 +29,22 @@ persist across restarts; a run missed while the server was down runs once at sta
 		Short: "List scheduled jobs, earliest next run first",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return g.with(c, func(ctx context.Context, cn *conn) error {
-				var jobs []schedule.Job
-				if err := cn.API(ctx, "GET", "/jobs", url.Values{"actor": {actor}}, nil, &jobs); err != nil {
-					return err
+			return call(g, c, asJSON, "GET", "/jobs", url.Values{"actor": {actor}}, nil, func(w io.Writer, jobs []schedule.Job) error {
+				if len(jobs) == 0 {
+					fmt.Fprintln(w, "no scheduled jobs")
+					return nil
 				}
-				return emit(c, asJSON, jobs, func(w io.Writer) error {
-					if len(jobs) == 0 {
-						fmt.Fprintln(w, "no scheduled jobs")
-						return nil
+				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tNAME\tKIND\tSPEC\tNEXT RUN\tSTATUS\tSOURCE\tACTOR\tTASK")
+				for _, j := range jobs {
+					status := string(j.Status)
+					if j.Attempts > 0 {
+						status += fmt.Sprintf(" (retry %d)", j.Attempts)
 					}
-					tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-					fmt.Fprintln(tw, "ID\tNAME\tKIND\tSPEC\tNEXT RUN\tSTATUS\tSOURCE\tACTOR\tTASK")
-					for _, j := range jobs {
-						status := string(j.Status)
-						if j.Attempts > 0 {
-							status += fmt.Sprintf(" (retry %d)", j.Attempts)
-						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\n", j.ID, clip(j.Name, 24), j.Kind, j.Spec, j.TZ,
-							localTime(j.NextRun, j.TZ), status, j.Source, j.ActorID, clip(j.Task, 40))
-					}
-					return tw.Flush()
-				})
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\n", j.ID, clip(j.Name, 24), j.Kind, j.Spec, j.TZ,
+						localTime(j.NextRun, j.TZ), status, j.Source, j.ActorID, clip(j.Task, 40))
+				}
+				return tw.Flush()
 			})
 		},
 	}
@@ -80,15 +74,9 @@ an actor "telegram:123" default to telegram and 123.`,
 				return usagef("cron add: give exactly one of --at, --every or --cron")
 			}
 			spec.Source = schedule.SourceCLI
-			return g.with(c, func(ctx context.Context, cn *conn) error {
-				var j schedule.Job
-				if err := cn.API(ctx, "POST", "/jobs", nil, spec, &j); err != nil {
-					return err
-				}
-				return emit(c, asJSON, j, func(w io.Writer) error {
-					_, err := fmt.Fprintf(w, "added %s (%s %s), next run %s\n", j.ID, j.Kind, j.Spec, localTime(j.NextRun, j.TZ))
-					return err
-				})
+			return call(g, c, asJSON, "POST", "/jobs", nil, spec, func(w io.Writer, j schedule.Job) error {
+				_, err := fmt.Fprintf(w, "added %s (%s %s), next run %s\n", j.ID, j.Kind, j.Spec, localTime(j.NextRun, j.TZ))
+				return err
 			})
 		},
 	}

@@ -285,26 +285,21 @@ same thing is never proposed again for that actor.`,
 		Short: "List staged memories, oldest first",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return g.with(c, func(ctx context.Context, cn *conn) error {
-				var out struct {
-					Staged []memory.Record `json:"staged"`
+			type staged struct {
+				Staged []memory.Record `json:"staged"`
+			}
+			return call(g, c, asJSON, "GET", "/memory/staging", url.Values{"actor": {actor}}, nil, func(w io.Writer, out staged) error {
+				if len(out.Staged) == 0 {
+					fmt.Fprintln(w, "nothing staged")
+					return nil
 				}
-				if err := cn.API(ctx, "GET", "/memory/staging", url.Values{"actor": {actor}}, nil, &out); err != nil {
-					return err
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tACTOR\tSTRATEGY\tSCORE\tCREATED\tCONTENT")
+				for _, r := range out.Staged {
+					_, a, _ := memory.NamespaceActor(r.Namespace)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\n", r.ID, a, r.Strategy, r.Importance, r.CreatedAt.Format(time.DateTime), clip(r.Content, 80))
 				}
-				return emit(c, asJSON, out, func(w io.Writer) error {
-					if len(out.Staged) == 0 {
-						fmt.Fprintln(w, "nothing staged")
-						return nil
-					}
-					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "ID\tACTOR\tSTRATEGY\tSCORE\tCREATED\tCONTENT")
-					for _, r := range out.Staged {
-						_, a, _ := memory.NamespaceActor(r.Namespace)
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\n", r.ID, a, r.Strategy, r.Importance, r.CreatedAt.Format(time.DateTime), clip(r.Content, 80))
-					}
-					return tw.Flush()
-				})
+				return tw.Flush()
 			})
 		},
 	}
@@ -321,15 +316,9 @@ same thing is never proposed again for that actor.`,
 				return nil
 			},
 			RunE: func(c *cobra.Command, args []string) error {
-				return g.with(c, func(ctx context.Context, cn *conn) error {
-					var out map[string]any
-					if err := cn.API(ctx, "POST", "/memory/staging/"+url.PathEscape(args[0])+"/"+verb, nil, struct{}{}, &out); err != nil {
-						return err
-					}
-					return emit(c, asJSON, out, func(w io.Writer) error {
-						_, err := fmt.Fprintf(w, "%s %s\n", map[string]string{"approve": "approved", "reject": "rejected"}[verb], args[0])
-						return err
-					})
+				return call(g, c, asJSON, "POST", "/memory/staging/"+url.PathEscape(args[0])+"/"+verb, nil, struct{}{}, func(w io.Writer, _ map[string]any) error {
+					_, err := fmt.Fprintf(w, "%s %s\n", map[string]string{"approve": "approved", "reject": "rejected"}[verb], args[0])
+					return err
 				})
 			},
 		}

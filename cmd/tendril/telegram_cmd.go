@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,23 +106,17 @@ func newPairingCmd(g *globals) *cobra.Command {
 		Short: "List pending pairing codes",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return g.with(c, func(ctx context.Context, cn *conn) error {
-				var list []telegram.Pairing
-				if err := cn.API(ctx, "GET", "/pairing", nil, nil, &list); err != nil {
-					return err
+			return call(g, c, asJSON, "GET", "/pairing", nil, nil, func(w io.Writer, list []telegram.Pairing) error {
+				if len(list) == 0 {
+					fmt.Fprintln(w, "No pending pairing requests.")
+					return nil
 				}
-				return emit(c, asJSON, list, func(w io.Writer) error {
-					if len(list) == 0 {
-						fmt.Fprintln(w, "No pending pairing requests.")
-						return nil
-					}
-					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "CODE\tCHAT\tUSER\tNAME\tEXPIRES")
-					for _, p := range list {
-						fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", p.Code, p.ChatID, p.UserID, p.Name, time.Until(p.ExpiresAt).Round(time.Minute))
-					}
-					return tw.Flush()
-				})
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "CODE\tCHAT\tUSER\tNAME\tEXPIRES")
+				for _, p := range list {
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", p.Code, p.ChatID, p.UserID, p.Name, time.Until(p.ExpiresAt).Round(time.Minute))
+				}
+				return tw.Flush()
 			})
 		},
 	}
@@ -138,15 +131,9 @@ func newPairingCmd(g *globals) *cobra.Command {
 			if len(code) != 8 {
 				return usagef("pairing code %q must be 8 characters", args[0])
 			}
-			return g.with(c, func(ctx context.Context, cn *conn) error {
-				var p telegram.Pairing
-				if err := cn.API(ctx, "POST", "/pairing/"+code+"/approve", nil, struct{}{}, &p); err != nil {
-					return err
-				}
-				return emit(c, asJSON, p, func(w io.Writer) error {
-					_, err := fmt.Fprintf(w, "Approved %s: chat %d (%s) may now talk to Tendril.\n", p.Code, p.ChatID, p.Name)
-					return err
-				})
+			return call(g, c, asJSON, "POST", "/pairing/"+code+"/approve", nil, struct{}{}, func(w io.Writer, p telegram.Pairing) error {
+				_, err := fmt.Fprintf(w, "Approved %s: chat %d (%s) may now talk to Tendril.\n", p.Code, p.ChatID, p.Name)
+				return err
 			})
 		},
 	}
