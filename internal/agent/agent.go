@@ -30,10 +30,32 @@ type Options struct {
 	AgentID           string
 	MaxToolIterations int           // default 20
 	ToolTimeout       time.Duration // per tool call, default 30s
-	MaxTokens         int
-	Clock             func() time.Time
-	Logger            *slog.Logger
-	Metrics           *metrics.Metrics
+	// MaxTokens is the reply room of every model request (its max_tokens),
+	// default 4096; with a ContextWindow it is capped at ReplyShare of the
+	// window (see ReplyRoom).
+	MaxTokens int
+	// ContextWindow is the model's context window in tokens
+	// (model.contextWindow). When > 0 every request is fitted to it, by
+	// session.EstimateTokens' estimate (see EstimateRequest):
+	//
+	//	system prompt (persona, anchors, memory block, skills, tools)
+	//	+ tool definitions + history + this turn + ReplyRoom ≤ ContextWindow
+	//
+	// The memory block gets at most MemoryBlockShare of the window; history
+	// gives way next, oldest first; the persona and anchors never do (see
+	// fitRequest). 0 fits nothing: requests carry what History returns and
+	// the whole memory block, as before.
+	ContextWindow int
+	// MemoryBlockShare is the memory block's budget as a fraction of
+	// ContextWindow (memory.blockShare): default 0.15, at most 1.
+	MemoryBlockShare float64
+	// ReplyShare caps the reply room at this fraction of ContextWindow,
+	// so that a small window is not all reserved for the reply: default
+	// 0.25, at most 0.9.
+	ReplyShare float64
+	Clock      func() time.Time
+	Logger     *slog.Logger
+	Metrics    *metrics.Metrics
 	// Tracker counts in-flight work for /ping HealthyBusy.
 	Tracker interface{ Begin() func() }
 }
@@ -63,6 +85,21 @@ func New(opt Options, deps Deps) (*Agent, error) {
 	}
 	if opt.MaxTokens <= 0 {
 		opt.MaxTokens = 4096
+	}
+	if opt.ContextWindow < 0 {
+		opt.ContextWindow = 0
+	}
+	if opt.MemoryBlockShare <= 0 {
+		opt.MemoryBlockShare = DefaultMemoryBlockShare
+	}
+	if opt.MemoryBlockShare > 1 {
+		opt.MemoryBlockShare = 1
+	}
+	if opt.ReplyShare <= 0 {
+		opt.ReplyShare = DefaultReplyShare
+	}
+	if opt.ReplyShare > 0.9 {
+		opt.ReplyShare = 0.9
 	}
 	if opt.Clock == nil {
 		opt.Clock = time.Now
@@ -110,7 +147,6 @@ type turn struct {
 	Model        string         `json:"model"`
 	Compacted    bool           `json:"compacted"`
 	started      time.Time
-	memories     []memory.Hit
 	tools        map[string]tool.Tool
 }
 

@@ -90,7 +90,10 @@ type Deps struct {
 	Retriever memory.Retriever
 	Recorder  memory.Recorder
 	// RenderMemory renders retrieved hits as the prompt's memory block;
-	// nil means memory.RenderBlock, the production renderer.
+	// nil means memory.RenderBlock, the production renderer. The agent
+	// hands it hits already filtered and ranked by memory.Assemble and
+	// fits its output to the block's budget with memory.FitBlock (the
+	// longest prefix of the ranked hits that fits).
 	RenderMemory func([]memory.Hit) string
 	// State supplies the breaker level; nil means always state.Normal.
 	State StateTracker

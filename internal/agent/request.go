@@ -25,9 +25,12 @@ type Request struct {
 
 // Result is a completed (or paused) turn.
 type Result struct {
-	Text         string `json:"text"`
-	SessionID    string `json:"session_id"`
-	TurnID       string `json:"turn_id"`
+	Text      string `json:"text"`
+	SessionID string `json:"session_id"`
+	TurnID    string `json:"turn_id"`
+	// MemoriesUsed counts the memory records in the turn's prompt: those
+	// retrieved, less what the block's filter dropped (echoes, duplicates,
+	// contentless lines, conflicts) and what its token budget cut.
 	MemoriesUsed int    `json:"memories_used"`
 	Model        string `json:"model,omitempty"`
 	// PendingApproval is set when the turn paused at the approval gate.

@@ -30,8 +30,7 @@ func (a *Agent) preTurn(ctx context.Context, req Request, key session.Key) (*tur
 		return nil, err
 	}
 
-	t.memories = a.retrieve(ctx, req)
-	t.MemoriesUsed = len(t.memories)
+	memories := a.retrieve(ctx, req)
 
 	t.Level = state.Normal
 	if a.deps.State != nil {
@@ -47,7 +46,6 @@ func (a *Agent) preTurn(ctx context.Context, req Request, key session.Key) (*tur
 		t.ToolNames = append(t.ToolNames, name)
 	}
 	sort.Strings(t.ToolNames)
-	t.System = a.systemPrompt(t)
 
 	t.Messages = nodesToMessages(history)
 	user, node, err := a.userMessage(ctx, req, t)
@@ -56,6 +54,18 @@ func (a *Agent) preTurn(ctx context.Context, req Request, key session.Key) (*tur
 	}
 	t.Messages = appendMessage(t.Messages, user)
 	t.Nodes = append(t.Nodes, node)
+
+	// The memory block gets its share of the window, or what the fixed
+	// parts, this turn's user message and the reply leave (see budget.go).
+	room := 0
+	if a.opt.ContextWindow > 0 {
+		bare := &model.Request{System: a.systemPrompt(t, ""), Tools: a.toolDefs(t), Messages: t.Messages[len(t.Messages)-1:]}
+		// +2: the newlines around the block in the prompt.
+		room = min(a.memoryBudget(), a.opt.ContextWindow-a.ReplyRoom()-EstimateRequest(bare)-2)
+	}
+	block, used := a.memoryBlock(memories, room)
+	t.MemoriesUsed = len(used)
+	t.System = a.systemPrompt(t, block)
 	return t, nil
 }
 
@@ -109,7 +119,10 @@ func (a *Agent) chooseTools(ctx context.Context, level state.Level) map[string]t
 //  5. the tool descriptions;
 //  6. when the breaker is WARNING or CRITICAL, the identity anchors again
 //     with a safe-mode note, so they are the last thing the model reads.
-func (a *Agent) systemPrompt(t *turn) string {
+//
+// memoryBlock is the rendered block ("" for none), already filtered and
+// fitted to its budget by memoryBlock.
+func (a *Agent) systemPrompt(t *turn, memoryBlock string) string {
 	var b strings.Builder
 	b.WriteString(strings.TrimSpace(a.deps.Persona.Text))
 	b.WriteString("\n")
@@ -119,8 +132,8 @@ func (a *Agent) systemPrompt(t *turn) string {
 			b.WriteString("- " + an + "\n")
 		}
 	}
-	if len(t.memories) > 0 {
-		b.WriteString("\n" + strings.TrimSpace(a.deps.RenderMemory(t.memories)) + "\n")
+	if memoryBlock = strings.TrimSpace(memoryBlock); memoryBlock != "" {
+		b.WriteString("\n" + memoryBlock + "\n")
 	}
 	if s := strings.TrimSpace(a.deps.Skills); s != "" {
 		b.WriteString("\n" + s + "\n")
@@ -232,14 +245,7 @@ func (a *Agent) generate(ctx context.Context, t *turn) (*model.Response, error) 
 	if a.deps.Models == nil {
 		return nil, model.ErrNotConfigured
 	}
-	req := &model.Request{System: t.System, Messages: t.Messages, MaxTokens: a.opt.MaxTokens}
-	for _, name := range t.ToolNames {
-		tl := t.tools[name]
-		if tl == nil {
-			continue
-		}
-		req.Tools = append(req.Tools, model.ToolDef{Name: name, Description: tl.Description(), InputSchema: tl.Schema()})
-	}
+	req := a.request(t)
 	resp, err := a.call(ctx, req, t.Vision)
 	if errors.Is(err, model.ErrContextOverflow) && !t.Compacted && a.deps.Compact != nil {
 		t.Compacted = true
@@ -252,10 +258,13 @@ func (a *Agent) generate(ctx context.Context, t *turn) (*model.Response, error) 
 			return nil, herr
 		}
 		// History after compaction plus this turn's messages so far.
-		turnMsgs := t.Messages[len(t.Messages)-1-countTurnMessages(t):]
-		req.Messages = append(nodesToMessages(history), turnMsgs...)
-		t.Messages = req.Messages
-		resp, err = a.call(ctx, req, t.Vision)
+		turnMsgs := append([]model.Message(nil), t.Messages[turnStart(t):]...)
+		msgs := nodesToMessages(history)
+		for _, m := range turnMsgs {
+			msgs = appendMessage(msgs, m)
+		}
+		t.Messages = msgs
+		resp, err = a.call(ctx, a.request(t), t.Vision)
 	}
 	if err != nil {
 		if errors.Is(err, model.ErrNotConfigured) {
@@ -264,6 +273,46 @@ func (a *Agent) generate(ctx context.Context, t *turn) (*model.Response, error) 
 		return nil, fmt.Errorf("%w: %w", errModel, err)
 	}
 	return resp, nil
+}
+
+// request builds the model request of the turn's next call, fitted to the
+// context window (fitRequest): the system prompt, the tool definitions,
+// the history and this turn's messages, and ReplyRoom as max_tokens.
+func (a *Agent) request(t *turn) *model.Request {
+	req := &model.Request{System: t.System, Messages: t.Messages, Tools: a.toolDefs(t), MaxTokens: a.ReplyRoom()}
+	if a.opt.ContextWindow > 0 {
+		rep := fitRequest(req, turnStart(t), a.opt.ContextWindow-req.MaxTokens)
+		if rep.Over {
+			a.opt.Logger.Warn("the system prompt, tools and this turn alone pass the context window; sending anyway",
+				"session", t.Key.ID, "estimate", rep.Estimate, "reply", req.MaxTokens, "window", a.opt.ContextWindow)
+		} else if rep.DroppedMessages > 0 || rep.DroppedSummary || rep.TruncatedTools > 0 {
+			a.opt.Logger.Debug("request fitted to the context window", "session", t.Key.ID, "estimate", rep.Estimate,
+				"droppedMessages", rep.DroppedMessages, "droppedSummary", rep.DroppedSummary, "truncatedToolResults", rep.TruncatedTools)
+		}
+	}
+	return req
+}
+
+// toolDefs are the definitions of the turn's tools, in name order.
+func (a *Agent) toolDefs(t *turn) []model.ToolDef {
+	var defs []model.ToolDef
+	for _, name := range t.ToolNames {
+		tl := t.tools[name]
+		if tl == nil {
+			continue
+		}
+		defs = append(defs, model.ToolDef{Name: name, Description: tl.Description(), InputSchema: tl.Schema()})
+	}
+	return defs
+}
+
+// turnStart is the index in t.Messages of the message holding this turn's
+// user message; the messages before it are history.
+func turnStart(t *turn) int {
+	if i := len(t.Messages) - 1 - countTurnMessages(t); i >= 0 {
+		return i
+	}
+	return 0
 }
 
 // countTurnMessages is how many messages after the user message belong to

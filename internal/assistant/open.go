@@ -84,6 +84,8 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Assistant, er
 		MaxToolIterations: cfg.Agent.MaxToolIterations,
 		ToolTimeout:       cfg.Agent.ToolTimeout.D(),
 		MaxTokens:         cfg.Model.MaxTokens,
+		ContextWindow:     cfg.Model.ContextWindow,
+		MemoryBlockShare:  cfg.Memory.BlockShare,
 		Logger:            a.log,
 		Metrics:           a.metrics,
 		Tracker:           a.busy,

@@ -96,7 +96,10 @@ type ModelConfig struct {
 	Timeout    Duration `json:"timeout"`   // per attempt
 	MaxRetries int      `json:"maxRetries"`
 	MaxTokens  int      `json:"maxTokens"`
-	// ContextWindow in tokens, used for the compaction threshold.
+	// ContextWindow in tokens, used for the compaction threshold and as
+	// the bound every model request is fitted to (with room for the reply,
+	// maxTokens capped at a quarter of the window; memory.blockShare of it
+	// for the memory block).
 	ContextWindow int `json:"contextWindow"`
 }
 
@@ -168,6 +171,12 @@ type MemoryConfig struct {
 	StageThreshold    float64      `json:"stageThreshold"` // 0.4
 	StoreThreshold    float64      `json:"storeThreshold"` // 0.7
 	LLMExtraction     bool         `json:"llmExtraction"`
+	// BlockShare is the memory block's token budget as a fraction of
+	// model.contextWindow (unit: share of the window, 0 < x ≤ 1; default
+	// 0.15, i.e. 600 tokens of a 4,000-token window). The block never
+	// takes more; lowest-ranked records are cut first, explicit ones last.
+	// 0 or absent means the default; a value above 1 counts as 1.
+	BlockShare float64 `json:"blockShare"`
 }
 
 // StateConfig is SPEC §6.1–6.2.
@@ -268,7 +277,7 @@ func Default() Config {
 			EventExpiryDays: 30, ExtractEveryTurns: 2, IdleAfter: Duration(10 * time.Minute), TopK: 50,
 			RetrieveTimeout: Duration(3 * time.Second),
 			IndexedKeys:     []IndexedKey{{"type", "STRING"}, {"section", "STRING"}, {"plants", "STRINGLIST"}},
-			StageThreshold:  0.4, StoreThreshold: 0.7, LLMExtraction: true,
+			StageThreshold:  0.4, StoreThreshold: 0.7, LLMExtraction: true, BlockShare: 0.15,
 		},
 		State: StateConfig{
 			HalfLife: Duration(30 * time.Minute),

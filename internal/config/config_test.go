@@ -92,3 +92,16 @@ func TestMaskedKeepsUsefulParts(t *testing.T) {
 		t.Fatalf("masked too much: %s", m.Providers.OpenAIBaseURL)
 	}
 }
+
+func TestMemoryBlockShare(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("TENDRIL_HOME", home)
+	c, err := Load("")
+	if err != nil || c.Memory.BlockShare != 0.15 {
+		t.Fatalf("default memory.blockShare = %v, %v; want 0.15", c.Memory.BlockShare, err)
+	}
+	os.WriteFile(filepath.Join(home, "tendril.json"), []byte(`{"model": {"contextWindow": 4000}, "memory": {"blockShare": 0.1}}`), 0o600)
+	if c, err = Load(""); err != nil || c.Memory.BlockShare != 0.1 || c.Model.ContextWindow != 4000 {
+		t.Fatalf("memory.blockShare from file = %v, %v", c.Memory.BlockShare, err)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode"
 )
 
 // Retrieval defaults (SPEC §4.6).
@@ -189,127 +188,35 @@ func (r *Retrieval) search(ctx context.Context, agentID, actorID, query string) 
 	return Assemble(uniq, r.opts.TopK), nil
 }
 
-// Assemble orders hits for the prompt (SPEC §4.6 step 4): explicit records
-// (USER_PREFERENCE, PROCEDURAL) first in their relative order, then
-// inferred ones in theirs; an inferred hit on the same topic as an explicit
-// one is dropped (see SameTopic); the result is capped at limit (≤0 = 50).
+// Assemble orders and filters hits for the prompt (SPEC §4.6 step 4):
+// explicit records (USER_PREFERENCE, PROCEDURAL) first in their relative
+// order, then inferred ones in theirs; echoes, contentless lines,
+// duplicates and inferred records conflicting with an explicit one
+// (SameTopic) are dropped (see FilterHits); the result is capped at limit
+// (≤0 = 50). Dropping happens before the cap, so what is dropped never
+// takes a place in it.
 func Assemble(hits []Hit, limit int) []Hit {
 	if limit <= 0 {
 		limit = DefaultTopK
 	}
-	var explicit, inferred []Hit
-	for _, h := range hits {
-		if h.Record.Explicit() {
-			explicit = append(explicit, h)
-		} else {
-			inferred = append(inferred, h)
-		}
-	}
-	out := append([]Hit(nil), explicit...)
-	for _, h := range inferred {
-		conflict := false
-		for _, e := range explicit {
-			if SameTopic(e.Record, h.Record) {
-				conflict = true
-				break
-			}
-		}
-		if !conflict {
-			out = append(out, h)
-		}
-	}
+	out, _ := FilterHits(hits)
 	if len(out) > limit {
 		out = out[:limit]
 	}
 	return out
 }
 
-// SameTopic is the conflict rule of assembly. An inferred record is on the
-// same topic as an explicit one when
-//   - both carry the same non-empty metadata "topic" string, or
-//   - at least half of the inferred record's content words (lowercased,
-//     words of 3+ letters minus a few function words, "fertiliser" and
-//     "fertilizers" alike by a 5-letter prefix) occur in the explicit one.
-//
-// The explicit statement is authoritative for its topic, so a restating or
-// contradicting inference ("uses chemical fertiliser" against "I only use
-// organic fertiliser") is dropped, while a longer exchange that merely
-// mentions the topic among other things is kept.
-func SameTopic(explicit, inferred Record) bool {
-	et, _ := explicit.Metadata["topic"].(string)
-	it, _ := inferred.Metadata["topic"].(string)
-	if et != "" || it != "" {
-		return et != "" && strings.EqualFold(et, it)
-	}
-	iw := topicWords(inferred.Content)
-	if len(iw) == 0 {
-		return false
-	}
-	ew := topicWords(explicit.Content)
-	common := 0
-	for w := range iw {
-		if ew[w] {
-			common++
-		}
-	}
-	return float64(common) >= 0.5*float64(len(iw))
-}
-
-var topicStop = map[string]bool{"the": true, "and": true, "for": true, "with": true, "that": true, "this": true,
-	"you": true, "your": true, "are": true, "was": true, "were": true, "have": true, "has": true, "had": true,
-	"but": true, "from": true, "they": true, "them": true, "its": true, "our": true, "user": true,
-	"assistant": true, "prefers": true, "likes": true, "uses": true, "use": true, "only": true, "always": true}
-
-func topicWords(s string) map[string]bool {
-	out := map[string]bool{}
-	for _, f := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-		if len([]rune(f)) < 3 && !isHangulWord(f) {
-			continue
-		}
-		if topicStop[f] {
-			continue
-		}
-		if r := []rune(f); len(r) > 5 && !isHangulWord(f) {
-			f = string(r[:5])
-		}
-		out[f] = true
-	}
-	return out
-}
-
-func isHangulWord(s string) bool {
-	for _, r := range s {
-		if unicode.Is(unicode.Hangul, r) {
-			return true
-		}
-	}
-	return false
-}
-
-// RenderBlock renders hits as the system-prompt block of SPEC §4.6 step 5:
+// RenderBlock renders hits as the system-prompt block of SPEC §4.6 step 5,
+// with no token budget:
 //
 //	What you remember about this user:
 //	- [Explicit] I only use organic fertiliser.
 //	- [Inferred] Has a fig tree.
 //
-// Each record is one line (newlines folded, at most 500 runes). No hits
-// render as "".
+// The hits are filtered first (FilterHits, as in Assemble; idempotent, so
+// already assembled hits render as they are); there is no cap. Each record is one line
+// (whitespace folded, at most 500 runes). No hits render as "". For a
+// budgeted block use RenderBlockWith, or FitBlock around RenderBlock.
 func RenderBlock(hits []Hit) string {
-	if len(hits) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	b.WriteString("What you remember about this user:\n")
-	for _, h := range hits {
-		tag := "[Inferred]"
-		if h.Record.Explicit() {
-			tag = "[Explicit]"
-		}
-		text := strings.Join(strings.Fields(h.Record.Content), " ")
-		if r := []rune(text); len(r) > 500 {
-			text = string(r[:500]) + "…"
-		}
-		fmt.Fprintf(&b, "- %s %s\n", tag, text)
-	}
-	return b.String()
+	return RenderBlockWith(hits, BlockOptions{}).Text
 }

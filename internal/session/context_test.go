@@ -119,3 +119,23 @@ func TestRepairTable(t *testing.T) {
 		}
 	}
 }
+
+// EstimateText is EstimateTokens without the framing, and subadditive, so
+// budgets summing pieces never undercount the whole.
+func TestEstimateText(t *testing.T) {
+	n := session.Node{Text: "hello there", Blocks: []session.Block{{Type: session.BlockText, Text: "비료"}, {Type: "tool_use", Name: "weather", Input: []byte(`{"place":"Busan"}`)}}}
+	if got, want := session.EstimateTokens(n), session.TokensPerNode+session.EstimateText("hello there", "비료", "", "", "weather", `{"place":"Busan"}`); got != want {
+		t.Fatalf("EstimateTokens %d, want %d", got, want)
+	}
+	if session.EstimateText("") != 0 || session.EstimateText("abcd") != 1 || session.EstimateText("abcde") != 2 || session.EstimateText("감사합니다") != 5 {
+		t.Fatal("session.EstimateText rule")
+	}
+	for _, p := range [][2]string{{"abc", "de"}, {"a", "b"}, {"비료", "x"}, {"", "abcd"}} {
+		if session.EstimateText(p[0]+p[1]) > session.EstimateText(p[0])+session.EstimateText(p[1]) || session.EstimateText(p[0], p[1]) != session.EstimateText(p[0]+p[1]) {
+			t.Fatalf("%q: not subadditive", p)
+		}
+	}
+	if session.EstimateTokens(session.Node{Blocks: []session.Block{{Type: session.BlockImage}}}) != session.TokensPerNode+session.TokensPerImage {
+		t.Fatal("image cost")
+	}
+}

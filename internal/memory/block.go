@@ -1,0 +1,475 @@
+package memory
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/tendrilai/tendril/internal/session"
+)
+
+// The memory block of the system prompt (SPEC §4.6 steps 4–5 and
+// "Budget") is built here and only here: Assemble orders and filters the
+// hits, RenderBlock / RenderBlockWith render them, FitBlock fits any
+// renderer's output into a token budget. The agent calls these; nothing
+// else renders memory for the model.
+//
+// Filtering (FilterHits, applied by Assemble and again, idempotently, by
+// RenderBlock) walks the hits explicit first, in rank order, and drops:
+//
+//   - DropEcho: records the assistant wrote. An episodic event whose role
+//     (metadata "role", else the "(date) assistant:" speaker of its
+//     content) is "assistant" is always dropped, not only when it restates
+//     a user line: the block says what is remembered about the user, the
+//     assistant's replies restate what it was told or guessed, and feeding
+//     its own guesses back as memory would make them self-confirming. What
+//     the assistant committed to (reminders, notes) lives in its own
+//     stores and tools.
+//   - DropContentless: lines with no content word after the "(date)
+//     speaker:" prefix, e.g. "ok", "thanks!", "hi", "ㅇㅋ", "감사합니다"
+//     (see contentWords for what a content word is).
+//   - DropDuplicate: a record whose normalised text (ContentHash of the
+//     text without the event prefix) equals a kept record's, or whose
+//     content words overlap a kept record's with Jaccard ≥ 0.8; the
+//     higher-ranked one (explicit first, then retrieval order) stays.
+//   - DropConflict: an inferred record that SameTopic says conflicts with
+//     a kept explicit record.
+//
+// The budget is a prefix: records are rendered in that order and the
+// lowest-ranked are cut first, so explicit records are the last to go.
+
+// Drop reasons reported by FilterHits.
+const (
+	DropEcho        = "echo"
+	DropContentless = "contentless"
+	DropDuplicate   = "duplicate"
+	DropConflict    = "conflict"
+)
+
+// Dropped is a hit FilterHits left out, with the reason (one of the Drop*
+// constants) and, for duplicates and conflicts, the ID of the kept record
+// that caused it.
+type Dropped struct {
+	Hit    Hit    `json:"hit"`
+	Reason string `json:"reason"`
+	By     string `json:"by,omitempty"`
+}
+
+// nearDuplicateJaccard is the content-word overlap at or above which two
+// records are near-duplicates.
+const nearDuplicateJaccard = 0.8
+
+// FilterHits orders hits explicit first (each group keeping its relative order)
+// and drops echoes, contentless lines, duplicates and inferred records that
+// conflict with an explicit one (see the package comment above). It is
+// idempotent: FilterHits of its own output drops nothing.
+func FilterHits(hits []Hit) (kept []Hit, dropped []Dropped) {
+	ordered := make([]Hit, 0, len(hits))
+	for _, h := range hits {
+		if h.Record.Explicit() {
+			ordered = append(ordered, h)
+		}
+	}
+	for _, h := range hits {
+		if !h.Record.Explicit() {
+			ordered = append(ordered, h)
+		}
+	}
+	var info []analysis
+	ids := map[string]bool{}
+	for _, h := range ordered {
+		if IsAssistantRecord(h.Record) {
+			dropped = append(dropped, Dropped{Hit: h, Reason: DropEcho})
+			continue
+		}
+		an := analyse(h.Record)
+		if len(an.words) == 0 {
+			dropped = append(dropped, Dropped{Hit: h, Reason: DropContentless})
+			continue
+		}
+		by := ""
+		if h.Record.ID != "" && ids[h.Record.ID] {
+			by = h.Record.ID
+		}
+		for i := 0; by == "" && i < len(info); i++ {
+			if info[i].hash == an.hash || jaccard(info[i].words, an.words) >= nearDuplicateJaccard {
+				by = nameOf(kept[i])
+			}
+		}
+		if by != "" {
+			dropped = append(dropped, Dropped{Hit: h, Reason: DropDuplicate, By: by})
+			continue
+		}
+		if !h.Record.Explicit() {
+			for i, k := range kept {
+				if k.Record.Explicit() && sameTopic(k.Record, h.Record, &info[i], &an) {
+					by = nameOf(k)
+					break
+				}
+			}
+			if by != "" {
+				dropped = append(dropped, Dropped{Hit: h, Reason: DropConflict, By: by})
+				continue
+			}
+		}
+		kept = append(kept, h)
+		info = append(info, an)
+		if h.Record.ID != "" {
+			ids[h.Record.ID] = true
+		}
+	}
+	return kept, dropped
+}
+
+func nameOf(h Hit) string {
+	if h.Record.ID == "" {
+		return "(unnamed)"
+	}
+	return h.Record.ID
+}
+
+// analysis is what the filter needs of a record, computed once.
+type analysis struct {
+	hash    string          // ContentHash of the body
+	words   map[string]bool // content words of the body
+	ordered []string        // the same, in order of first appearance
+	nouns   map[string]bool // content words that are not preference verbs
+}
+
+func analyse(r Record) analysis {
+	body := bodyText(r)
+	an := analysis{hash: ContentHash(body), words: map[string]bool{}, nouns: map[string]bool{}}
+	for _, w := range words(body) {
+		st := stem(w)
+		if st == "" {
+			continue
+		}
+		if !an.words[st] {
+			an.words[st] = true
+			an.ordered = append(an.ordered, st)
+		}
+		if !preferenceVerbs[w] {
+			an.nouns[st] = true
+		}
+	}
+	return an
+}
+
+// eventPrefix matches the "(YYYY-MM-DD) speaker: " prefix of episodic
+// event records (see sqlitestore's eventRecord).
+var eventPrefix = regexp.MustCompile(`^\((\d{4}-\d{2}-\d{2})\) ([^:\n]{1,64}):(?:\s+|$)`)
+
+// bodyText is what a record says: its content without the "(date)
+// speaker:" prefix of an episodic event.
+func bodyText(r Record) string {
+	c := strings.TrimSpace(r.Content)
+	if r.Strategy == StrategyEpisodic || r.Metadata["kind"] == "event" {
+		if m := eventPrefix.FindStringSubmatchIndex(c); m != nil {
+			return c[m[1]:]
+		}
+	}
+	return c
+}
+
+// IsAssistantRecord reports whether the assistant wrote the record: an
+// event whose metadata "role" is "assistant", or, when it has no role, an
+// episodic record whose content starts "(date) assistant: ".
+func IsAssistantRecord(r Record) bool {
+	if role, ok := r.Metadata["role"].(string); ok && role != "" {
+		return strings.EqualFold(role, "assistant")
+	}
+	if r.Strategy != StrategyEpisodic && r.Metadata["kind"] != "event" {
+		return false
+	}
+	m := eventPrefix.FindStringSubmatch(strings.TrimSpace(r.Content))
+	return m != nil && strings.EqualFold(strings.TrimSpace(m[2]), "assistant")
+}
+
+// IsContentless reports whether text has no content word: "ok", "thanks",
+// "hi", "ㅇㅋ", "감사합니다" and the like.
+func IsContentless(text string) bool { return len(contentWords(text)) == 0 }
+
+func jaccard(a, b map[string]bool) float64 {
+	if len(a) == 0 || len(b) == 0 {
+		return 0
+	}
+	common := 0
+	for w := range a {
+		if b[w] {
+			common++
+		}
+	}
+	return float64(common) / float64(len(a)+len(b)-common)
+}
+
+// functionWords are never content words: English function words and
+// common verbs of preference (they say how, not what).
+var functionWords = set("the and for with that this these those you your yours are was were have has had " +
+	"but from they them their there then than its our ours user assistant prefers prefer preferred likes like " +
+	"uses use used using only always never what which who whom whose how when where why should would could " +
+	"can will shall may might must not about into onto over under also just very some any all been being " +
+	"does did done doing get gets got getting really she her hers him his himself herself myself yourself " +
+	"wants want need needs here each every much many more most such other own same too out off")
+
+// fillerWords carry no content on their own: acknowledgements, greetings,
+// thanks, in English and Korean. A line made only of these (and function
+// words) is contentless.
+var fillerWords = set("ok okay okey kk thanks thank thx ty hi hello hey hiya yo yes yeah yep yup no nope nah " +
+	"sure cool great nice good fine alright bye goodbye lol haha hmm hm please pls welcome morning night " +
+	"noted awesome perfect wow oh ah cheers np gotcha right indeed absolutely " +
+	"ㅇㅋ ㅋㅋ ㅎㅎ 감사 감사합니다 감사해요 고마워 고마워요 고맙습니다 안녕 안녕하세요 네 넵 넹 응 예 아니 아니요 " +
+	"좋아 좋아요 알겠어 알겠어요 알겠습니다 오케이 그래 그래요")
+
+// koreanPronouns are not content words after particle stripping.
+var koreanPronouns = set("나 내 저 제 너 네 우리 저희 그 이 그것 이것")
+
+// koreanParticles are stripped from the end of a Hangul word (longest
+// first) so "비료는" and "비료만" both give "비료".
+var koreanParticles = []string{"에서는", "으로는", "에게서", "에서", "에게", "으로", "까지", "부터", "처럼", "보다", "한테",
+	"은", "는", "이", "가", "을", "를", "만", "도", "의", "에", "로", "와", "과", "랑"}
+
+func set(words string) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(words) {
+		m[w] = true
+	}
+	return m
+}
+
+// contentWords returns the content words of s, each as its stem:
+// lowercased NFKC words split at anything that is not a letter or digit;
+// Latin-script words need 3+ letters, are not function or filler words and
+// are cut to their first 5 letters ("fertiliser", "fertilizers" →
+// "ferti"); Hangul words lose one trailing particle ("비료는" → "비료") and
+// must not be a filler or a pronoun; words of only Hangul jamo ("ㅇㅋ")
+// are fillers; any word with a digit is content.
+func contentWords(s string) map[string]bool {
+	out := map[string]bool{}
+	for _, w := range words(s) {
+		if st := stem(w); st != "" {
+			out[st] = true
+		}
+	}
+	return out
+}
+
+func words(s string) []string {
+	return strings.FieldsFunc(strings.ToLower(norm.NFKC.String(s)), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && !unicode.Is(unicode.Hangul, r)
+	})
+}
+
+func stem(w string) string {
+	if fillerWords[w] {
+		return ""
+	}
+	hasDigit, syllables, jamo := false, 0, 0
+	for _, r := range w {
+		switch {
+		case unicode.IsDigit(r):
+			hasDigit = true
+		case r >= 0xAC00 && r <= 0xD7A3:
+			syllables++
+		case unicode.Is(unicode.Hangul, r):
+			jamo++
+		}
+	}
+	switch {
+	case hasDigit:
+		return w
+	case syllables > 0:
+		for _, p := range koreanParticles {
+			if rest, ok := strings.CutSuffix(w, p); ok && rest != "" {
+				w = rest
+				break
+			}
+		}
+		if fillerWords[w] || koreanPronouns[w] {
+			return ""
+		}
+		return w
+	case jamo > 0:
+		return "" // ㅇㅋ, ㅋㅋ: jamo-only chat shorthand
+	}
+	r := []rune(w)
+	if len(r) < 3 || functionWords[w] {
+		return ""
+	}
+	if len(r) > 5 {
+		w = string(r[:5])
+	}
+	return w
+}
+
+// preferenceVerbs are dropped from an explicit preference's words when
+// finding what it is about ("I only use organic fertiliser" is about
+// organic fertiliser).
+var preferenceVerbs = set("love loves hate hates dislike dislikes enjoy enjoys call favourite favorite avoid avoids " +
+	"rather keep 좋아해 좋아해요 싫어해 싫어해요 사용 사용해 써요 써 불러 불러줘 불러주세요")
+
+// claimMaxWords bounds the inferred records the subject rule applies to: a
+// record of more content words is an exchange or a summary that may
+// mention the explicit record's subject among other things, not a claim
+// about it.
+const claimMaxWords = 12
+
+// SameTopic is the conflict rule of assembly: whether the inferred record
+// speaks about the same topic as the explicit one, which then takes
+// precedence. It is true when any of these holds:
+//
+//  1. both carry the same non-empty metadata "topic" string (case-folded);
+//  2. at least half of the inferred record's content words (see
+//     contentWords; "fertiliser" and "fertilizers" alike by their 5-letter
+//     stem) occur in the explicit one: a restatement or a variant of it
+//     ("uses chemical fertiliser" against "I only use organic
+//     fertiliser");
+//  3. the explicit record is a USER_PREFERENCE, the inferred record is a
+//     short claim (at most 12 content words) and its subject — its first
+//     content word, after any "(date) speaker:" prefix — is one of the
+//     preference's content words other than preference verbs: "my
+//     fertiliser is a synthetic NPK blend" is about fertiliser, which "I
+//     only use organic fertiliser" settles.
+//
+// Differing topic keys do not prevent 2 and 3: extractors assign keys
+// inconsistently ("fertiliser" vs "garden-inputs"), and the explicit
+// statement is what the user said.
+//
+// Limits: this is word overlap, not understanding. Rule 3 reads the first
+// content word as the subject, which is right for the short declarative
+// claims extractors write, and misses a claim whose subject comes late
+// ("Synthetic NPK is what goes on the fertiliser schedule") unless rule 2
+// catches it; it also drops a compatible claim about the same subject
+// ("roses get black spot" next to "I love roses"), which is the price of
+// explicit precedence. PROCEDURAL records (how to answer) only use rules 1
+// and 2: an instruction like "keep answers short about aphids" does not
+// settle facts about aphids. Korean is matched on particle-stripped words,
+// without morphology; synonyms ("plant food") are not matched.
+func SameTopic(explicit, inferred Record) bool {
+	e, i := analyse(explicit), analyse(inferred)
+	return sameTopic(explicit, inferred, &e, &i)
+}
+
+func sameTopic(explicit, inferred Record, e, i *analysis) bool {
+	et, _ := explicit.Metadata["topic"].(string)
+	it, _ := inferred.Metadata["topic"].(string)
+	if et != "" && strings.EqualFold(strings.TrimSpace(et), strings.TrimSpace(it)) {
+		return true
+	}
+	if len(i.ordered) == 0 {
+		return false
+	}
+	common := 0
+	for _, w := range i.ordered {
+		if e.words[w] {
+			common++
+		}
+	}
+	if float64(common) >= 0.5*float64(len(i.ordered)) {
+		return true
+	}
+	return explicit.Strategy == StrategyUserPreference && len(i.ordered) <= claimMaxWords && e.nouns[i.ordered[0]]
+}
+
+// BlockHeader starts the memory block.
+const BlockHeader = "What you remember about this user:\n"
+
+// maxLineRunes caps one rendered record.
+const maxLineRunes = 500
+
+// BlockOptions bound RenderBlockWith.
+type BlockOptions struct {
+	// MaxTokens is the block's budget, estimated with session.EstimateText
+	// (the project's one token estimate); ≤ 0 means no budget.
+	MaxTokens int
+	// Limit caps the records rendered; ≤ 0 means no cap (retrieval has
+	// already capped the hits at its topK).
+	Limit int
+}
+
+// Block is a rendered memory block.
+type Block struct {
+	// Text is the block, "" when no record is rendered.
+	Text string
+	// Hits are the records in Text, in order.
+	Hits []Hit
+	// Tokens is session.EstimateText(Text).
+	Tokens int
+	// Dropped are the hits FilterHits left out; records cut by the budget or
+	// the limit are counted in Cut, not listed here.
+	Dropped []Dropped
+	Cut     int
+}
+
+// RenderBlockWith filters hits (FilterHits), caps them at opts.Limit, and renders
+// the longest prefix whose estimate fits opts.MaxTokens:
+//
+//	What you remember about this user:
+//	- [Explicit] I only use organic fertiliser
+//	- [Inferred] Has a fig tree
+//
+// Each record is one line (whitespace folded, at most 500 runes).
+func RenderBlockWith(hits []Hit, opts BlockOptions) Block {
+	kept, dropped := FilterHits(hits)
+	cut := 0
+	if opts.Limit > 0 && len(kept) > opts.Limit {
+		cut = len(kept) - opts.Limit
+		kept = kept[:opts.Limit]
+	}
+	fit, text := FitBlock(kept, opts.MaxTokens, renderLines)
+	return Block{Text: text, Hits: fit, Tokens: session.EstimateText(text), Dropped: dropped, Cut: cut + len(kept) - len(fit)}
+}
+
+// FitBlock returns the longest prefix of hits whose rendering by render is
+// estimated (session.EstimateText) at no more than maxTokens, and that
+// rendering; maxTokens ≤ 0 means no budget. The hits must already be in
+// rank order (Assemble's): the lowest-ranked are cut first. render must
+// grow with its input (true of any line-per-record renderer). It returns no
+// hits and "" when not even one record fits.
+func FitBlock(hits []Hit, maxTokens int, render func([]Hit) string) ([]Hit, string) {
+	if len(hits) == 0 {
+		return nil, ""
+	}
+	full := render(hits)
+	if maxTokens <= 0 || session.EstimateText(full) <= maxTokens {
+		return hits, full
+	}
+	// Binary search for the longest fitting prefix: lo fits, hi does not.
+	lo, hi := 0, len(hits)
+	loText := ""
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if txt := render(hits[:mid]); session.EstimateText(txt) <= maxTokens {
+			lo, loText = mid, txt
+		} else {
+			hi = mid
+		}
+	}
+	if lo == 0 {
+		return nil, ""
+	}
+	return hits[:lo], loText
+}
+
+// renderLines renders already filtered hits.
+func renderLines(hits []Hit) string {
+	if len(hits) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(BlockHeader)
+	for _, h := range hits {
+		tag := "[Inferred]"
+		if h.Record.Explicit() {
+			tag = "[Explicit]"
+		}
+		text := strings.Join(strings.Fields(h.Record.Content), " ")
+		if r := []rune(text); len(r) > maxLineRunes {
+			text = string(r[:maxLineRunes]) + "…"
+		}
+		fmt.Fprintf(&b, "- %s %s\n", tag, text)
+	}
+	return b.String()
+}
