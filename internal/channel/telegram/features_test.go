@@ -158,8 +158,8 @@ func TestCantParseEntitiesFallsBackToPlainText(t *testing.T) {
 	if len(msgs) != 1 {
 		t.Fatalf("messages %+v", msgs)
 	}
-	if msgs[0].ParseMode != "" || msgs[0].Text != "Water the figs at 7:00 & check" {
-		t.Fatalf("fallback sent %q (parse_mode %q), want plain text without Markdown", msgs[0].Text, msgs[0].ParseMode)
+	if msgs[0].ParseMode != "" || msgs[0].Text != "Water the figs at 7:00 & check (https://example.com)" {
+		t.Fatalf("fallback sent %q (parse_mode %q), want plain text without Markdown, keeping the URL", msgs[0].Text, msgs[0].ParseMode)
 	}
 }
 

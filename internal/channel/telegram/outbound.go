@@ -43,16 +43,30 @@ func StripSentinels(text string) string {
 // Send renders markdown to Telegram HTML and sends it to chatID in chunks
 // of ≤ tgmd.MaxChunk UTF-16 units. Sentinel lines are dropped, and a reply
 // that is empty after that sends nothing. A 429 waits parameters.retry_after
-// seconds and retries (Options.SendRetries times); a 400 "can't parse
-// entities" resends the chunk as plain text with the markup stripped.
+// seconds and retries (Options.SendRetries times). When Telegram refuses a
+// chunk's HTML (400 "can't parse entities"), that chunk and the rest of the
+// reply are sent as plain text rendered from the same Markdown: links keep
+// their URLs as "label (url)", no Markdown syntax shows, and the plain
+// chunks obey the same limit without cutting URLs.
 func (c *Channel) Send(ctx context.Context, chatID int64, markdown string) error {
 	text := StripSentinels(markdown)
 	if text == "" {
 		return nil
 	}
-	for _, chunk := range tgmd.Chunk(tgmd.Render(text), tgmd.MaxChunk) {
-		if _, err := c.sendHTML(ctx, chatID, chunk, nil); err != nil {
-			return err
+	reply := tgmd.Prepare(text, tgmd.MaxChunk)
+	for k, chunk := range reply.HTML {
+		_, err := c.sendMessage(ctx, chatID, chunk, models.ParseModeHTML, nil)
+		if refusedHTML(err) {
+			c.log.Warn("telegram: Telegram rejected HTML; sending the rest of the reply as plain text", "chat_id", chatID, "chunk", k, "chunks", len(reply.HTML), "err", redact(err, c.opts.BotToken))
+			for _, p := range reply.PlainFrom(k) {
+				if _, err := c.sendMessage(ctx, chatID, p, "", nil); err != nil {
+					return c.sendError(chatID, err)
+				}
+			}
+			return nil
+		}
+		if err != nil {
+			return c.sendError(chatID, err)
 		}
 	}
 	return nil
@@ -94,9 +108,24 @@ type callbackButton struct {
 }
 
 // sendHTML sends one message with parse_mode HTML and returns its
-// message_id. On "can't parse entities" it resends the visible text plain.
+// message_id. On "can't parse entities" it resends the visible text plain,
+// links written "label (url)".
 func (c *Channel) sendHTML(ctx context.Context, chatID int64, html string, markup any) (int, error) {
-	params := &bot.SendMessageParams{ChatID: chatID, Text: html, ParseMode: models.ParseModeHTML}
+	id, err := c.sendMessage(ctx, chatID, html, models.ParseModeHTML, markup)
+	if refusedHTML(err) {
+		c.log.Warn("telegram: Telegram rejected HTML; resending as plain text", "chat_id", chatID, "err", redact(err, c.opts.BotToken))
+		id, err = c.sendMessage(ctx, chatID, tgmd.PlainFromHTML(html), "", markup)
+	}
+	if err != nil {
+		return 0, c.sendError(chatID, err)
+	}
+	return id, nil
+}
+
+// sendMessage sends text with parseMode ("" for plain text), with retries,
+// and returns the message_id. Its error is the Bot API's, unwrapped.
+func (c *Channel) sendMessage(ctx context.Context, chatID int64, text string, parseMode models.ParseMode, markup any) (int, error) {
+	params := &bot.SendMessageParams{ChatID: chatID, Text: text, ParseMode: parseMode}
 	if mk, ok := markup.(models.ReplyMarkup); ok && mk != nil {
 		params.ReplyMarkup = mk
 	}
@@ -105,22 +134,19 @@ func (c *Channel) sendHTML(ctx context.Context, chatID int64, html string, marku
 		msg, err = c.bot.SendMessage(ctx, params)
 		return err
 	})
-	if err != nil && errors.Is(err, bot.ErrorBadRequest) && strings.Contains(err.Error(), "can't parse entities") {
-		c.log.Warn("telegram: Telegram rejected HTML; resending as plain text", "chat_id", chatID, "err", err)
-		params.Text = tgmd.PlainText(html)
-		params.ParseMode = ""
-		err = c.retry(ctx, func() (err error) {
-			msg, err = c.bot.SendMessage(ctx, params)
-			return err
-		})
-	}
-	if err != nil {
-		return 0, fmt.Errorf("telegram: sendMessage to %d: %w", chatID, redact(err, c.opts.BotToken))
-	}
-	if msg == nil {
-		return 0, nil
+	if err != nil || msg == nil {
+		return 0, err
 	}
 	return msg.ID, nil
+}
+
+// refusedHTML reports Telegram's 400 "can't parse entities".
+func refusedHTML(err error) bool {
+	return err != nil && errors.Is(err, bot.ErrorBadRequest) && strings.Contains(err.Error(), "can't parse entities")
+}
+
+func (c *Channel) sendError(chatID int64, err error) error {
+	return fmt.Errorf("telegram: sendMessage to %d: %w", chatID, redact(err, c.opts.BotToken))
 }
 
 // retry runs f, waiting out 429 answers for their retry_after and

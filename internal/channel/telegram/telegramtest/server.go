@@ -3,7 +3,8 @@
 // POST /bot<token>/<method> with multipart, urlencoded or JSON parameters,
 // and GET /file/bot<token>/<file_path> for downloads. It records every call,
 // rejects message text that real Telegram would reject (see ValidateHTML),
-// can be scripted to fail with 429 retry_after or any other error, and serves
+// can be scripted to fail with 429 retry_after or any other error, or to
+// refuse every HTML message (RefuseHTML), and serves
 // getFile for the file_ids in shared/data/telegram/updates.jsonl.
 package telegramtest
 
@@ -91,6 +92,7 @@ type Server struct {
 	messages []Message
 	files    map[string]File
 	failures map[string][]failure // lower-case method -> queued failures
+	refuse   int                  // HTML sendMessages still accepted before refusing all; -1: never refuse
 	nextID   int
 	changed  chan struct{}
 }
@@ -109,6 +111,7 @@ func NewServer() *Server {
 		files:    map[string]File{},
 		failures: map[string][]failure{},
 		nextID:   1000,
+		refuse:   -1,
 		changed:  make(chan struct{}),
 	}
 	for id, size := range map[string]int{
@@ -157,6 +160,26 @@ func (s *Server) Fail(method string, n, code int, desc string, retryAfter int) {
 	for range n {
 		s.failures[k] = append(s.failures[k], failure{code, desc, retryAfter})
 	}
+}
+
+// RefuseHTML makes every later sendMessage with parse_mode HTML fail, as
+// Telegram does for HTML it cannot parse, with 400 "Bad Request: can't parse
+// entities: ..." whatever the text; messages without a parse mode are
+// unaffected. RefuseHTML(false) restores normal validation.
+func (s *Server) RefuseHTML(on bool) {
+	if on {
+		s.RefuseHTMLAfter(0)
+		return
+	}
+	s.RefuseHTMLAfter(-1)
+}
+
+// RefuseHTMLAfter accepts the next n valid HTML messages and then refuses
+// every HTML message as RefuseHTML(true) does; n < 0 refuses none.
+func (s *Server) RefuseHTMLAfter(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refuse = max(n, -1)
 }
 
 // RateLimit queues n "429 Too Many Requests: retry after N" answers.
@@ -305,6 +328,15 @@ func (s *Server) dispatch(method string, p map[string]string) (any, int, string)
 		case "html":
 			if _, err := ValidateHTML(text); err != nil {
 				return nil, 400, err.Error()
+			}
+			s.mu.Lock()
+			refuse := s.refuse == 0
+			if s.refuse > 0 {
+				s.refuse--
+			}
+			s.mu.Unlock()
+			if refuse {
+				return nil, 400, ErrParseEntities.Error() + ": Can't find end of the entity starting at byte offset 0"
 			}
 		case "":
 			if strings.TrimSpace(text) == "" {

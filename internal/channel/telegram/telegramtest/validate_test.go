@@ -109,6 +109,47 @@ func TestServerSpeaksBotAPI(t *testing.T) {
 	}
 }
 
+// TestRefuseHTML: with RefuseHTML every HTML message, valid or not, is
+// refused as Telegram refuses unparsable HTML; plain text still goes
+// through, and RefuseHTML(false) restores validation. RefuseHTMLAfter(n)
+// accepts n HTML messages first.
+func TestRefuseHTML(t *testing.T) {
+	srv := telegramtest.New(t)
+	b, err := bot.New(telegramtest.Token, bot.WithServerURL(srv.URL), bot.WithSkipGetMe())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	srv.RefuseHTML(true)
+	for _, html := range []string{"<b>ok</b>", "plain words"} {
+		_, err := b.SendMessage(ctx, &bot.SendMessageParams{ChatID: 5, Text: html, ParseMode: "HTML"})
+		if !errors.Is(err, bot.ErrorBadRequest) || !strings.Contains(err.Error(), "can't parse entities") {
+			t.Fatalf("HTML %q while refusing: %v", html, err)
+		}
+	}
+	if _, err := b.SendMessage(ctx, &bot.SendMessageParams{ChatID: 5, Text: "**plain** <b>"}); err != nil {
+		t.Fatalf("plain text refused: %v", err)
+	}
+	srv.RefuseHTML(false)
+	if _, err := b.SendMessage(ctx, &bot.SendMessageParams{ChatID: 5, Text: "<b>ok</b>", ParseMode: "HTML"}); err != nil {
+		t.Fatalf("HTML after RefuseHTML(false): %v", err)
+	}
+	msgs := srv.Messages(5)
+	if len(msgs) != 2 || msgs[0].ParseMode != "" || msgs[1].Text != "<b>ok</b>" {
+		t.Fatalf("accepted %+v", msgs)
+	}
+	if calls := srv.Calls("sendMessage"); len(calls) != 4 || calls[0].Status != 400 || calls[1].Status != 400 {
+		t.Fatalf("calls %+v", calls)
+	}
+	srv.RefuseHTMLAfter(1)
+	for i, want := range []bool{true, false, false} {
+		_, err := b.SendMessage(ctx, &bot.SendMessageParams{ChatID: 6, Text: "<b>n</b>", ParseMode: "HTML"})
+		if (err == nil) != want {
+			t.Fatalf("RefuseHTMLAfter(1): HTML message %d: err %v", i, err)
+		}
+	}
+}
+
 func TestHelpers(t *testing.T) {
 	srv := telegramtest.New(t)
 	var got []byte

@@ -72,3 +72,14 @@ func BenchmarkChunk(b *testing.B) {
 		tgmd.Chunk(html, tgmd.MaxChunk)
 	}
 }
+
+// BenchmarkPrepare is what Send does: HTML chunks plus the plain-text
+// rendering and the offsets mapping one onto the other.
+func BenchmarkPrepare(b *testing.B) {
+	b.SetBytes(int64(len(benchReply)))
+	for b.Loop() {
+		if len(tgmd.Prepare(benchReply, tgmd.MaxChunk).HTML) == 0 {
+			b.Fatal("no chunks")
+		}
+	}
+}

@@ -181,6 +181,13 @@ type candidate struct {
 // pre blocks. Cuts prefer paragraph breaks, then line breaks, then spaces.
 // Pieces with no visible text are dropped. limit < 16 is raised to 16.
 func Chunk(s string, limit int) []string {
+	chunks, _ := chunk(s, limit)
+	return chunks
+}
+
+// chunk is Chunk, also returning where in s the content of each piece
+// starts (the re-opened tags aside).
+func chunk(s string, limit int) (chunks []string, starts []int) {
 	limit = max(limit, 16)
 	atoms := tokenize(s)
 	// preLen[i] is the visible length of the pre element opened at atoms[i].
@@ -209,9 +216,15 @@ func Chunk(s string, limit int) []string {
 		}
 	}
 
-	var chunks []string
 	start := 0
 	var reopen []atom
+	add := func(body, open []atom) {
+		n := len(chunks)
+		chunks = appendChunk(chunks, s, reopen, body, open)
+		if len(chunks) > n {
+			starts = append(starts, int(atoms[start].start))
+		}
+	}
 	for start < len(atoms) {
 		stack := append([]atom(nil), reopen...)
 		var cands [5]candidate
@@ -264,7 +277,7 @@ func Chunk(s string, limit int) []string {
 			}
 		}
 		if end < 0 {
-			chunks = appendChunk(chunks, s, reopen, atoms[start:], nil)
+			add(atoms[start:], nil)
 			break
 		}
 		cut := fallback
@@ -282,7 +295,7 @@ func Chunk(s string, limit int) []string {
 		if !cut.ok { // cannot happen with limit >= 16; guard against a loop
 			cut = candidate{idx: end, next: end, stack: stack, ok: true}
 		}
-		chunks = appendChunk(chunks, s, reopen, atoms[start:cut.idx], cut.stack)
+		add(atoms[start:cut.idx], cut.stack)
 		start = cut.next
 		reopen = cut.stack
 		// Leading blank lines of a piece outside pre carry nothing.
@@ -290,7 +303,7 @@ func Chunk(s string, limit int) []string {
 			start++
 		}
 	}
-	return chunks
+	return chunks, starts
 }
 
 func hasOpen(stack []atom, tag tagID) bool {

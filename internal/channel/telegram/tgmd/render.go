@@ -1,14 +1,38 @@
 // Package tgmd turns Markdown (as a model writes it) into the HTML subset the
-// Telegram Bot API accepts with parse_mode=HTML, and splits it into messages.
+// Telegram Bot API accepts with parse_mode=HTML, or into plain text for
+// sending without a parse mode, and splits either into messages.
 //
-// Rendering walks goldmark's AST (CommonMark plus the GFM table and
-// strikethrough extensions); no regular expressions touch the Markdown. The
-// output uses only the tags b, i, u, s, code, pre, a, blockquote and
-// <pre><code class="language-x">, obeys the Bot API nesting rules
+// Rendering walks goldmark's AST (CommonMark plus the GFM table,
+// strikethrough and linkify extensions); no regular expressions touch the
+// Markdown. The HTML uses only the tags b, i, u, s, code, pre, a, blockquote
+// and <pre><code class="language-x">, obeys the Bot API nesting rules
 // (https://core.telegram.org/bots/api#formatting-options: nothing inside code
 // or pre, no a or code inside blockquote, no nested a or blockquote) and
 // escapes everything else with the only named entities Telegram knows:
 // &lt; &gt; &amp; &quot;.
+//
+// One walk writes the HTML and the plain text together (see Prepare), so
+// both make the same decisions about the same AST: the plain text is the
+// HTML's visible text, except that a link keeps its URL as "label (url)"
+// (a label that is the URL itself is written once) and quoted lines start
+// with "│ ".
+//
+// Markdown syntax that goldmark leaves as literal text — an unclosed
+// "**bold", a stray backtick, "[label](bad url)" — is dropped from both
+// outputs, by these rules applied to prose (never to code or URLs):
+//
+//   - a run of two or more * or _, or of two or more ~, is dropped;
+//   - a single * or _ that could only open or only close emphasis ("*word",
+//     "word_") is dropped; one between spaces ("2 * 3", "_ alone") or inside
+//     a word ("2*3", "snake_case") is kept as a literal;
+//   - a single ~ is kept ("~5 min"); backticks are dropped;
+//   - in "[label](x)" that did not parse as a link, "[" (and an image's "!")
+//     are dropped and "](" becomes " (";
+//   - a backslash-escaped or entity-written character is the writer's
+//     literal and is kept, except that the same one of * _ ` ~ is never
+//     written twice in a row and "](" never appears ("] (" instead).
+//
+// Bare URLs are links (linkify), so emphasis is never parsed inside them.
 package tgmd
 
 import (
@@ -16,66 +40,121 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
 	east "github.com/yuin/goldmark/extension/ast"
 	"github.com/yuin/goldmark/parser"
-	"github.com/yuin/goldmark/renderer/html"
 	"github.com/yuin/goldmark/text"
 	"github.com/yuin/goldmark/util"
 )
 
-// newParser builds a CommonMark parser with GFM tables and strikethrough.
-// Link reference definitions are deliberately not recognised: a model's
-// stray "[x]: y" line would otherwise vanish from the reply.
-// sharedParser is built once; goldmark parsers keep per-parse state in
-// the parse context, so one parser serves concurrent calls.
+// sharedParser is built once; goldmark parsers keep per-parse state in the
+// parse context, so one parser serves concurrent calls.
 var sharedParser = sync.OnceValue(newParser)
 
+// newParser builds a CommonMark parser with GFM tables, strikethrough and
+// linkify. Link reference definitions are deliberately not recognised: a
+// model's stray "[x]: y" line would otherwise vanish from the reply.
 func newParser() parser.Parser {
 	return parser.NewParser(
 		parser.WithBlockParsers(parser.DefaultBlockParsers()...),
 		parser.WithInlineParsers(parser.DefaultInlineParsers()...),
 		parser.WithInlineParsers(util.Prioritized(extension.NewStrikethroughParser(), 500)),
+		parser.WithInlineParsers(util.Prioritized(extension.NewLinkifyParser(), 999)),
 		parser.WithParagraphTransformers(util.Prioritized(extension.NewTableParagraphTransformer(), 200)),
 		parser.WithASTTransformers(util.Prioritized(extension.NewTableASTTransformer(), 0)),
 	)
 }
 
-// Render converts Markdown to Telegram HTML. Invalid UTF-8 is replaced with
-// U+FFFD. The result is one string; use Chunk to split it for sendMessage.
-func Render(markdown string) string {
+// render parses markdown and walks it once. With plain set it also writes
+// the plain text; the HTML is the same either way.
+func render(markdown string, plain bool) *renderer {
 	src := []byte(strings.ToValidUTF8(markdown, "\uFFFD"))
 	doc := sharedParser().Parse(text.NewReader(src))
-	r := &renderer{src: src}
+	r := newRenderer(src, plain)
 	r.blocks(doc, 0)
-	return removeEmptyPairs(strings.TrimSpace(r.buf.String()))
+	return r
 }
+
+// Render converts Markdown to Telegram HTML. Invalid UTF-8 is replaced with
+// U+FFFD. The result is one string; use Chunk to split it for sendMessage,
+// or Prepare for HTML messages with their plain-text fallback.
+func Render(markdown string) string {
+	return strings.TrimSpace(render(markdown, false).buf.String())
+}
+
+// Plain converts Markdown to the plain text Prepare's fallback sends: the
+// visible text of Render with links as "label (url)" and no Markdown
+// syntax. The result is one string; Prepare splits it into messages.
+func Plain(markdown string) string {
+	return strings.TrimSpace(string(render(markdown, true).pl.b))
+}
+
+// kind classifies plain text: prose is cleaned of Markdown syntax, code and
+// URLs are written as they are, and URLs are never cut between messages.
+type kind uint8
+
+const (
+	prose kind = iota
+	verbatim
+	urlText
+)
 
 // tag is an open HTML element: its name and the exact opening text, so it
 // can be closed and re-opened around content that may not nest inside it.
+// An element is written only when content arrives (written), so elements
+// with no content never appear.
 type tag struct {
-	name string
-	open string
+	name    string
+	open    string
+	written bool
 }
 
 type renderer struct {
 	src   []byte
-	buf   bytes.Buffer
+	buf   bytes.Buffer // HTML
 	stack []tag
+	pl    *plainOut // nil when only HTML is wanted
+	// last is the last rune of the plain text (the same decisions are
+	// taken with and without pl); '\n' at the start.
+	last rune
+	// drop holds the source offsets of the "[" and "!" of "[label](x)"
+	// that did not parse as a link, for the current block.
+	drop  map[int]bool
+	quote int // blockquote depth
+}
+
+func newRenderer(src []byte, plain bool) *renderer {
+	r := &renderer{src: src, last: '\n'}
+	if plain {
+		r.pl = &plainOut{lineStart: true}
+	}
+	return r
 }
 
 func (r *renderer) open(name, open string) {
-	r.buf.WriteString(open)
-	r.stack = append(r.stack, tag{name, open})
+	r.stack = append(r.stack, tag{name: name, open: open})
 }
 
 func (r *renderer) close() {
 	t := r.stack[len(r.stack)-1]
 	r.stack = r.stack[:len(r.stack)-1]
-	r.buf.WriteString("</" + t.name + ">")
+	if t.written {
+		r.tagHTML("</" + t.name + ">")
+	}
+}
+
+// flush writes the open tags still waiting for content.
+func (r *renderer) flush() {
+	for i := range r.stack {
+		if !r.stack[i].written {
+			r.stack[i].written = true
+			r.tagHTML(r.stack[i].open)
+		}
+	}
 }
 
 func (r *renderer) inside(name string) bool {
@@ -100,20 +179,66 @@ func (r *renderer) breakout(f func()) {
 	}
 }
 
-// text writes Markdown text: backslash escapes and entity references are
-// resolved, then <, >, & and " are escaped.
-func (r *renderer) text(b []byte) { html.DefaultWriter.Write(bufWriter{&r.buf}, b) }
+// tagHTML writes markup that only the HTML has.
+func (r *renderer) tagHTML(s string) {
+	if r.pl != nil {
+		r.pl.mark(r.buf.Len())
+	}
+	r.buf.WriteString(s)
+}
 
-// raw writes b verbatim as text, escaped.
-func (r *renderer) raw(b []byte) { html.DefaultWriter.RawWrite(bufWriter{&r.buf}, b) }
+// emit writes visible text to both outputs: escaped in the HTML, as it is
+// in the plain text.
+func (r *renderer) emit(s string, k kind) {
+	if s == "" {
+		return
+	}
+	r.flush()
+	if r.pl == nil {
+		escaper.WriteString(&r.buf, s)
+	} else {
+		for i := 0; i < len(s); {
+			_, n := utf8.DecodeRuneInString(s[i:])
+			r.pl.mark(r.buf.Len())
+			if n == 1 && strings.IndexByte(`&<>"`, s[i]) >= 0 {
+				r.buf.WriteString(escaper.Replace(s[i : i+1]))
+			} else {
+				r.buf.WriteString(s[i : i+n])
+			}
+			r.pl.write(s[i:i+n], k)
+			i += n
+		}
+	}
+	r.last, _ = utf8.DecodeLastRuneInString(s)
+}
 
-// bufWriter adapts bytes.Buffer to goldmark's util.BufWriter.
-type bufWriter struct{ *bytes.Buffer }
+// plainOnly writes text only the plain output has, such as a link's URL.
+func (r *renderer) plainOnly(s string, k kind) {
+	if s == "" {
+		return
+	}
+	if r.pl != nil {
+		for i := 0; i < len(s); {
+			_, n := utf8.DecodeRuneInString(s[i:])
+			r.pl.mark(r.buf.Len())
+			r.pl.write(s[i:i+n], k)
+			i += n
+		}
+	}
+	r.last, _ = utf8.DecodeLastRuneInString(s)
+}
 
-func (bufWriter) Buffered() int { return 0 }
-func (bufWriter) Flush() error  { return nil }
-
-func (r *renderer) rawString(s string) { r.raw([]byte(s)) }
+// literal writes a character the writer escaped (\* or &ast;): kept, but the
+// same one of * _ ` ~ never twice in a row, and never "](".
+func (r *renderer) literal(s string) {
+	if len(s) == 1 && strings.IndexByte("*_`~", s[0]) >= 0 && r.last == rune(s[0]) {
+		return
+	}
+	if strings.HasPrefix(s, "(") && r.last == ']' {
+		r.emit(" ", prose)
+	}
+	r.emit(s, prose)
+}
 
 func (r *renderer) lines(n ast.Node) []byte {
 	var b bytes.Buffer
@@ -131,7 +256,7 @@ func (r *renderer) blocks(n ast.Node, depth int) {
 	first := true
 	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
 		if !first {
-			r.buf.WriteString("\n\n")
+			r.emit("\n\n", prose)
 		}
 		first = false
 		r.block(c, depth)
@@ -141,29 +266,37 @@ func (r *renderer) blocks(n ast.Node, depth int) {
 func (r *renderer) block(n ast.Node, depth int) {
 	switch n := n.(type) {
 	case *ast.Paragraph, *ast.TextBlock:
-		r.inlines(n)
+		r.inlineBlock(n)
 	case *ast.Heading:
 		r.open("b", "<b>")
-		r.inlines(n)
+		r.inlineBlock(n)
 		r.close()
 	case *ast.ThematicBreak:
-		r.buf.WriteString("──────────")
+		r.emit("──────────", prose)
 	case *ast.FencedCodeBlock:
 		lang := ""
 		if n.Info != nil {
 			lang = languageOf(n.Info.Segment.Value(r.src))
 		}
-		r.codeBlock(r.lines(n), lang)
+		r.codeBlock(string(r.lines(n)), lang)
 	case *ast.CodeBlock:
-		r.codeBlock(r.lines(n), "")
+		r.codeBlock(string(r.lines(n)), "")
 	case *ast.Blockquote:
+		r.quote++
+		if r.pl != nil {
+			r.pl.quote = r.quote
+		}
 		if r.inside("blockquote") {
 			r.blocks(n, depth) // Telegram forbids nested blockquotes.
-			return
+		} else {
+			r.open("blockquote", "<blockquote>")
+			r.blocks(n, depth)
+			r.close()
 		}
-		r.open("blockquote", "<blockquote>")
-		r.blocks(n, depth)
-		r.close()
+		r.quote--
+		if r.pl != nil {
+			r.pl.quote = r.quote
+		}
 	case *ast.List:
 		r.list(n, depth)
 	case *ast.HTMLBlock:
@@ -171,7 +304,7 @@ func (r *renderer) block(n ast.Node, depth int) {
 		if n.HasClosure() {
 			b = append(b, n.ClosureLine.Value(r.src)...)
 		}
-		r.raw(bytes.TrimRight(b, "\n"))
+		r.proseBytes(bytes.TrimRight(b, "\n"), true)
 	case *east.Table:
 		r.table(n)
 	default:
@@ -179,29 +312,34 @@ func (r *renderer) block(n ast.Node, depth int) {
 		if n.Type() == ast.TypeBlock && n.HasChildren() {
 			r.blocks(n, depth)
 		} else if n.HasChildren() {
-			r.inlines(n)
+			r.inlineBlock(n)
 		} else if n.Type() == ast.TypeBlock {
-			r.raw(bytes.TrimRight(r.lines(n), "\n"))
+			r.emit(string(bytes.TrimRight(r.lines(n), "\n")), verbatim)
 		}
 	}
 }
 
-func (r *renderer) codeBlock(code []byte, lang string) {
-	code = bytes.TrimRight(code, "\n")
-	if len(bytes.TrimSpace(code)) == 0 {
+// inlineBlock renders the inline content of a paragraph-like block.
+func (r *renderer) inlineBlock(n ast.Node) {
+	r.drop = r.failedLinks(n)
+	r.inlines(n)
+	r.drop = nil
+}
+
+func (r *renderer) codeBlock(code, lang string) {
+	code = strings.TrimRight(code, "\n")
+	if strings.TrimSpace(code) == "" {
 		return
 	}
 	r.breakout(func() {
-		if lang != "" {
-			r.open("pre", "<pre>")
-			r.open("code", `<code class="language-`+lang+`">`)
-			r.raw(code)
-			r.close()
-			r.close()
-			return
-		}
 		r.open("pre", "<pre>")
-		r.raw(code)
+		if lang != "" {
+			r.open("code", `<code class="language-`+lang+`">`)
+		}
+		r.emit(code, verbatim)
+		if lang != "" {
+			r.close()
+		}
 		r.close()
 	})
 }
@@ -228,27 +366,27 @@ func (r *renderer) list(l *ast.List, depth int) {
 	for item := l.FirstChild(); item != nil; item = item.NextSibling() {
 		if i > 0 {
 			if l.IsTight {
-				r.buf.WriteString("\n")
+				r.emit("\n", prose)
 			} else {
-				r.buf.WriteString("\n\n")
+				r.emit("\n\n", prose)
 			}
 		}
-		r.buf.WriteString(indent)
+		r.emit(indent, prose)
 		if l.IsOrdered() {
-			r.buf.WriteString(strconv.Itoa(num+i) + ". ")
+			r.emit(strconv.Itoa(num+i)+". ", prose)
 		} else {
-			r.buf.WriteString("• ")
+			r.emit("• ", prose)
 		}
 		first := true
 		for c := item.FirstChild(); c != nil; c = c.NextSibling() {
 			if !first {
 				if _, nested := c.(*ast.List); nested || l.IsTight {
-					r.buf.WriteString("\n")
+					r.emit("\n", prose)
 				} else {
-					r.buf.WriteString("\n\n")
+					r.emit("\n\n", prose)
 				}
 				if _, nested := c.(*ast.List); !nested {
-					r.buf.WriteString(indent + "   ")
+					r.emit(indent+"   ", prose)
 				}
 			}
 			first = false
@@ -258,20 +396,23 @@ func (r *renderer) list(l *ast.List, depth int) {
 	}
 }
 
-// table renders a GFM table as aligned monospace text in a pre block.
+// table renders a GFM table as aligned monospace text in a pre block. The
+// cells are plain text, so links keep their URLs.
 func (r *renderer) table(t *east.Table) {
 	var rows [][]string
 	for row := t.FirstChild(); row != nil; row = row.NextSibling() {
 		var cells []string
 		for cell := row.FirstChild(); cell != nil; cell = cell.NextSibling() {
-			cells = append(cells, r.plain(cell))
+			sub := &renderer{src: r.src, last: '\n', pl: &plainOut{noMarks: true}}
+			sub.inlineBlock(cell)
+			cells = append(cells, string(sub.pl.b))
 		}
 		// GFM drops cells beyond the header's count; keep their text.
 		if raw := r.rawCells(row.Pos()); len(raw) > len(cells) && len(cells) > 0 {
 			for _, c := range raw[len(cells):] {
-				sub := &renderer{src: r.src}
-				sub.text([]byte(c))
-				cells = append(cells, PlainText(sub.buf.String()))
+				sub := &renderer{src: r.src, last: '\n', pl: &plainOut{noMarks: true}}
+				sub.proseBytes([]byte(c), false)
+				cells = append(cells, string(sub.pl.b))
 			}
 		}
 		rows = append(rows, cells)
@@ -309,7 +450,7 @@ func (r *renderer) table(t *east.Table) {
 			}
 		}
 	}
-	r.codeBlock([]byte(b.String()), "")
+	r.codeBlock(b.String(), "")
 }
 
 // rawCells splits the source line starting at pos on unescaped pipes.
@@ -337,13 +478,6 @@ func (r *renderer) rawCells(pos int) []string {
 	return append(cells, strings.TrimSpace(s[start:]))
 }
 
-// plain returns the visible text of inline content, unescaped.
-func (r *renderer) plain(n ast.Node) string {
-	sub := &renderer{src: r.src}
-	sub.inlines(n)
-	return PlainText(sub.buf.String())
-}
-
 func (r *renderer) inlines(n ast.Node) {
 	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
 		r.inline(c)
@@ -354,18 +488,18 @@ func (r *renderer) inline(n ast.Node) {
 	switch n := n.(type) {
 	case *ast.Text:
 		if n.IsRaw() {
-			r.raw(n.Segment.Value(r.src))
+			r.emit(string(n.Segment.Value(r.src)), verbatim)
 		} else {
-			r.text(n.Segment.Value(r.src))
+			r.prose(r.src, n.Segment.Start, n.Segment.Stop, false, r.drop)
 		}
 		if n.HardLineBreak() || n.SoftLineBreak() {
-			r.buf.WriteString("\n")
+			r.emit("\n", prose)
 		}
 	case *ast.String:
 		if n.IsRaw() || n.IsCode() {
-			r.raw(n.Value)
+			r.emit(string(n.Value), verbatim)
 		} else {
-			r.text(n.Value)
+			r.proseBytes(n.Value, false)
 		}
 	case *ast.CodeSpan:
 		var b []byte
@@ -384,12 +518,12 @@ func (r *renderer) inline(n ast.Node) {
 			}
 		}
 		if r.inside("blockquote") || r.inside("a") {
-			r.raw(b) // code may not nest in these: keep the text.
+			r.emit(string(b), verbatim) // code may not nest in these: keep the text.
 			return
 		}
 		r.breakout(func() {
 			r.open("code", "<code>")
-			r.raw(b)
+			r.emit(string(b), verbatim)
 			r.close()
 		})
 	case *ast.Emphasis:
@@ -405,27 +539,27 @@ func (r *renderer) inline(n ast.Node) {
 		r.inlines(n)
 		r.close()
 	case *ast.Link:
-		r.link(n.Destination, func() { r.inlines(n) }, n.Title)
+		r.link(n.Destination, func() { r.inlines(n) }, n.Title, false)
 	case *ast.Image:
 		label := func() {
 			if n.HasChildren() {
 				r.inlines(n)
 			} else {
-				r.buf.WriteString("image")
+				r.emit("image", prose)
 			}
 		}
-		r.link(n.Destination, label, n.Title)
+		r.link(n.Destination, label, n.Title, false)
 	case *ast.AutoLink:
 		label := n.Label(r.src)
 		dest := n.URL(r.src)
 		if n.AutoLinkType == ast.AutoLinkEmail && !bytes.HasPrefix(bytes.ToLower(dest), []byte("mailto:")) {
 			dest = append([]byte("mailto:"), dest...)
 		}
-		r.link(dest, func() { r.raw(label) }, nil)
+		r.link(dest, func() { r.emit(string(label), urlText) }, nil, true)
 	case *ast.RawHTML:
 		for i := range n.Segments.Len() {
 			seg := n.Segments.At(i)
-			r.raw(seg.Value(r.src))
+			r.prose(r.src, seg.Start, seg.Stop, true, r.drop)
 		}
 	default:
 		r.inlines(n)
@@ -433,49 +567,83 @@ func (r *renderer) inline(n ast.Node) {
 }
 
 // link writes <a href> when the destination is an absolute URL Telegram
-// accepts and links may nest here; otherwise it writes "label (url)".
-func (r *renderer) link(dest []byte, label func(), title []byte) {
+// accepts and links may nest here; otherwise "label (url)". The plain text
+// always has "label (url)", or the URL once when the label is the URL (an
+// autolink or a bare URL). An empty label is replaced by the destination.
+func (r *renderer) link(dest []byte, label func(), title []byte, auto bool) {
 	u := resolveURL(dest)
-	labelled := func() {
-		start := r.buf.Len()
-		label()
-		if strings.TrimSpace(PlainText(string(r.buf.Bytes()[start:]))) == "" {
-			r.text(dest)
-		}
+	start := r.buf.Len()
+	var pstart int
+	if r.pl != nil {
+		pstart = len(r.pl.b)
 	}
+	labelText := func() string { return strings.TrimSpace(PlainText(string(r.buf.Bytes()[start:]))) }
+	nested := r.inside("a") || r.inside("blockquote")
 	switch {
 	case u == "" && len(bytes.TrimSpace(dest)) == 0:
 		label()
 	case u == "":
 		// Not a URL Telegram links (relative, javascript:, spaces): keep it as text.
-		labelled()
-		r.buf.WriteString(" (")
-		r.text(dest)
-		r.buf.WriteString(")")
-	case r.inside("a") || r.inside("blockquote"):
 		label()
-		r.buf.WriteString(" (")
-		r.rawString(u)
-		r.buf.WriteString(")")
+		d := resolveDest(dest)
+		if labelText() == "" {
+			r.emit(d, urlText)
+			break
+		}
+		r.emit(" (", prose)
+		r.emit(d, urlText)
+		r.emit(")", prose)
+	case auto:
+		if !nested {
+			r.open("a", `<a href="`+escapeString(u)+`">`)
+		}
+		label()
+		if !nested {
+			r.close()
+		}
 	default:
-		r.open("a", `<a href="`+escapeString(u)+`">`)
-		labelled()
-		r.close()
+		if !nested {
+			r.open("a", `<a href="`+escapeString(u)+`">`)
+		}
+		label()
+		lt := labelText()
+		switch {
+		case lt == "":
+			r.emit(u, urlText)
+		case sameURL(lt, u):
+			if r.pl != nil {
+				r.pl.markURL(pstart)
+			}
+		case nested:
+			r.emit(" (", prose)
+			r.emit(u, urlText)
+			r.emit(")", prose)
+		}
+		if !nested {
+			r.close()
+			if lt != "" && !sameURL(lt, u) {
+				r.plainOnly(" (", prose)
+				r.plainOnly(u, urlText)
+				r.plainOnly(")", prose)
+			}
+		}
 	}
 	if len(title) > 0 {
-		r.buf.WriteString(" (")
-		r.text(title)
-		r.buf.WriteString(")")
+		r.emit(" (", prose)
+		r.proseBytes(title, false)
+		r.emit(")", prose)
 	}
+}
+
+// sameURL reports whether a link's visible label already is its URL.
+func sameURL(label, u string) bool {
+	return label == u || "mailto:"+label == u
 }
 
 // resolveURL returns the unescaped destination when its scheme is one
 // Telegram links accept (http, https, tg, mailto), else "".
 func resolveURL(dest []byte) string {
-	var b bytes.Buffer
-	b.Write(util.UnescapePunctuations(dest))
-	u := string(util.ResolveEntityNames(util.ResolveNumericReferences(b.Bytes())))
-	u = strings.TrimSpace(u)
+	u := resolveDest(dest)
 	if strings.ContainsAny(u, " \n\t\"<>") {
 		return ""
 	}
@@ -488,6 +656,14 @@ func resolveURL(dest []byte) string {
 	return ""
 }
 
+// resolveDest resolves backslash escapes and entity references in a link
+// destination and trims it.
+func resolveDest(dest []byte) string {
+	var b bytes.Buffer
+	b.Write(util.UnescapePunctuations(dest))
+	return strings.TrimSpace(string(util.ResolveEntityNames(util.ResolveNumericReferences(b.Bytes()))))
+}
+
 var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
 
 // Escape escapes s for Telegram HTML text or attribute values using only the
@@ -495,3 +671,8 @@ var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "
 func Escape(s string) string { return escaper.Replace(s) }
 
 func escapeString(s string) string { return escaper.Replace(s) }
+
+// trimLeftLen is the length of s's leading white space, as TrimSpace cuts.
+func trimLeftLen(s []byte) int {
+	return len(s) - len(bytes.TrimLeftFunc(s, unicode.IsSpace))
+}

@@ -38,7 +38,9 @@ func TestRender(t *testing.T) {
 		{"table", "| a | bb |\n|---|---|\n| 1 | 2 |", "<pre>a | bb\n--+---\n1 | 2</pre>"},
 		{"entity", "&copy; &amp; &#65;", "© &amp; A"},
 		{"backslash", `\*not bold\*`, "*not bold*"},
-		{"ref definition kept", "[a]: https://x.com", "[a]: https://x.com"},
+		{"ref definition kept", "[a]: https://x.com", "[a]: <a href=\"https://x.com\">https://x.com</a>"},
+		{"bare url", "see https://x.com/a_b_(c) now", "see <a href=\"https://x.com/a_b_(c)\">https://x.com/a_b_(c)</a> now"},
+		{"unclosed bold", "**bold and `tick", "bold and tick"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
