@@ -43,9 +43,13 @@ func (g *globals) connect(ctx context.Context, host bool) (*conn, error) {
 		return &conn{Client: cl, close: func() {}}, nil
 	}
 	release, err := lockHome(cfg.Home)
-	for i := 0; err != nil && i < 25; i++ {
-		// Held, but the socket did not answer: a server is starting, or
-		// another command runs in-process; wait a little for either.
+	for i := 0; err != nil && i < 300; i++ {
+		// Held, but the socket did not answer: a server is starting or
+		// stopping, or another command runs without a server; wait for
+		// either (up to a minute).
+		if i == 10 {
+			fmt.Fprintln(os.Stderr, "tendril: waiting for another tendril process to release", cfg.Home)
+		}
 		time.Sleep(200 * time.Millisecond)
 		if cl, derr := mgmt.DialSocket(ctx, sock); derr == nil {
 			return &conn{Client: cl, close: func() {}}, nil
@@ -53,9 +57,11 @@ func (g *globals) connect(ctx context.Context, host bool) (*conn, error) {
 		release, err = lockHome(cfg.Home)
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s is held by another tendril process that does not answer on %s: %w", cfg.Home, sock, err)
 	}
-	log := newLogger(os.Stderr, slog.LevelWarn)
+	// Without a server the command's own errors are its output: only
+	// errors are logged, so a failure stays one line.
+	log := newLogger(os.Stderr, slog.LevelError)
 	tr := runtime.NewTracker(nil)
 	a, err := assistant.Open(ctx, cfg, assistant.Options{Logger: log, Owner: true, Busy: tr})
 	if err != nil {

@@ -48,7 +48,7 @@ Redis and Telegram. It exits 1 when a check fails.`,
 				}
 			}
 			if !rep.OK {
-				return silentErr{fmt.Errorf("doctor: a check failed")}
+				return silentErr{fmt.Errorf("doctor: a check failed"), 1}
 			}
 			return nil
 		},

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"unicode"
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
@@ -69,6 +70,9 @@ func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 	return log
 }
 
+// errHomeBusy: another tendril process holds the home's lock.
+var errHomeBusy = errors.New("the home is in use by another tendril process")
+
 // usageError marks bad usage: exit status 2.
 type usageError struct{ err error }
 
@@ -110,20 +114,61 @@ configuration.`,
 
 func main() {
 	root := newRoot()
+	if isatty.IsTerminal(os.Stdout.Fd()) {
+		root.SetOut(termWriter{os.Stdout})
+	}
 	err := root.Execute()
 	if err == nil {
 		return
 	}
 	var se silentErr
 	if errors.As(err, &se) {
-		os.Exit(1)
+		os.Exit(max(se.code, 1))
 	}
-	fmt.Fprintln(os.Stderr, "tendril:", err)
+	fmt.Fprintln(os.Stderr, "tendril:", oneLine(err.Error()))
 	var ue usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
 		os.Exit(2)
 	}
 	os.Exit(1)
+}
+
+// oneLine makes an error one printable line: newlines become "; " and
+// other control characters (terminal escapes from user input) are quoted.
+func oneLine(s string) string {
+	var b strings.Builder
+	for _, r := range strings.TrimSpace(s) {
+		switch {
+		case r == '\n':
+			b.WriteString("; ")
+		case unicode.IsControl(r):
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// termWriter quotes control characters other than newline and tab, so
+// text a user sent (ANSI escapes, OSC titles, BEL) cannot drive the
+// operator's terminal. It wraps stdout only when stdout is a terminal;
+// piped output stays byte for byte.
+type termWriter struct{ w io.Writer }
+
+func (t termWriter) Write(p []byte) (int, error) {
+	var b strings.Builder
+	for _, r := range string(p) {
+		if unicode.IsControl(r) && r != '\n' && r != '\t' {
+			fmt.Fprintf(&b, "\\x%02x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	if _, err := io.WriteString(t.w, b.String()); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 func isCobraUsage(err error) bool {

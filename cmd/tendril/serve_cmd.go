@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -65,7 +66,22 @@ SIGTERM or SIGINT lets in-flight turns finish within shutdownGrace (30s).`,
 
 // serve runs the server until ctx ends, then shuts down gracefully.
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	sock := filepath.Join(cfg.Home, mgmt.SocketName)
 	release, err := lockHome(cfg.Home)
+	for i := 0; errors.Is(err, errHomeBusy); i++ {
+		if cl, derr := mgmt.DialSocket(ctx, sock); derr == nil && cl.Remote {
+			return fmt.Errorf("another tendril process is already running on %s and serving it (`tendril serve`, or `tendril chat` without a server): stop it, or give this one its own TENDRIL_HOME", cfg.Home)
+		}
+		if i == 0 {
+			log.Info("waiting for a tendril command running without a server to release the home", "home", cfg.Home)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		release, err = lockHome(cfg.Home)
+	}
 	if err != nil {
 		return err
 	}
@@ -84,7 +100,6 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
 	}
-	sock := filepath.Join(cfg.Home, mgmt.SocketName)
 	ls, err := listenSocket(sock)
 	if err != nil {
 		l.Close()
@@ -164,11 +179,17 @@ Exit status is 1 when the turn fails (for example MODEL_NOT_CONFIGURED).`,
 					return err
 				}
 				terr := turnError(body)
+				if code, _ := body["error"].(string); code == "INVALID_REQUEST" || code == "INVALID_ACTOR_ID" {
+					terr = usageError{terr}
+				}
 				if asJSON {
 					b, _ := json.Marshal(body)
 					fmt.Fprintln(cmd.OutOrStdout(), string(b))
+					if _, usage := terr.(usageError); usage {
+						return silentErr{terr, 2}
+					}
 					if terr != nil {
-						return silentErr{terr}
+						return silentErr{terr, 1}
 					}
 					return nil
 				}
@@ -190,8 +211,12 @@ Exit status is 1 when the turn fails (for example MODEL_NOT_CONFIGURED).`,
 	return cmd
 }
 
-// silentErr fails the command (exit 1) without printing again.
-type silentErr struct{ err error }
+// silentErr fails the command with exit status code (1 or 2) without
+// printing again.
+type silentErr struct {
+	err  error
+	code int
+}
 
 func (e silentErr) Error() string { return e.err.Error() }
 

@@ -13,6 +13,8 @@ import (
 // lockHome takes an exclusive, non-blocking lock on <home>/serve.lock so
 // that two servers never share one embedded home (their in-memory indexes
 // would diverge). The lock dies with the process, even on kill -9.
+//
+// It returns errHomeBusy when another process holds it.
 func lockHome(home string) (release func(), err error) {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, err
@@ -25,7 +27,7 @@ func lockHome(home string) (release func(), err error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another `tendril serve` is already running on %s (stop it, or give this one its own TENDRIL_HOME)", home)
+			return nil, errHomeBusy
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

@@ -250,6 +250,10 @@ func validate(req *Request) error {
 	if err := ValidateID(req.Channel); err != nil {
 		return fmt.Errorf("%w: channel %v", ErrInvalidRequest, err)
 	}
+	if strings.ContainsAny(req.Channel, ":/") {
+		// Session keys are "<channel>:<id>": a channel is one name.
+		return fmt.Errorf("%w: channel %q may not contain ':' or '/'", ErrInvalidRequest, req.Channel)
+	}
 	if req.InvocationType == "" {
 		req.InvocationType = "api"
 	}

@@ -71,6 +71,7 @@ type Assistant struct {
 	tgStore   *telegram.Store // the channel's, or opened for forget/pairing without a bot
 
 	hub       *hub
+	actors    actorLocks
 	paused    *paused
 	closedIDs map[string]bool // paused turns closed or resumed (guarded by mu)
 
@@ -142,11 +143,41 @@ func (a *Assistant) Invoke(ctx context.Context, req agent.Request) (*agent.Resul
 	if err := a.waitPaused(ctx, channel, key); err != nil {
 		return nil, fmt.Errorf("wait for the paused turn of this session: %w", err)
 	}
+	// Forget waits for the actor's turns in flight and holds new ones, so
+	// a turn never writes back what a forget just removed.
+	unlock := a.actors.rlock(req.ActorID)
 	res, err := a.agent.Invoke(ctx, req)
+	unlock()
 	if err != nil {
 		a.log.Warn("turn failed", "code", agent.ErrorCode(err), "channel", req.Channel, "actor", req.ActorID, "err", err)
 	}
 	return res, err
+}
+
+// actorLocks excludes forgetting an actor from that actor's turns: turns
+// share a lock, Forget takes it alone. Actors hash onto 64 locks, so an
+// unrelated actor's turn can delay a forget, never the other way round
+// for long.
+type actorLocks [64]sync.RWMutex
+
+func (l *actorLocks) shard(actor string) *sync.RWMutex {
+	h := uint32(2166136261)
+	for i := 0; i < len(actor); i++ {
+		h = (h ^ uint32(actor[i])) * 16777619
+	}
+	return &l[h%uint32(len(l))]
+}
+
+func (l *actorLocks) rlock(actor string) func() {
+	m := l.shard(actor)
+	m.RLock()
+	return m.RUnlock
+}
+
+func (l *actorLocks) lock(actor string) func() {
+	m := l.shard(actor)
+	m.Lock()
+	return m.Unlock
 }
 
 // ErrNotReady: a dependency is gone and could not be re-established.

@@ -53,8 +53,8 @@ func (a *Assistant) agentID(id string) string {
 
 // actorPath is the namespace path of everything an actor has under agentID.
 func actorPath(agentID, actorID string) (string, error) {
-	if actorID == "" {
-		return "", invalidf("an actor is required")
+	if err := agent.ValidateID(actorID); err != nil {
+		return "", invalidf("actor %v", err)
 	}
 	p, err := memory.Namespace("/{agentId}/{actorId}/", memory.NamespaceVars{AgentID: agentID, ActorID: actorID})
 	if err != nil {
@@ -298,6 +298,7 @@ func (a *Assistant) Forget(ctx context.Context, req ForgetRequest) (ForgetReport
 		return rep, invalidf("actor %v", err)
 	}
 	agentID := a.agentID(req.AgentID)
+	defer a.actors.lock(req.ActorID)()
 	if err := a.pipeline.Forget(ctx, req.ActorID); err != nil {
 		return rep, fmt.Errorf("forget extraction state: %w", err)
 	}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
+	"github.com/tendrilai/tendril/internal/agent"
 	"github.com/tendrilai/tendril/internal/channel/telegram"
 	"github.com/tendrilai/tendril/internal/schedule"
 	"github.com/tendrilai/tendril/internal/schedule/reminders"
@@ -160,8 +162,14 @@ func (a *Assistant) Jobs(ctx context.Context, actorID string) ([]schedule.Job, e
 // AddJob adds a job. Channel and chat default from the actor; a name is
 // unique per actor. Errors: ErrInvalid (bad spec, duplicate name).
 func (a *Assistant) AddJob(ctx context.Context, spec schedule.JobSpec) (schedule.Job, error) {
-	if spec.Task == "" || spec.ActorID == "" {
-		return schedule.Job{}, invalidf("a task and an actor are required")
+	if spec.Task == "" {
+		return schedule.Job{}, invalidf("a task is required")
+	}
+	if err := agent.ValidateID(spec.ActorID); err != nil {
+		return schedule.Job{}, invalidf("actor %v", err)
+	}
+	if c, id, ok := strings.Cut(spec.ActorID, ":"); ok && (c == "" || id == "") {
+		return schedule.Job{}, invalidf("actor %q must be <channel>:<id>", spec.ActorID)
 	}
 	ch, chat := reminders.ChatOf(tool.Call{Channel: spec.Channel, ActorID: spec.ActorID})
 	if spec.Channel == "" {

@@ -167,6 +167,7 @@ func (a *Assistant) resume(req approval.Request, approved bool, reason string) {
 		defer a.markClosed(req.ID)
 		defer a.gate.DropResume(req)
 		defer a.busy.Begin()()
+		defer a.actors.rlock(req.ActorID)()
 		ctx, cancel := context.WithTimeout(bg, ResumeTimeout)
 		defer cancel()
 		res, err := a.agent.Resume(ctx, req.ID, approved, reason, payload)

@@ -141,14 +141,33 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	return nil, &Error{Status: resp.StatusCode, Code: e.Error, Message: e.Message}
 }
 
+// Timeouts bound a call whose context has no deadline, so a frozen server
+// (SIGSTOP) cannot hang the CLI: management calls get APITimeout, turns
+// TurnTimeout (the server's own turn deadline is 5 minutes).
+const (
+	APITimeout  = 2 * time.Minute
+	TurnTimeout = 6 * time.Minute
+)
+
+func withDefault(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
 // API calls a management route: path is relative to Prefix.
 func (c *Client) API(ctx context.Context, method, path string, query url.Values, body, out any) error {
+	ctx, cancel := withDefault(ctx, APITimeout)
+	defer cancel()
 	return c.Do(ctx, method, Prefix+path, query, body, out)
 }
 
 // Invoke runs one turn through POST /invocations and returns the raw
 // response body (the /invocations JSON envelope) and its HTTP status.
 func (c *Client) Invoke(ctx context.Context, req any) (map[string]any, int, error) {
+	ctx, cancel := withDefault(ctx, TurnTimeout)
+	defer cancel()
 	b, _ := json.Marshal(req)
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/invocations", bytes.NewReader(b))
 	if err != nil {

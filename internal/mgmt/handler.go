@@ -143,6 +143,9 @@ func decode(r *http.Request, v any) error {
 		}
 		return fmt.Errorf("%w: %v", errBadBody, err)
 	}
+	if dec.More() {
+		return fmt.Errorf("%w: one JSON value expected", errBadBody)
+	}
 	return nil
 }
 
@@ -452,7 +455,12 @@ func (h *api) deliveries(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusInternalServerError, errorBody("INTERNAL_ERROR", "streaming unsupported"))
 		return
 	}
-	ch, cancel := h.a.Subscribe(r.URL.Query().Get("actor"))
+	actor := r.URL.Query().Get("actor")
+	if actor == "" {
+		writeJSON(w, http.StatusBadRequest, errorBody("INVALID_REQUEST", "actor is required"))
+		return
+	}
+	ch, cancel := h.a.Subscribe(actor)
 	defer cancel()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
