@@ -142,3 +142,35 @@ func TestE2EExpiredApprovalClosesItsTurn(t *testing.T) {
 	}
 	wellFormed(t, sessionNodes(t, p.URL, "api:exa~s"))
 }
+
+// A denied approval closes its turn with a stored "not approved" result;
+// the request cannot be approved afterwards, so the call never runs.
+func TestE2EDeniedApprovalClosesItsTurn(t *testing.T) {
+	fake := modeltest.NewOpenAI(t)
+	p := startServe(t, testHome(t), openAIEnv(fake)...)
+	fake.Push(modeltest.Reply{ToolCalls: []modeltest.ToolCall{{Name: "notes", Args: `{"action":"add","text":"Sowed kale"}`}}},
+		modeltest.Reply{Text: "Understood, I did not save it."}, modeltest.Reply{Text: "Sure."})
+	_, out := invoke(t, p.URL, map[string]any{"message": "note: sowed kale", "actor_id": "api:den", "session_id": "s"})
+	id, _ := out["approval"].(map[string]any)["request_id"].(string)
+	if id == "" {
+		t.Fatalf("no pending approval: %v", out)
+	}
+	if _, e, code := runCLI(t, p.Home, nil, "approvals", "deny", id); code != 0 {
+		t.Fatalf("deny: exit %d %s", code, e)
+	}
+	if _, _, code := runCLI(t, p.Home, nil, "approvals", "approve", id); code != 1 {
+		t.Fatalf("approving a denied request: exit %d, want 1", code)
+	}
+	_, out = invoke(t, p.URL, map[string]any{"message": "ok, thanks", "actor_id": "api:den", "session_id": "s"})
+	if out["text"] != "Sure." {
+		t.Fatalf("next turn: %v", out)
+	}
+	reqs := fake.Requests()
+	if len(reqs) != 3 || !strings.Contains(allText(reqs[1]), "not approved") || reqs[2].LastUserText() != "ok, thanks" {
+		t.Fatalf("%d requests; closing request:\n%s", len(reqs), allText(reqs[len(reqs)-1]))
+	}
+	if notes, _, _ := runCLI(t, p.Home, nil, "memory", "list", "--actor", "api:den", "--json"); strings.Contains(notes, "Sowed kale") {
+		t.Fatalf("a denied call ran:\n%s", notes)
+	}
+	wellFormed(t, sessionNodes(t, p.URL, "api:den~s"))
+}

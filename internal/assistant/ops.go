@@ -109,7 +109,10 @@ func (a *Assistant) Session(ctx context.Context, k session.Key) (SessionTree, er
 func (a *Assistant) BranchFrom(ctx context.Context, k session.Key, nodeID string) error {
 	err := session.BranchFrom(ctx, a.sessions, k, nodeID)
 	if errors.Is(err, session.ErrNotFound) {
-		return fmt.Errorf("%w: %v", ErrNoSession, err)
+		if _, serr := a.Session(ctx, k); serr != nil {
+			return serr
+		}
+		return fmt.Errorf("%w: session %s has no node %q (see tendril session show --tree)", ErrNoSession, k, nodeID)
 	}
 	return err
 }
