@@ -302,8 +302,12 @@ func (a *Assistant) Forget(ctx context.Context, req ForgetRequest) (ForgetReport
 	if err := a.pipeline.Forget(ctx, req.ActorID); err != nil {
 		return rep, fmt.Errorf("forget extraction state: %w", err)
 	}
-	if err := a.memory.Forget(ctx, agentID, req.ActorID); err != nil {
-		return rep, fmt.Errorf("forget memory: %w", err)
+	// The pipeline's forget clears memory for the configured agent and any
+	// agent the actor has extraction rows with; another agent is cleared here.
+	if agentID != a.cfg.AgentID {
+		if err := a.memory.Forget(ctx, agentID, req.ActorID); err != nil {
+			return rep, fmt.Errorf("forget memory: %w", err)
+		}
 	}
 	if err := a.state.Forget(ctx, req.ActorID); err != nil {
 		return rep, fmt.Errorf("forget state: %w", err)
