@@ -124,6 +124,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: no new work accepted, waiting for in-flight turns", "grace", cfg.ShutdownGrace.D().String())
+	a.BeginShutdown()
 	shutErr := srv.Shutdown(context.Background())
 	if err := a.Close(); err != nil {
 		log.Warn("closing stores", "err", err)

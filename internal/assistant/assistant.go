@@ -70,10 +70,15 @@ type Assistant struct {
 	telegram  *telegram.Channel
 	tgStore   *telegram.Store // the channel's, or opened for forget/pairing without a bot
 
-	hub       *hub
-	actors    actorLocks
-	paused    *paused
-	closedIDs map[string]bool // paused turns closed or resumed (guarded by mu)
+	hub    *hub
+	actors actorLocks
+	// sessionQueue keeps a session's messages in arrival order while they
+	// wait behind a paused turn; started says Start ran (only a started
+	// assistant resumes paused turns, so only it waits for them).
+	sessionQueue fifo
+	started      bool
+	paused       *paused
+	closedIDs    map[string]bool // paused turns closed or resumed (guarded by mu)
 
 	// Background work: bg is cancelled by Close after in-flight work has
 	// had ShutdownGrace to finish; wg counts every goroutine we start.
@@ -140,6 +145,11 @@ func (a *Assistant) Invoke(ctx context.Context, req agent.Request) (*agent.Resul
 	if req.SessionID != "" {
 		key += agent.SessionSep + req.SessionID
 	}
+	release, err := a.sessionQueue.lock(ctx, channel+"\x00"+key)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	if err := a.waitPaused(ctx, channel, key); err != nil {
 		return nil, fmt.Errorf("wait for the paused turn of this session: %w", err)
 	}
@@ -236,6 +246,9 @@ func (a *Assistant) Start(ctx context.Context, so StartOptions) error {
 	// Only a started assistant resumes paused turns: a CLI command that
 	// decides in-process leaves the turn to the next server (Replay).
 	a.gate.OnDecision(a.onDecision)
+	a.mu.Lock()
+	a.started = true
+	a.mu.Unlock()
 	if err := a.gate.Replay(ctx); err != nil {
 		a.log.Warn("replaying approvals decided while stopped failed", "err", err)
 	}
@@ -281,6 +294,14 @@ func (a *Assistant) watchLedger(ctx context.Context) {
 		}
 	}
 }
+
+// BeginShutdown ends waits that would hold requests open (messages behind
+// a paused turn, delivery streams), so the HTTP server can drain at once;
+// Close follows.
+func (a *Assistant) BeginShutdown() { a.cancelStop() }
+
+// Stopping is closed once shutdown begins.
+func (a *Assistant) Stopping() <-chan struct{} { return a.stopping.Done() }
 
 // Close stops the background workers, gives in-flight work (resumed turns)
 // up to shutdownGrace to finish, cancels what remains, waits for every

@@ -3,6 +3,7 @@ package assistant
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"time"
@@ -20,6 +21,10 @@ import (
 //
 // A request blocks its session while its saved paused turn exists: the
 // file is dropped when the resume (or the close) finishes.
+
+// ErrBusySession: the session's turn waits for an approval that nothing
+// in this process can resume.
+var ErrBusySession = errors.New("session busy")
 
 // paused tracks resumes in flight and wakes waiting turns when one ends.
 type paused struct {
@@ -90,8 +95,19 @@ func (a *Assistant) waitPaused(ctx context.Context, channel, sessionID string) e
 		if !blocking {
 			return nil
 		}
+		a.mu.Lock()
+		started := a.started
+		a.mu.Unlock()
+		if !started {
+			// Nothing in this process resumes paused turns (a CLI command
+			// without a server): say so instead of waiting for the expiry.
+			return fmt.Errorf("%w: a turn of this session waits for approval; decide it (tendril approvals list) or start tendril serve", ErrBusySession)
+		}
 		t := time.NewTimer(time.Second)
 		select {
+		case <-a.stopping.Done():
+			t.Stop()
+			return fmt.Errorf("%w: shutting down", ErrNotReady)
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -143,7 +144,7 @@ func decode(r *http.Request, v any) error {
 		}
 		return fmt.Errorf("%w: %v", errBadBody, err)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return fmt.Errorf("%w: one JSON value expected", errBadBody)
 	}
 	return nil
@@ -471,6 +472,8 @@ func (h *api) deliveries(w http.ResponseWriter, r *http.Request) {
 	defer keep.Stop()
 	for {
 		select {
+		case <-h.a.Stopping():
+			return
 		case <-r.Context().Done():
 			return
 		case <-keep.C:
