@@ -71,15 +71,11 @@ func Evaluate(ctx context.Context, opts EvalOptions) (*Evaluation, error) {
 			return nil, err
 		}
 	}
-	dir := opts.Dir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "tendril-locomo-*")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	dir, cleanup, err := scratchDir(opts.Dir)
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
 	run := func(baseline, dir string) (*Report, error) {
 		o := Options{Level: opts.Level, Ks: opts.Ks, Baseline: baseline, Extract: opts.Extract, Progress: opts.Progress, Dir: dir}
 		if o.Level == LevelRecords && o.Extract == nil {
@@ -88,7 +84,6 @@ func Evaluate(ctx context.Context, opts EvalOptions) (*Evaluation, error) {
 		return Run(ctx, convs, o)
 	}
 	var ev Evaluation
-	var err error
 	if opts.Baseline == "" {
 		ev.Tendril, err = run("", dir)
 		if err != nil {
@@ -175,4 +170,17 @@ func PipelineExtract(dir string) ExtractFunc {
 		}
 		return nil
 	}
+}
+
+// scratchDir returns dir, or a new temporary directory that cleanup
+// removes when dir is "".
+func scratchDir(dir string) (string, func(), error) {
+	if dir != "" {
+		return dir, func() {}, nil
+	}
+	d, err := os.MkdirTemp("", "tendril-locomo-*")
+	if err != nil {
+		return "", nil, err
+	}
+	return d, func() { os.RemoveAll(d) }, nil
 }

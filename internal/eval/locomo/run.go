@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -98,15 +97,11 @@ func Run(ctx context.Context, convs []Conversation, opts Options) (*Report, erro
 	for _, k := range SessionKs {
 		maxK = max(maxK, k)
 	}
-	dir := opts.Dir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "tendril-locomo-*")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	dir, cleanup, err := scratchDir(opts.Dir)
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
 	so := sqlitestore.Options{AgentID: agentID, EventExpiryDays: -1, SyncInterval: -1, NoFsync: true}
 	switch opts.Baseline {
 	case "":
