@@ -10,6 +10,8 @@ package testenv
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
 	"context"
 	"fmt"
 	"net"
@@ -132,4 +134,55 @@ func redactURL(raw string) string {
 		return "(unparsable URL)"
 	}
 	return u.Redacted()
+}
+
+// PostgresSchema returns a URL of the test PostgreSQL server whose
+// search_path is a fresh schema of its own, dropped (with everything in
+// it) when the test ends, so every test runs isolated on one server. It
+// skips or fails like Postgres when the server is unreachable.
+func PostgresSchema(t testing.TB) string {
+	t.Helper()
+	base := Postgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("postgres: %v", err)
+	}
+	defer conn.Close(context.Background())
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	schema := "t_" + hex.EncodeToString(b[:])
+	if _, err := conn.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
+		t.Fatalf("postgres: create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Logf("postgres: drop schema %s: %v", schema, err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`); err != nil {
+			t.Logf("postgres: drop schema %s: %v", schema, err)
+		}
+	})
+	return WithSearchPath(base, schema)
+}
+
+// WithSearchPath returns raw (a postgres:// URL) with its search_path
+// run-time parameter set to schema.
+func WithSearchPath(raw, schema string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
