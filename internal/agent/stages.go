@@ -333,13 +333,16 @@ func countTurnMessages(t *turn) int {
 func (a *Agent) runTools(ctx context.Context, t *turn) (*Result, error) {
 	for len(t.Results) < len(t.PendingUses) {
 		use := t.PendingUses[len(t.Results)]
+		toolEvent(ctx, ToolEvent{Phase: "call", ID: use.ID, Name: use.Name, Args: use.Input})
 		out, isErr, pending, err := a.callTool(ctx, t, use, nil)
 		if err != nil {
 			return nil, err
 		}
 		if pending != nil {
+			toolEvent(ctx, ToolEvent{Phase: "pending", ID: use.ID, Name: use.Name, RequestID: pending.RequestID})
 			return a.pause(ctx, t, pending)
 		}
+		toolEvent(ctx, ToolEvent{Phase: "result", ID: use.ID, Name: use.Name, Result: out, IsError: isErr})
 		t.Results = append(t.Results, model.Block{Type: model.BlockToolResult, ToolUseID: use.ID, Text: out, IsError: isErr})
 	}
 	a.finishToolBatch(t)
