@@ -42,6 +42,22 @@ func (g *globals) connect(ctx context.Context, host bool) (*conn, error) {
 	if cl, err := mgmt.DialSocket(ctx, sock); err == nil {
 		return &conn{Client: cl, close: func() {}}, nil
 	}
+	if cfg.DatabaseURL != "" && !host {
+		// Every store is in the database, shared with any running
+		// instance: open it in-process beside them, no home lock needed.
+		log := newLogger(os.Stderr, slog.LevelError)
+		tr := runtime.NewTracker(nil)
+		a, err := assistant.Open(ctx, cfg, assistant.Options{Logger: log, Busy: tr})
+		if err != nil {
+			return nil, err
+		}
+		srv, err := newServer(a, tr, "127.0.0.1:0", log)
+		if err != nil {
+			a.Close()
+			return nil, err
+		}
+		return &conn{Client: mgmt.InProcess(srv.LocalHandler()), local: a, close: func() { a.Close() }}, nil
+	}
 	release, err := lockHome(cfg.Home)
 	for i := 0; err != nil && i < 300; i++ {
 		// Held, but the socket did not answer: a server is starting or

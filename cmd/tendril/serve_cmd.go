@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -68,7 +69,11 @@ SIGTERM or SIGINT lets in-flight turns finish within shutdownGrace (30s).`,
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	sock := filepath.Join(cfg.Home, mgmt.SocketName)
 	release, err := lockHome(cfg.Home)
-	for i := 0; errors.Is(err, errHomeBusy); i++ {
+	// With a database every instance shares all state through it, so
+	// several may share one home: the first holds the home's lock and its
+	// management socket, the others serve HTTP only.
+	shared := cfg.DatabaseURL != "" && errors.Is(err, errHomeBusy)
+	for i := 0; errors.Is(err, errHomeBusy) && !shared; i++ {
 		if cl, derr := mgmt.DialSocket(ctx, sock); derr == nil && cl.Remote {
 			return fmt.Errorf("another tendril process is already running on %s and serving it (`tendril serve`, or `tendril chat` without a server): stop it, or give this one its own TENDRIL_HOME", cfg.Home)
 		}
@@ -82,7 +87,10 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		}
 		release, err = lockHome(cfg.Home)
 	}
-	if err != nil {
+	if shared {
+		log.Info("another instance holds this home's management socket; serving HTTP only (state is shared through the database)", "home", cfg.Home)
+		release = func() {}
+	} else if err != nil {
 		return err
 	}
 	defer release()
@@ -100,15 +108,19 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
 	}
-	ls, err := listenSocket(sock)
-	if err != nil {
-		l.Close()
-		return err
+	var ls net.Listener
+	if !shared {
+		if ls, err = listenSocket(sock); err != nil {
+			l.Close()
+			return err
+		}
+		defer os.Remove(sock)
 	}
-	defer os.Remove(sock)
 	if err := a.Start(ctx, assistant.StartOptions{Scheduler: true, Telegram: true}); err != nil {
 		l.Close()
-		ls.Close()
+		if ls != nil {
+			ls.Close()
+		}
 		return err
 	}
 	if !a.ModelConfigured() {
@@ -116,8 +128,12 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	log.Info("tendril serving", "addr", l.Addr().String(), "socket", sock, "home", cfg.Home, "model", cfg.Model.ID, "vision_model", cfg.Model.VisionID)
 	errc := make(chan error, 2)
+	servers := 1
 	go func() { errc <- srv.Serve(l) }()
-	go func() { errc <- srv.ServeLocal(ls) }()
+	if ls != nil {
+		servers++
+		go func() { errc <- srv.ServeLocal(ls) }()
+	}
 	select {
 	case err := <-errc:
 		return err
@@ -129,7 +145,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := a.Close(); err != nil {
 		log.Warn("closing stores", "err", err)
 	}
-	for range 2 {
+	for range servers {
 		if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
 			return err
 		}

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/tendrilai/tendril/internal/agent"
 	"github.com/tendrilai/tendril/internal/approval"
 	"github.com/tendrilai/tendril/internal/channel/telegram"
@@ -72,6 +74,10 @@ type Assistant struct {
 
 	hub    *hub
 	actors actorLocks
+	// db is the shared pool when TENDRIL_DATABASE_URL is set (nil for the
+	// embedded stores); locks serialise turns across instances on it.
+	db    *pgxpool.Pool
+	locks turnLocks
 	// sessionQueue keeps a session's messages in arrival order while they
 	// wait behind a paused turn; started says Start ran (only a started
 	// assistant resumes paused turns, so only it waits for them).
@@ -156,7 +162,14 @@ func (a *Assistant) Invoke(ctx context.Context, req agent.Request) (*agent.Resul
 	// Forget waits for the actor's turns in flight and holds new ones, so
 	// a turn never writes back what a forget just removed.
 	unlock := a.actors.rlock(req.ActorID)
+	// Across instances: one turn per session, none during a forget.
+	dunlock, err := a.locks.turn(ctx, channel+"\x00"+key, req.ActorID)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
 	res, err := a.agent.Invoke(ctx, req)
+	dunlock()
 	unlock()
 	if err != nil {
 		a.log.Warn("turn failed", "code", agent.ErrorCode(err), "channel", req.Channel, "actor", req.ActorID, "err", err)

@@ -299,6 +299,11 @@ func (a *Assistant) Forget(ctx context.Context, req ForgetRequest) (ForgetReport
 	}
 	agentID := a.agentID(req.AgentID)
 	defer a.actors.lock(req.ActorID)()
+	release, err := a.locks.forget(ctx, req.ActorID)
+	if err != nil {
+		return rep, err
+	}
+	defer release()
 	if err := a.pipeline.Forget(ctx, req.ActorID); err != nil {
 		return rep, fmt.Errorf("forget extraction state: %w", err)
 	}

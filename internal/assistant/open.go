@@ -51,7 +51,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Assistant, er
 		opts.Busy = noBusy{}
 	}
 	a := &Assistant{cfg: cfg, log: opts.Logger, metrics: opts.Metrics, busy: opts.Busy, hub: newHub(),
-		paused: newPaused(), closedIDs: map[string]bool{}}
+		paused: newPaused(), closedIDs: map[string]bool{}, locks: localLocks{}}
 	a.bg, a.cancelBG = context.WithCancel(context.Background())
 	a.stopping, a.cancelStop = context.WithCancel(context.Background())
 	ok := false

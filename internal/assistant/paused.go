@@ -186,6 +186,18 @@ func (a *Assistant) resume(req approval.Request, approved bool, reason string) {
 		defer a.actors.rlock(req.ActorID)()
 		ctx, cancel := context.WithTimeout(bg, ResumeTimeout)
 		defer cancel()
+		// Every instance sharing the ledger sees the decision: the one that
+		// takes the session's lock first resumes, and the saved turn is
+		// dropped before the lock is released, so the others find nothing.
+		release, err := a.locks.turn(ctx, req.Channel+"\x00"+req.SessionID, req.ActorID)
+		if err != nil {
+			a.log.Warn("paused turn did not resume", "request", req.ID, "err", err)
+			return
+		}
+		defer func() { a.gate.DropResume(req); release() }()
+		if payload, err = a.gate.LoadResume(req); err != nil {
+			return // resumed or closed by another instance meanwhile
+		}
 		res, err := a.agent.Resume(ctx, req.ID, approved, reason, payload)
 		if err != nil {
 			a.log.Warn("paused turn did not resume", "request", req.ID, "code", agent.ErrorCode(err), "err", err)

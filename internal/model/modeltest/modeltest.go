@@ -176,6 +176,17 @@ type Fake struct {
 	queue []Reply
 	seen  []Seen
 	n     int
+	// otherwise answers requests when the script is empty (nil: the zero Reply).
+	otherwise func(Seen) Reply
+}
+
+// Otherwise sets how requests are answered once the script is empty, for
+// example an echo of Seen.LastUserText in a load test (nil restores the
+// zero Reply).
+func (f *Fake) Otherwise(fn func(Seen) Reply) {
+	f.mu.Lock()
+	f.otherwise = fn
+	f.mu.Unlock()
 }
 
 // NewFake returns a handler speaking kind's wire format.
@@ -230,6 +241,9 @@ func (f *Fake) next(s Seen) (Reply, int, bool) {
 			f.queue = append(f.queue[:i:i], f.queue[i+1:]...)
 			return r, f.n, true
 		}
+	}
+	if f.otherwise != nil {
+		return f.otherwise(s), f.n, true
 	}
 	return Reply{}, f.n, false
 }
