@@ -66,6 +66,13 @@ type Config struct {
 	Addr    string `json:"addr"`
 	AgentID string `json:"agentId"`
 
+	// Runtime is "" for a self-hosted server or RuntimeAgentCore for
+	// Amazon Bedrock AgentCore Runtime (TENDRIL_RUNTIME); see docs/deploy.md.
+	Runtime string `json:"runtime,omitempty"`
+	// Ephemeral lets AgentCore mode start without a database: state lives
+	// in the microVM and is lost with it (TENDRIL_EPHEMERAL=1).
+	Ephemeral bool `json:"ephemeral,omitempty"`
+
 	AuthToken   string `json:"authToken,omitempty"`
 	DatabaseURL string `json:"databaseUrl,omitempty"`
 	RedisURL    string `json:"redisUrl,omitempty"`
@@ -293,6 +300,16 @@ func Default() Config {
 	}
 }
 
+// RuntimeAgentCore is the Runtime value of AgentCore mode.
+const RuntimeAgentCore = "agentcore"
+
+// AgentCoreAddr is the listen address of AgentCore mode unless addr or
+// TENDRIL_ADDR names another.
+const AgentCoreAddr = "0.0.0.0:8080"
+
+// AgentCore reports whether the process runs in AgentCore mode.
+func (c *Config) AgentCore() bool { return c.Runtime == RuntimeAgentCore }
+
 // DefaultHome returns $TENDRIL_HOME or ~/.tendril.
 func DefaultHome() string {
 	if h := os.Getenv("TENDRIL_HOME"); h != "" {
@@ -336,6 +353,13 @@ func Load(path string) (*Config, error) {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	c.applyEnv(os.Getenv)
+	if c.Runtime != "" && c.Runtime != RuntimeAgentCore {
+		return nil, fmt.Errorf("runtime %q (TENDRIL_RUNTIME) is unknown: use %q, or leave it unset for a self-hosted server", c.Runtime, RuntimeAgentCore)
+	}
+	if c.AgentCore() && c.Addr == Default().Addr {
+		// The AgentCore Runtime contract: 0.0.0.0:8080.
+		c.Addr = AgentCoreAddr
+	}
 	if c.Model.VisionID == "" {
 		c.Model.VisionID = c.Model.ID
 	}
@@ -349,6 +373,10 @@ func (c *Config) applyEnv(get func(string) string) {
 		}
 	}
 	set(&c.Addr, "TENDRIL_ADDR")
+	set(&c.Runtime, "TENDRIL_RUNTIME")
+	if v := get("TENDRIL_EPHEMERAL"); v == "1" || v == "true" {
+		c.Ephemeral = true
+	}
 	set(&c.AuthToken, "TENDRIL_AUTH_TOKEN")
 	set(&c.DatabaseURL, "TENDRIL_DATABASE_URL")
 	set(&c.RedisURL, "TENDRIL_REDIS_URL")

@@ -1,6 +1,7 @@
 // Package runtime is Tendril's HTTP server: the AgentCore Runtime contract
-// (GET /ping, POST /invocations), /metrics, and mounting of channel and
-// management routes, with token auth and graceful shutdown.
+// (GET /ping, POST /invocations, /ws), /metrics, and mounting of channel and
+// management routes, with token auth and graceful shutdown. With
+// Options.AgentCore it runs in AgentCore Runtime mode (agentcore.go).
 package runtime
 
 import (
@@ -42,6 +43,26 @@ type Options struct {
 	Tracker       *Tracker
 	Metrics       *metrics.Metrics
 	Logger        *slog.Logger
+
+	// AgentCore selects AgentCore Runtime mode (TENDRIL_RUNTIME=agentcore):
+	// GET /ping, POST /invocations and /ws are open on any address because
+	// the platform authenticates callers (SigV4 or OAuth) before traffic
+	// reaches the container; routes mounted with auth (dashboard,
+	// management API, /metrics) exist only when AuthToken is set, and then
+	// need it. A body without actor_id gets DefaultActor.
+	AgentCore bool
+	// Webhook takes the Telegram updates that arrive as invocations
+	// ({"invocation_type":"webhook","update":{...}}, sent by
+	// cmd/tendril-relay): each is served to it as POST /telegram/webhook
+	// carrying WebhookSecret in X-Telegram-Bot-Api-Secret-Token, so it is
+	// stored, de-duplicated and answered exactly as a direct webhook. Nil
+	// refuses such invocations.
+	Webhook       http.Handler
+	WebhookSecret string
+	// Tick runs the scheduled jobs due now for a cron invocation without a
+	// message ({"invocation_type":"cron"}: EventBridge Scheduler through
+	// the relay) and returns how many runs it started. Nil refuses them.
+	Tick func(ctx context.Context) (int, error)
 }
 
 // Server is the HTTP runtime.
@@ -83,14 +104,15 @@ func New(opt Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !loop && opt.AuthToken == "" {
+	if !loop && opt.AuthToken == "" && !opt.AgentCore {
 		return nil, ErrUnsafeAddr
 	}
 	s := &Server{opt: opt, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /ping", s.handlePing)
-	s.mux.Handle("POST /invocations", s.auth(http.HandlerFunc(s.handleInvocations)))
+	s.mux.Handle("POST /invocations", s.contract(http.HandlerFunc(s.handleInvocations)))
+	s.mux.Handle("GET /ws", s.contract(http.HandlerFunc(s.handleWS)))
 	if opt.Metrics != nil {
-		s.mux.Handle("GET /metrics", s.auth(opt.Metrics.Handler()))
+		s.Mount("GET /metrics", opt.Metrics.Handler(), true)
 	}
 	s.http = &http.Server{Addr: opt.Addr, Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
@@ -129,12 +151,27 @@ func IsLoopback(addr string) (bool, error) {
 }
 
 // Mount adds a route. With auth, requests need "Authorization: Bearer
-// <token>" when a token is configured.
+// <token>" when a token is configured. In AgentCore mode a route with auth
+// is not mounted at all unless a token is configured (it answers 404).
 func (s *Server) Mount(pattern string, h http.Handler, auth bool) {
 	if auth {
+		if s.opt.AgentCore && s.opt.AuthToken == "" {
+			s.opt.Logger.Debug("agentcore mode without TENDRIL_AUTH_TOKEN: route not mounted", "pattern", pattern)
+			return
+		}
 		h = s.auth(h)
 	}
 	s.mux.Handle(pattern, h)
+}
+
+// contract guards the AgentCore contract's routes (/invocations, /ws):
+// open in AgentCore mode, where the platform has authenticated the caller,
+// else behind auth.
+func (s *Server) contract(h http.Handler) http.Handler {
+	if s.opt.AgentCore {
+		return h
+	}
+	return s.auth(h)
 }
 
 // Handler returns the root handler (for tests).
@@ -237,15 +274,20 @@ func (s *Server) handlePing(w http.ResponseWriter, _ *http.Request) {
 
 // invocation is the wire form of POST /invocations.
 type invocation struct {
-	Message        *string        `json:"message"`
-	ActorID        string         `json:"actor_id"`
-	UserID         string         `json:"user_id"`
-	SessionID      string         `json:"session_id"`
-	Channel        string         `json:"channel"`
-	ChatType       string         `json:"chat_type"`
-	InvocationType string         `json:"invocation_type"`
-	Images         []wireImage    `json:"images"`
-	Metadata       map[string]any `json:"metadata"`
+	Message *string `json:"message"`
+	// Prompt and Input are aliases of Message that AgentCore clients send;
+	// Input may also be an object holding "prompt" or "message".
+	Prompt         *string         `json:"prompt"`
+	Input          json.RawMessage `json:"input"`
+	Update         json.RawMessage `json:"update"` // a Telegram Update (invocation_type webhook)
+	ActorID        string          `json:"actor_id"`
+	UserID         string          `json:"user_id"`
+	SessionID      string          `json:"session_id"`
+	Channel        string          `json:"channel"`
+	ChatType       string          `json:"chat_type"`
+	InvocationType string          `json:"invocation_type"`
+	Images         []wireImage     `json:"images"`
+	Metadata       map[string]any  `json:"metadata"`
 }
 
 type wireImage struct {
@@ -254,7 +296,7 @@ type wireImage struct {
 }
 
 func (s *Server) handleInvocations(w http.ResponseWriter, r *http.Request) {
-	req, status, code, msg := s.decodeInvocation(w, r)
+	c, status, code, msg := s.decodeInvocation(w, r)
 	if code != "" {
 		s.countError(code)
 		writeError(w, status, code, msg)
@@ -262,6 +304,17 @@ func (s *Server) handleInvocations(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.turnContext(r)
 	defer cancel()
+	switch c.kind {
+	case callUpdate:
+		status, body := s.serveUpdate(ctx, c.update)
+		writeJSON(w, status, body)
+		return
+	case callTick:
+		status, body := s.serveTick(ctx)
+		writeJSON(w, status, body)
+		return
+	}
+	req := c.req
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		s.stream(ctx, w, req)
 		return
@@ -313,51 +366,85 @@ func successBody(res *agent.Result) map[string]any {
 	return map[string]any{"ok": true, "text": res.Text, "metadata": meta}
 }
 
-// decodeInvocation parses and validates the body. On failure it returns the
-// HTTP status, error code and message.
-func (s *Server) decodeInvocation(w http.ResponseWriter, r *http.Request) (agent.Request, int, string, string) {
-	var req agent.Request
+// call kinds: a turn, a Telegram update, or a cron tick.
+const (
+	callTurn = iota
+	callUpdate
+	callTick
+)
+
+// call is one decoded invocation.
+type call struct {
+	kind   int
+	req    agent.Request   // callTurn
+	update json.RawMessage // callUpdate
+}
+
+// decodeInvocation reads, parses and validates the body. On failure it
+// returns the HTTP status, error code and message.
+func (s *Server) decodeInvocation(w http.ResponseWriter, r *http.Request) (call, int, string, string) {
 	body := http.MaxBytesReader(w, r.Body, s.opt.MaxBodyBytes)
 	b, err := io.ReadAll(body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return req, http.StatusRequestEntityTooLarge, "INVALID_REQUEST", fmt.Sprintf("request body exceeds %d bytes", s.opt.MaxBodyBytes)
+			return call{}, http.StatusRequestEntityTooLarge, "INVALID_REQUEST", fmt.Sprintf("request body exceeds %d bytes", s.opt.MaxBodyBytes)
 		}
-		return req, http.StatusBadRequest, "INVALID_REQUEST", "reading body: " + err.Error()
+		return call{}, http.StatusBadRequest, "INVALID_REQUEST", "reading body: " + err.Error()
 	}
+	return s.parseInvocation(b, r.Header)
+}
+
+// parseInvocation parses one invocation body (POST /invocations, or a /ws
+// text frame); hdr supplies the session header.
+func (s *Server) parseInvocation(b []byte, hdr http.Header) (call, int, string, string) {
+	var req agent.Request
 	var in invocation
 	if err := json.Unmarshal(b, &in); err != nil {
-		return req, http.StatusBadRequest, "INVALID_REQUEST", "body is not valid JSON: " + err.Error()
+		return call{}, http.StatusBadRequest, "INVALID_REQUEST", "body is not valid JSON: " + err.Error()
 	}
-	if in.Message == nil {
-		return req, http.StatusBadRequest, "INVALID_REQUEST", `"message" is required`
+	if in.InvocationType == "webhook" && len(in.Update) > 0 && string(in.Update) != "null" {
+		return call{kind: callUpdate, update: in.Update}, 0, "", ""
 	}
+	msg, err := in.message()
+	if err != nil {
+		return call{}, http.StatusBadRequest, "INVALID_REQUEST", err.Error()
+	}
+	if msg == nil && in.InvocationType == "cron" && len(in.Images) == 0 {
+		return call{kind: callTick}, 0, "", ""
+	}
+	if msg == nil {
+		return call{}, http.StatusBadRequest, "INVALID_REQUEST", `"message" (or its alias "prompt" or "input") is required`
+	}
+	in.Message = msg
 	req = agent.Request{Message: *in.Message, ActorID: in.ActorID, SessionID: in.SessionID, Channel: in.Channel,
 		ChatType: in.ChatType, InvocationType: in.InvocationType, Metadata: in.Metadata}
 	if req.ActorID == "" {
 		req.ActorID = in.UserID
 	}
 	if req.SessionID == "" {
-		req.SessionID = r.Header.Get(SessionHeader)
+		req.SessionID = hdr.Get(SessionHeader)
+	}
+	if req.ActorID == "" && s.opt.AgentCore {
+		req.ActorID = DefaultActor(hdr)
 	}
 	if req.ActorID == "" {
-		return req, http.StatusBadRequest, "INVALID_ACTOR_ID", `"actor_id" (or "user_id") is required`
+		return call{}, http.StatusBadRequest, "INVALID_ACTOR_ID", `"actor_id" (or "user_id") is required`
 	}
 	if err := agent.ValidateID(req.ActorID); err != nil {
-		return req, http.StatusBadRequest, "INVALID_ACTOR_ID", "actor_id " + err.Error()
+		return call{}, http.StatusBadRequest, "INVALID_ACTOR_ID", "actor_id " + err.Error()
 	}
 	for i, img := range in.Images {
 		data, err := base64.StdEncoding.DecodeString(img.Data)
 		if err != nil {
-			return req, http.StatusBadRequest, "INVALID_REQUEST", fmt.Sprintf("images[%d].data is not base64: %v", i, err)
+			return call{}, http.StatusBadRequest, "INVALID_REQUEST", fmt.Sprintf("images[%d].data is not base64: %v", i, err)
 		}
 		req.Images = append(req.Images, agent.Image{Data: data, MediaType: img.MediaType})
 	}
 	if *in.Message == "" && len(req.Images) == 0 {
-		return req, http.StatusBadRequest, "INVALID_REQUEST", `"message" is empty`
+		return call{}, http.StatusBadRequest, "INVALID_REQUEST", `"message" is empty`
 	}
-	return req, 0, "", ""
+	return call{kind: callTurn, req: req}, 0, "", ""
 }
 
 // errorStatus maps an Invoke error to the HTTP status, code and message.
@@ -410,9 +497,15 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req agent.Re
 		fmt.Fprintf(w, "data: %s\n\n", b)
 		fl.Flush()
 	}
+	s.runFrames(ctx, req, frame)
+}
+
+// runFrames runs one turn and reports it as frames: {"type":"start"},
+// {"type":"delta","text"} as the model streams (or the finished reply in
+// chunks when it cannot), then {"type":"final",...} holding the
+// /invocations body or the error envelope. SSE and /ws share it.
+func (s *Server) runFrames(ctx context.Context, req agent.Request, frame func(v any)) {
 	frame(map[string]any{"type": "start"})
-	// Deltas go out as the model produces them; a model that cannot
-	// stream sends the finished reply in chunks instead.
 	var mu sync.Mutex
 	streamed := false
 	ctx = agent.WithDeltas(ctx, func(text string) {
