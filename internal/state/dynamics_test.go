@@ -54,8 +54,10 @@ var mildUncertain = []string{
 // driving tens of thousands of turns; persistence is covered elsewhere.
 func fastEngine(t *testing.T, c *clock) *Engine {
 	t.Helper()
-	e := openTest(t, t.TempDir(), c, func(o *Options) { o.HistoryLimit = 16 })
-	e.persist = func(*actorState) error { return nil }
+	e, err := New(newMemBackend(), Options{Now: c.Now, HistoryLimit: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return e
 }
 

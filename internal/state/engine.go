@@ -2,15 +2,12 @@ package state
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -64,10 +61,11 @@ type Options struct {
 	HistoryLimit int
 	// Now is the clock; default time.Now. Tests inject a fake.
 	Now func() time.Time
-	// NoSync skips fsync of state files; saves stay atomic (temp file and
-	// rename) but a power cut may lose the last change. An fsynced replace
-	// costs milliseconds to tens of ms under the engine lock, so the server
-	// sets it: state is derived data, not something the user said.
+	// NoSync is FileOptions.NoSync for the backend Open creates (New
+	// ignores it): appends and compactions are not fsynced, so a power cut
+	// may lose the last changes (a torn last line is ignored on load). An
+	// fsync costs milliseconds to tens of ms per turn, so the server sets
+	// it: state is derived data, not something the user said.
 	NoSync bool
 }
 
@@ -124,46 +122,37 @@ type Snapshot struct {
 	History []Change `json:"history"`
 }
 
-type recent struct {
-	Category Category  `json:"category"`
-	At       time.Time `json:"at"`
-}
-
-// actorState is the persisted per-actor file.
-type actorState struct {
-	Version         int          `json:"version"`
-	ActorID         string       `json:"actor_id"`
-	Values          Vector       `json:"values"` // as of UpdatedAt
-	UpdatedAt       time.Time    `json:"updated_at"`
-	Level           Level        `json:"level"`
-	TurnsInCritical int          `json:"turns_in_critical"`
-	Turns           int          `json:"turns"`
-	Saturated       [NumDims]int `json:"saturated"`
-	Recent          []recent     `json:"recent,omitempty"`
-	History         []Change     `json:"history,omitempty"`
-}
-
-// Engine owns the state of every actor under one directory. It is safe for
-// concurrent use within one process; one process should write a directory
-// (other processes, such as the CLI, may read it).
+// Engine computes the state of every actor and persists it through a
+// Backend. It holds no per-actor state of its own: every Apply is one
+// Backend.Update (an atomic read-modify-write), so several engines may
+// share a backend that serialises updates across processes (pgstate).
+// It is safe for concurrent use.
 type Engine struct {
-	dir  string
+	b    Backend
 	opts Options
-
-	// persist writes one actor's state; e.save, replaced by tests that
-	// drive the dynamics for many thousands of turns without file I/O.
-	persist func(*actorState) error
-
-	mu     sync.Mutex
-	actors map[string]*actorState
-	levels levelIndex // behind LevelCounts (levels.go)
 }
 
-// Open returns an Engine persisting one JSON file per actor under dir,
-// creating dir if needed. Options are validated: baseline and deltas in
-// range, consistent breaker thresholds, and a stability baseline above
-// Breaker.WarnLeave (otherwise WARNING could never clear by decay).
+// Open returns an Engine persisting under dir through a FileBackend (one
+// append-only log per actor; see NewFileBackend), creating dir if needed.
+// Options.NoSync is passed to the backend. See New for the validation of
+// opts.
 func Open(dir string, opts Options) (*Engine, error) {
+	b, err := NewFileBackend(dir, FileOptions{NoSync: opts.NoSync})
+	if err != nil {
+		return nil, err
+	}
+	return New(b, opts)
+}
+
+// New returns an Engine persisting through b. Options are validated:
+// baseline and deltas in range, consistent breaker thresholds, and a
+// stability baseline above Breaker.WarnLeave (otherwise WARNING could never
+// clear by decay). Options.NoSync is ignored (it belongs to the file
+// backend).
+func New(b Backend, opts Options) (*Engine, error) {
+	if b == nil {
+		return nil, errors.New("state: nil backend")
+	}
 	if opts.Persona.Deltas == nil && opts.Persona.Baseline == (Vector{}) {
 		name := opts.Persona.Name
 		opts.Persona = DefaultPersona()
@@ -205,16 +194,14 @@ func Open(dir string, opts Options) (*Engine, error) {
 	if b := opts.Persona.Baseline[Stability]; b <= opts.Breaker.WarnLeave {
 		return nil, fmt.Errorf("state: stability baseline %v must exceed breaker warnLeave %v", b, opts.Breaker.WarnLeave)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("state: %w", err)
-	}
-	e := &Engine{dir: dir, opts: opts, actors: map[string]*actorState{}, levels: levelIndex{entries: map[string]levelEntry{}}}
-	e.persist = e.save
-	return e, nil
+	return &Engine{b: b, opts: opts}, nil
 }
 
 // Options returns the effective options (defaults filled in).
 func (e *Engine) Options() Options { return e.opts }
+
+// Backend returns the backend the engine persists through.
+func (e *Engine) Backend() Backend { return e.b }
 
 func validActor(id string) error {
 	if id == "" || len(id) > 256 || !utf8.ValidString(id) {
@@ -228,109 +215,16 @@ func validActor(id string) error {
 	return nil
 }
 
-// fileName escapes every byte outside [A-Za-z0-9_-] as %XX, so no actor ID
-// can name a path outside dir ("..", "/", NUL).
-func fileName(actor string) string {
-	var b strings.Builder
-	for i := 0; i < len(actor); i++ {
-		c := actor[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, "%%%02X", c)
-		}
-	}
-	return b.String() + ".json"
+// fresh is the record of an actor with nothing stored.
+func (e *Engine) fresh(actor string) Record {
+	return Record{ActorID: actor, Values: e.opts.Persona.Baseline}
 }
 
-func actorFromFile(name string) (string, bool) {
-	name, ok := strings.CutSuffix(name, ".json")
-	if !ok {
-		return "", false
+// sane clamps values read from a store to [0,1].
+func sane(r *Record) {
+	for i := range r.Values {
+		r.Values[i] = clamp01(r.Values[i])
 	}
-	var b strings.Builder
-	for i := 0; i < len(name); i++ {
-		if name[i] != '%' {
-			b.WriteByte(name[i])
-			continue
-		}
-		if i+2 >= len(name) {
-			return "", false
-		}
-		var c byte
-		if _, err := fmt.Sscanf(name[i+1:i+3], "%02X", &c); err != nil {
-			return "", false
-		}
-		b.WriteByte(c)
-		i += 2
-	}
-	return b.String(), true
-}
-
-func (e *Engine) load(actor string) (*actorState, error) {
-	if st, ok := e.actors[actor]; ok {
-		return st, nil
-	}
-	p := filepath.Join(e.dir, fileName(actor))
-	b, err := os.ReadFile(p)
-	if errors.Is(err, os.ErrNotExist) {
-		st := &actorState{Version: 1, ActorID: actor, Values: e.opts.Persona.Baseline}
-		e.actors[actor] = st
-		return st, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("state: load %s: %w", actor, err)
-	}
-	var st actorState
-	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("state: load %s (%s): %w", actor, p, err)
-	}
-	if st.ActorID != actor {
-		return nil, fmt.Errorf("state: %s holds actor %q, not %q", p, st.ActorID, actor)
-	}
-	for i := range st.Values {
-		st.Values[i] = clamp01(st.Values[i])
-	}
-	e.actors[actor] = &st
-	e.noteLevel(&st)
-	return &st, nil
-}
-
-func (e *Engine) save(st *actorState) error {
-	b, err := json.Marshal(st)
-	if err != nil {
-		return fmt.Errorf("state: encode %s: %w", st.ActorID, err)
-	}
-	p := filepath.Join(e.dir, fileName(st.ActorID))
-	tmp, err := os.CreateTemp(e.dir, ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("state: save %s: %w", st.ActorID, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("state: save %s: %w", st.ActorID, err)
-	}
-	if !e.opts.NoSync {
-		if err := tmp.Sync(); err != nil {
-			tmp.Close()
-			return fmt.Errorf("state: save %s: %w", st.ActorID, err)
-		}
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("state: save %s: %w", st.ActorID, err)
-	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
-		return fmt.Errorf("state: save %s: %w", st.ActorID, err)
-	}
-	if e.opts.NoSync {
-		return nil
-	}
-	if d, err := os.Open(e.dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }
 
 // Decay returns v relaxed toward baseline b over dt with the given
@@ -347,7 +241,7 @@ func Decay(v, b Vector, dt, halfLife time.Duration) Vector {
 	return out
 }
 
-func (e *Engine) decayed(st *actorState, now time.Time) Vector {
+func (e *Engine) decayed(st *Record, now time.Time) Vector {
 	if st.UpdatedAt.IsZero() {
 		return st.Values
 	}
@@ -390,18 +284,31 @@ func (e *Engine) Apply(ctx context.Context, actorID string, turn int, s Stimulus
 	case !(s.Intensity > 0 && s.Intensity <= 1):
 		return Event{}, fmt.Errorf("state: stimulus intensity %v outside (0,1]", s.Intensity)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	stored, err := e.load(actorID)
+	var ev Event
+	err := e.b.Update(ctx, actorID, e.opts.HistoryLimit, func(cur Record, ok bool) (Record, []Change, error) {
+		if !ok {
+			cur = e.fresh(actorID)
+		} else if cur.ActorID != actorID {
+			return Record{}, nil, fmt.Errorf("state: store holds actor %q under %q", cur.ActorID, actorID)
+		}
+		sane(&cur)
+		next, evt := e.step(cur, actorID, turn, s)
+		ev = evt
+		return next, evt.Changes, nil
+	})
 	if err != nil {
 		return Event{}, err
 	}
-	// Work on a copy; commit only after a successful save. Its Recent and
-	// History slices share stored's arrays, but are only ever appended to
-	// and re-sliced, never written in place: an append lands beyond
-	// stored's lengths (or in a new array), so stored is unchanged until
-	// the commit.
-	st := *stored
+	return ev, nil
+}
+
+// step is one turn of the dynamics on st (which it owns), as documented on
+// Apply; it returns the next record and the event. It is a pure function
+// of st, its arguments and the clock, so a backend may call it again after
+// a conflict.
+func (e *Engine) step(st Record, actorID string, turn int, s Stimulus) (Record, Event) {
+	neutral := s.Category == Neutral
+	st.Recent = slices.Clone(st.Recent)
 	if turn <= 0 {
 		turn = st.Turns + 1 // the actor's next turn
 	}
@@ -467,31 +374,26 @@ func (e *Engine) Apply(ctx context.Context, actorID string, turn int, s Stimulus
 	}
 	st.Turns++
 	if !neutral {
-		st.Recent = append(st.Recent, recent{Category: s.Category, At: now})
-		if len(st.Recent) > 32 {
-			st.Recent = st.Recent[len(st.Recent)-32:]
+		st.Recent = append(st.Recent, RecentStimulus{Category: s.Category, At: now})
+		// Only the last Guard.Window entries are ever read (habituation).
+		if w := e.opts.Guard.Window; len(st.Recent) > w {
+			st.Recent = st.Recent[len(st.Recent)-w:]
+		}
+		if len(st.Recent) == 0 {
+			st.Recent = nil
 		}
 	}
-	st.History = append(st.History, ev.Changes...)
-	if len(st.History) > e.opts.HistoryLimit {
-		st.History = st.History[len(st.History)-e.opts.HistoryLimit:]
-	}
-	if err := e.persist(&st); err != nil {
-		return Event{}, err
-	}
-	*stored = st
-	e.noteLevel(&st)
 	ev.After = after
 	ev.Level = st.Level
-	return ev, nil
+	return st, ev
 }
 
 // stimulate applies the non-neutral stimulus s to the decayed values
 // before: habituation, the saturation target, then floor recovery. It
 // appends the stimulus change (carrying decay) and any floor-recovery
 // changes to ev and updates st's saturation counters; it returns the new
-// values. The caller holds e.mu.
-func (e *Engine) stimulate(st *actorState, ev *Event, s Stimulus, before, decay Vector, now time.Time, turn int) Vector {
+// values.
+func (e *Engine) stimulate(st *Record, ev *Event, s Stimulus, before, decay Vector, now time.Time, turn int) Vector {
 	g := e.opts.Guard
 	base := e.opts.Persona.Baseline
 
@@ -567,71 +469,74 @@ func round6(x float64) float64 { return math.Round(x*1e6) / 1e6 }
 
 // Snapshot returns actorID's state now: decayed values, the breaker level
 // (re-evaluated on the decayed stability without persisting), and the
-// history. An actor never observed is at baseline in NORMAL.
+// history, oldest first. An actor never observed is at baseline in NORMAL.
+// Errors: ErrInvalidActor, ctx.Err(), or the backend's read error.
 func (e *Engine) Snapshot(ctx context.Context, actorID string) (Snapshot, error) {
+	return e.snapshot(ctx, actorID, true)
+}
+
+func (e *Engine) snapshot(ctx context.Context, actorID string, history bool) (Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return Snapshot{}, err
 	}
 	if err := validActor(actorID); err != nil {
 		return Snapshot{}, err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	st, err := e.load(actorID)
+	st, hist, ok, err := e.b.Load(ctx, actorID, history)
 	if err != nil {
 		return Snapshot{}, err
+	}
+	if !ok {
+		st, hist = e.fresh(actorID), nil
+	} else if st.ActorID != actorID {
+		return Snapshot{}, fmt.Errorf("state: store holds actor %q under %q", st.ActorID, actorID)
+	}
+	sane(&st)
+	if len(hist) > e.opts.HistoryLimit {
+		hist = hist[len(hist)-e.opts.HistoryLimit:]
 	}
 	now := e.opts.Now()
 	if now.Before(st.UpdatedAt) {
 		now = st.UpdatedAt
 	}
-	v := e.decayed(st, now)
+	v := e.decayed(&st, now)
 	return Snapshot{
 		ActorID: actorID, Persona: e.opts.Persona.Name, At: now, Values: v, Baseline: e.opts.Persona.Baseline,
 		Level:           e.opts.Breaker.Next(st.Level, st.TurnsInCritical, v[Stability]),
 		TurnsInCritical: st.TurnsInCritical, Turns: st.Turns, UpdatedAt: st.UpdatedAt,
-		History: append([]Change(nil), st.History...),
+		History: append([]Change{}, hist...),
 	}, nil
 }
 
-// Level returns actorID's breaker level now (see Snapshot).
+// Level returns actorID's breaker level now (see Snapshot). It reads the
+// record only, not the history.
 func (e *Engine) Level(ctx context.Context, actorID string) (Level, error) {
-	s, err := e.Snapshot(ctx, actorID)
+	s, err := e.snapshot(ctx, actorID, false)
 	return s.Level, err
 }
 
-// Actors lists the actors with a state file, sorted.
+// Actors lists the actors with stored state, sorted bytewise. An actor
+// that was only read (Snapshot, Level) has none.
 func (e *Engine) Actors(ctx context.Context) ([]string, error) {
-	ents, err := os.ReadDir(e.dir)
-	if err != nil {
-		return nil, fmt.Errorf("state: %w", err)
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	var out []string
-	for _, de := range ents {
-		if de.IsDir() || strings.HasPrefix(de.Name(), ".") {
-			continue
-		}
-		if a, ok := actorFromFile(de.Name()); ok && validActor(a) == nil {
-			out = append(out, a)
-		}
+	out, err := e.b.Actors(ctx)
+	if err != nil {
+		return nil, err
 	}
 	sort.Strings(out)
 	return out, nil
 }
 
-// Forget removes the actor's state file and cached values: the actor
-// starts again from the persona's baseline. A missing file is not an error.
+// Forget deletes the actor's stored state and history: the actor starts
+// again from the persona's baseline. Nothing stored is not an error.
 func (e *Engine) Forget(ctx context.Context, actorID string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.actors, actorID)
-	err := os.Remove(filepath.Join(e.dir, fileName(actorID)))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("state: forget %s: %w", actorID, err)
+	if err := validActor(actorID); err != nil {
+		return err
 	}
-	e.dropLevel(actorID)
-	return nil
+	return e.b.Forget(ctx, actorID)
 }

@@ -321,7 +321,7 @@ func TestPersistAndReopen(t *testing.T) {
 	}
 	// The hostile actor ID stayed inside dir.
 	ents, _ := os.ReadDir(dir)
-	if len(ents) != 1 || strings.Contains(ents[0].Name(), "/") || !strings.HasSuffix(ents[0].Name(), ".json") {
+	if len(ents) != 1 || strings.Contains(ents[0].Name(), "/") || !strings.HasSuffix(ents[0].Name(), ".jsonl") {
 		t.Fatalf("dir entries: %v", ents)
 	}
 	actors, _ := e2.Actors(ctx)
@@ -351,14 +351,26 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("intensity %v accepted", in)
 		}
 	}
-	// A corrupt file is an error, and is not overwritten.
-	p := filepath.Join(dir, fileName("z"))
-	os.WriteFile(p, []byte("{not json"), 0o600)
-	if _, err := e.Observe(ctx, "z", 1, "hi"); err == nil {
-		t.Fatal("corrupt state file accepted")
+	// A corrupt file is an error, and is not overwritten: an old-format
+	// file, and a log whose damaged line is followed by another.
+	corrupt := map[string]string{
+		legacyName("z"): "{not json",
+		LogName("y"):    "{not json\n" + `{"rec":{"actor_id":"y"}}` + "\n",
+		LogName("x"):    `{"rec":{"actor_id":"someone-else"}}` + "\n",
 	}
-	if b, _ := os.ReadFile(p); string(b) != "{not json" {
-		t.Fatal("corrupt file overwritten")
+	for name, body := range corrupt {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(body), 0o600)
+		actor := strings.TrimSuffix(strings.TrimSuffix(name, ".jsonl"), ".json")
+		if _, err := e.Observe(ctx, actor, 1, "hi"); err == nil {
+			t.Fatalf("corrupt state file %s accepted", name)
+		}
+		if _, err := e.Snapshot(ctx, actor); err == nil {
+			t.Fatalf("corrupt state file %s read", name)
+		}
+		if b, _ := os.ReadFile(p); string(b) != body {
+			t.Fatalf("corrupt file %s overwritten", name)
+		}
 	}
 	// Invalid options.
 	if _, err := Open(t.TempDir(), Options{Breaker: Breaker{WarnEnter: 0.6, WarnLeave: 0.5, CriticalEnter: 0.3, CriticalLeave: 0.45}}); err == nil {
