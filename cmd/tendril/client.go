@@ -126,11 +126,11 @@ func listenSocket(path string) (net.Listener, error) {
 // the Telegram webhook mounted.
 func newServer(a *assistant.Assistant, tr *runtime.Tracker, addr string, log *slog.Logger) (*runtime.Server, error) {
 	cfg := a.Config()
-	srv, err := runtime.New(runtime.Options{
+	srv, err := runtime.New(withRuntimeMode(a, runtime.Options{
 		Addr: addr, AuthToken: cfg.AuthToken, MaxBodyBytes: cfg.MaxBodyBytes,
 		ShutdownGrace: cfg.ShutdownGrace.D(), Invoker: a, Metrics: a.Metrics(), Logger: log,
 		Tracker: tr,
-	})
+	}))
 	if err != nil {
 		return nil, err
 	}

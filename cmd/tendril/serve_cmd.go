@@ -67,6 +67,9 @@ SIGTERM or SIGINT lets in-flight turns finish within shutdownGrace (30s).`,
 
 // serve runs the server until ctx ends, then shuts down gracefully.
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	if err := checkRuntime(cfg); err != nil {
+		return err
+	}
 	sock := filepath.Join(cfg.Home, mgmt.SocketName)
 	release, err := lockHome(cfg.Home)
 	// With a database every instance shares all state through it, so
