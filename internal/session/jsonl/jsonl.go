@@ -554,7 +554,8 @@ func (ss *sess) quarantine(f *os.File, bad []byte, good int64) error {
 
 // Append implements session.Store. The nodes are validated
 // (session.PrepareAppend; each ParentID must be "" or a node already in
-// the session or earlier in nodes; IDs must be new), written as one
+// the session or earlier in nodes; IDs must be new; the first ParentID
+// must be the active leaf, else *session.LeafMovedError), written as one
 // write(2), and fsynced per policy before it returns. On any error nothing
 // is appended.
 func (s *Store) Append(ctx context.Context, k session.Key, nodes ...session.Node) error {
@@ -591,6 +592,10 @@ func (s *Store) Append(ctx context.Context, k session.Key, nodes ...session.Node
 		}
 		batch[n.ID] = true
 	}
+	if leaf := ss.leafID; nodes[0].ParentID != leaf {
+		ss.mu.RUnlock()
+		return &session.LeafMovedError{Key: k, Expected: nodes[0].ParentID, Actual: leaf}
+	}
 	ss.mu.RUnlock()
 
 	var buf bytes.Buffer
@@ -608,9 +613,9 @@ func (s *Store) Append(ctx context.Context, k session.Key, nodes ...session.Node
 	}
 	hdrLen := buf.Len()
 	for i, n := range nodes {
-		b, err := json.Marshal(n)
+		b, err := session.EncodeNode(n)
 		if err != nil {
-			return fmt.Errorf("append %s: encode node %s: %w", k, n.ID, err)
+			return fmt.Errorf("append %s: %w", k, err)
 		}
 		lens[i] = len(b)
 		buf.Write(b)

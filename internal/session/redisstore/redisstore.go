@@ -76,6 +76,10 @@ for i = 0, n - 1 do
   end
   batch[id] = true
 end
+local leaf = redis.call('GET', KEYS[4]) or ''
+if ARGV[4] ~= leaf then
+  return {'moved', leaf}
+end
 for i = 0, n - 1 do
   local id = ARGV[3 + i*3]
   redis.call('HSET', KEYS[1], id, ARGV[5 + i*3])
@@ -84,7 +88,7 @@ for i = 0, n - 1 do
 end
 redis.call('SET', KEYS[4], ARGV[3 + (n-1)*3])
 redis.call('SADD', KEYS[5], ARGV[2])
-return n
+return {'ok'}
 `)
 
 var setLeafScript = redis.NewScript(`
@@ -132,7 +136,9 @@ func mapErr(err error) error {
 }
 
 // Append implements session.Store: validation as in session.PrepareAppend,
-// parents must exist, IDs must be new; all nodes are applied atomically.
+// parents must exist, IDs must be new, and the first ParentID must be the
+// active leaf (*session.LeafMovedError), all checked and applied
+// atomically in one script.
 func (s *Store) Append(ctx context.Context, k session.Key, nodes ...session.Node) error {
 	if len(nodes) == 0 {
 		return nil
@@ -144,14 +150,20 @@ func (s *Store) Append(ctx context.Context, k session.Key, nodes ...session.Node
 	args := make([]any, 0, 2+3*len(nodes))
 	args = append(args, len(nodes), keyJSON(k))
 	for _, n := range nodes {
-		b, err := json.Marshal(n)
+		b, err := session.EncodeNode(n)
 		if err != nil {
-			return fmt.Errorf("append %s: encode node %s: %w", k, n.ID, err)
+			return fmt.Errorf("append %s: %w", k, err)
 		}
 		args = append(args, n.ID, n.ParentID, string(b))
 	}
-	if err := appendScript.Run(ctx, s.rdb, s.keys(k), args...).Err(); err != nil {
+	// The reply is {"ok"} or {"moved", <active leaf>}: an array, because a
+	// leaf ID may hold bytes an error reply cannot.
+	res, err := appendScript.Run(ctx, s.rdb, s.keys(k), args...).StringSlice()
+	if err != nil {
 		return fmt.Errorf("append %s: %w", k, mapErr(err))
+	}
+	if len(res) == 2 && res[0] == "moved" {
+		return &session.LeafMovedError{Key: k, Expected: nodes[0].ParentID, Actual: res[1]}
 	}
 	return nil
 }

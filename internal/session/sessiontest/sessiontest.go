@@ -36,6 +36,8 @@ func Exercise(t *testing.T, newStore NewStore) {
 		{"PairingRepair", testPairingRepair},
 		{"Compaction", testCompaction},
 		{"ConcurrentOneSession", testConcurrentOneSession},
+		{"LeafMoved", testLeafMoved},
+		{"BadInput", testBadInput},
 		{"ConcurrentManySessions", testConcurrentManySessions},
 		{"ExportAndClear", testExportAndClear},
 	}
@@ -440,6 +442,23 @@ func testCompaction(t *testing.T, newStore NewStore) {
 	}
 }
 
+// appendAtLeaf appends nodes as a turn at the active leaf, reading it again
+// after each ErrLeafMoved, the way a caller racing other writers must.
+func appendAtLeaf(st session.Store, k session.Key, nodes ...session.Node) (retries int, err error) {
+	for {
+		leaf, err := st.Leaf(ctx, k)
+		if err != nil {
+			return retries, err
+		}
+		nodes[0].ParentID = leaf
+		err = st.Append(ctx, k, nodes...)
+		if !errors.Is(err, session.ErrLeafMoved) {
+			return retries, err
+		}
+		retries++
+	}
+}
+
 func testConcurrentOneSession(t *testing.T, newStore NewStore) {
 	st := newStore(t)
 	defer st.Close()
@@ -476,7 +495,7 @@ func testConcurrentOneSession(t *testing.T, newStore NewStore) {
 			for i := 0; i < turns; i++ {
 				u := fmt.Sprintf("u-%d-%d", w, i)
 				a := fmt.Sprintf("a-%d-%d", w, i)
-				if err := st.Append(ctx, k, node(u, "root", "user", u), node(a, u, "assistant", a)); err != nil {
+				if _, err := appendAtLeaf(st, k, node(u, "", "user", u), node(a, u, "assistant", a)); err != nil {
 					errs <- err
 				}
 			}
@@ -498,9 +517,194 @@ func testConcurrentOneSession(t *testing.T, newStore NewStore) {
 	}
 	for i := 1; i < len(got); i += 2 {
 		u, a := got[i], got[i+1]
-		if u.Role != "user" || a.ParentID != u.ID || "a"+u.ID[1:] != a.ID {
-			t.Fatalf("turn interleaved at %d: %s then %s", i, u.ID, a.ID)
+		if u.Role != "user" || a.ParentID != u.ID || "a"+u.ID[1:] != a.ID || u.ParentID != got[i-1].ID {
+			t.Fatalf("turn interleaved or forked at %d: %s (parent %s) then %s", i, u.ID, u.ParentID, a.ID)
 		}
+	}
+	leaf, _ := st.Leaf(ctx, k)
+	path, err := st.Path(ctx, k, leaf, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "one unbroken chain", ids(path), ids(got))
+}
+
+// testLeafMoved: Append is a compare-and-set of the active leaf.
+func testLeafMoved(t *testing.T, newStore NewStore) {
+	st := newStore(t)
+	defer st.Close()
+	k := key("cas")
+	moved := func(what string, err error, expected, actual string) {
+		t.Helper()
+		var lm *session.LeafMovedError
+		if !errors.Is(err, session.ErrLeafMoved) || !errors.As(err, &lm) {
+			t.Fatalf("%s: err = %v, want ErrLeafMoved", what, err)
+		}
+		if lm.Expected != expected || lm.Actual != actual || lm.Key != k {
+			t.Fatalf("%s: %+v, want expected %q actual %q", what, lm, expected, actual)
+		}
+		if !strings.Contains(err.Error(), fmt.Sprintf("%q", actual)) {
+			t.Fatalf("%s: message %q does not name the active leaf", what, err)
+		}
+	}
+	if err := st.Append(ctx, k, node("a", "", "user", "one")); err != nil {
+		t.Fatal(err)
+	}
+	moved("second root", st.Append(ctx, k, node("r2", "", "user", "x")), "", "a")
+	if err := st.Append(ctx, k, node("b", "a", "assistant", "two")); err != nil {
+		t.Fatal(err)
+	}
+	moved("stale parent", st.Append(ctx, k, node("c", "a", "user", "x"), node("c2", "c", "assistant", "y")), "a", "b")
+	// Permanent errors win over a moved leaf: retrying would not help.
+	if err := st.Append(ctx, k, node("b", "a", "user", "x")); !errors.Is(err, session.ErrDuplicateNode) {
+		t.Fatalf("duplicate at a stale parent: %v", err)
+	}
+	if err := st.Append(ctx, k, node("z", "nope", "user", "x")); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("unknown parent: %v", err)
+	}
+	got, _ := st.Nodes(ctx, k)
+	mustEqual(t, "losers wrote nothing", ids(got), []string{"a", "b"})
+	if leaf, _ := st.Leaf(ctx, k); leaf != "b" {
+		t.Fatalf("leaf moved by a loser: %q", leaf)
+	}
+	// Branching is explicit: SetLeaf first, then append at it.
+	if err := session.BranchFrom(ctx, st, k, "a"); err != nil {
+		t.Fatal(err)
+	}
+	moved("old leaf after branch", st.Append(ctx, k, node("c", "b", "user", "x")), "b", "a")
+	// Only the first node is checked: later ones may point anywhere known.
+	if err := st.Append(ctx, k, node("c", "a", "user", "three"), node("d", "b", "user", "sibling")); err != nil {
+		t.Fatal(err)
+	}
+	if leaf, _ := st.Leaf(ctx, k); leaf != "d" {
+		t.Fatalf("leaf = %q, want d", leaf)
+	}
+	// A cleared session is empty again: only a root may start it.
+	if err := st.Clear(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Append(ctx, k, node("e", "d", "user", "x")); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("parent from before the clear: %v", err)
+	}
+	if err := st.Append(ctx, k, node("e", "", "user", "fresh")); err != nil {
+		t.Fatal(err)
+	}
+	// Racing writers of one turn each: exactly one wins every round.
+	const racers = 6
+	for round := 0; round < 5; round++ {
+		leaf, _ := st.Leaf(ctx, k)
+		var wg sync.WaitGroup
+		res := make(chan error, racers)
+		for r := 0; r < racers; r++ {
+			wg.Add(1)
+			go func(r int) {
+				defer wg.Done()
+				res <- st.Append(ctx, k, node(fmt.Sprintf("x%d-%d", round, r), leaf, "user", "race"))
+			}(r)
+		}
+		wg.Wait()
+		close(res)
+		wins := 0
+		for err := range res {
+			switch {
+			case err == nil:
+				wins++
+			case errors.Is(err, session.ErrLeafMoved):
+			default:
+				t.Fatal(err)
+			}
+		}
+		if wins != 1 {
+			t.Fatalf("round %d: %d winners, want exactly 1", round, wins)
+		}
+	}
+	all, _ := st.Nodes(ctx, k)
+	leaf, _ := st.Leaf(ctx, k)
+	path, _ := st.Path(ctx, k, leaf, 0)
+	mustEqual(t, "no fork", ids(path), ids(all))
+}
+
+// testBadInput: hostile node IDs and text round-trip or get a clear error,
+// the same on every backend.
+func testBadInput(t *testing.T, newStore NewStore) {
+	st := newStore(t)
+	k := key("bad")
+	weird := []string{"nul\x00id", "caf\u00e9", "cafe\u0301", "A", "a", "../../x", "%00", "line\nbreak", `"quote"`, strings.Repeat("é", 128)}
+	parent := ""
+	for i, id := range weird {
+		n := node(id, parent, []string{"user", "assistant"}[i%2], fmt.Sprintf("text with NUL \x00 and \x01 controls %d", i))
+		n.Metadata = map[string]any{"nul": "x\x00y", "n": float64(i)}
+		if err := st.Append(ctx, k, n); err != nil {
+			t.Fatalf("append %q: %v", id, err)
+		}
+		parent = id
+	}
+	rejected := []struct {
+		name string
+		err  error
+		n    session.Node
+	}{
+		{"id over 256 bytes", session.ErrInvalidNode, node(strings.Repeat("x", 257), parent, "user", "x")},
+		{"id not UTF-8", session.ErrInvalidNode, node("bad\xff", parent, "user", "x")},
+		{"node over MaxNodeBytes", session.ErrInvalidNode, node("huge", parent, "user", strings.Repeat("x", session.MaxNodeBytes))},
+		{"self parent", session.ErrInvalidNode, node("self", "self", "user", "x")},
+	}
+	for _, c := range rejected {
+		if err := st.Append(ctx, k, c.n); !errors.Is(err, c.err) {
+			t.Errorf("%s: err = %.200v, want %v", c.name, err, c.err)
+		}
+	}
+	if err := st.Append(ctx, session.Key{AgentID: "main", Channel: "telegram", ID: strings.Repeat("k", session.MaxIDLen+1)}, node("k", "", "user", "x")); !errors.Is(err, session.ErrInvalidKey) {
+		t.Errorf("oversize key: %v", err)
+	}
+	long := session.Key{AgentID: "main", Channel: "telegram", ID: strings.Repeat("\x00", session.MaxIDLen)}
+	if err := st.Append(ctx, long, node("k", "", "user", "x")); err != nil {
+		t.Fatalf("key of MaxIDLen: %v", err)
+	}
+	st.Close()
+	st = newStore(t)
+	defer st.Close()
+	got, err := st.Nodes(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "ids survive", ids(got), weird)
+	for i, n := range got {
+		if want := fmt.Sprintf("text with NUL \x00 and \x01 controls %d", i); n.Text != want || n.Metadata["nul"] != "x\x00y" {
+			t.Fatalf("node %d text %q metadata %v", i, n.Text, n.Metadata)
+		}
+	}
+	if err := st.SetLeaf(ctx, k, "nul\x00id"); err != nil {
+		t.Fatal(err)
+	}
+	if leaf, _ := st.Leaf(ctx, k); leaf != "nul\x00id" {
+		t.Fatalf("leaf %q", leaf)
+	}
+	for _, c := range []struct {
+		max  int
+		want []string
+	}{{1, weird[9:]}, {3, weird[7:]}, {0, weird}, {-1, weird}, {1000, weird}} {
+		p, err := st.Path(ctx, k, weird[9], c.max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustEqual(t, fmt.Sprintf("path max %d", c.max), ids(p), c.want)
+	}
+	if _, err := st.Path(ctx, k, "nul", 0); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("a prefix of an id matched: %v", err)
+	}
+	if got, err := st.Nodes(ctx, long); err != nil || len(got) != 1 {
+		t.Fatalf("key of MaxIDLen: %v, %v", ids(got), err)
+	}
+	unknown := key("never")
+	if err := st.SetLeaf(ctx, unknown, "a"); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("set leaf of an unknown session: %v", err)
+	}
+	if _, err := st.Path(ctx, unknown, "a", 0); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("path of an unknown session: %v", err)
+	}
+	if err := st.Clear(ctx, unknown); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("clear of an unknown session: %v", err)
 	}
 }
 
