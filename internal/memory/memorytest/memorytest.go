@@ -30,6 +30,11 @@ type Rebuilder interface {
 	Rebuild(ctx context.Context, progress func(done, total int)) error
 }
 
+// NewShared opens two stores over one shared backend (two instances
+// behind a load balancer): each may have its own caches, and what one
+// writes the other must see at once. The suite closes both.
+type NewShared func(t *testing.T) (memory.Store, memory.Store)
+
 // Exercise runs the whole suite against stores made by newStore.
 func Exercise(t *testing.T, newStore NewStore) {
 	t.Run("Namespaces", func(t *testing.T) { testNamespaces(t, newStore(t)) })
@@ -43,6 +48,10 @@ func Exercise(t *testing.T, newStore NewStore) {
 	t.Run("ExplicitFirst", func(t *testing.T) { testExplicitFirst(t, newStore(t)) })
 	t.Run("TimeoutFallback", func(t *testing.T) { testTimeout(t, newStore(t)) })
 	t.Run("Isolation", func(t *testing.T) { testIsolation(t, newStore(t)) })
+	t.Run("HostileActors", func(t *testing.T) { testHostileActors(t, newStore(t)) })
+	t.Run("UnstorableText", func(t *testing.T) { testUnstorableText(t, newStore(t)) })
+	t.Run("IDOwnership", func(t *testing.T) { testIDOwnership(t, newStore(t)) })
+	t.Run("UpdateKeepsCreatedAt", func(t *testing.T) { testUpdate(t, newStore(t)) })
 }
 
 var ctx = context.Background()

@@ -1,0 +1,373 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/markdown"
+)
+
+// Search implements memory.Store, with the semantics of the embedded
+// store's Search: exactly one of q.Namespace (exact) and q.NamespacePath
+// (whole-segment prefix) must be set (memory.ErrInvalidQuery); a path
+// naming an actor (/<agent>/<actor>/…) searches only that actor, a
+// shorter one every actor. Filters are validated (memory.ErrInvalidFilter)
+// and applied with namespace, status and strategy before ranking. Events
+// appear as episodic records. Text "" lists in index order (records by
+// createdAt then ID, then events by timestamp then ID) with score 0; TopK
+// ≤ 0 means 50 for a search and no limit for a listing.
+//
+// Before ranking an actor the store reads its version row; when another
+// instance (or this one) wrote since the cache was filled, the rows
+// stamped since are read and applied first.
+func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error) {
+	if (q.Namespace == "") == (q.NamespacePath == "") {
+		return nil, fmt.Errorf("search: %w: set exactly one of namespace and namespacePath", memory.ErrInvalidQuery)
+	}
+	filters, err := memory.ValidateFilters(q.Filters, s.opts.IndexedKeys)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	text := strings.TrimSpace(q.Text)
+	var qvec []float32
+	if s.opts.Embedder != nil && text != "" {
+		v, err := s.opts.Embedder.Embed(ctx, []string{text})
+		if err != nil {
+			s.opts.Logger.Warn("memory query embedding failed; BM25F only", "err", err)
+		} else if len(v) == 1 {
+			qvec = v[0]
+		}
+	}
+	scope := q.Namespace
+	if scope == "" {
+		scope = q.NamespacePath
+	}
+	var actors []string
+	if _, actor, ok := memory.NamespaceActor(scope); ok {
+		actors = []string{actor}
+	} else if actors, err = s.Actors(ctx); err != nil {
+		return nil, err
+	}
+	statuses := q.Statuses
+	if len(statuses) == 0 {
+		statuses = []memory.Status{memory.StatusActive}
+	}
+	k := q.TopK
+	if k <= 0 && text != "" {
+		k = memory.DefaultTopK
+	}
+	c := newCond(q, statuses, filters)
+	var all []memory.Hit
+	for _, id := range actors {
+		a, done, err := s.state(ctx, id, text != "")
+		if err != nil {
+			return nil, err
+		}
+		if a == nil {
+			continue
+		}
+		var hits []memory.Hit
+		if text == "" {
+			hits = s.listActor(a, c, k)
+		} else {
+			hits = s.searchActor(a, c, text, qvec, k)
+		}
+		done()
+		all = append(all, hits...)
+	}
+	if len(actors) > 1 && text != "" {
+		sortHits(all)
+	}
+	if k > 0 && len(all) > k {
+		all = all[:k]
+	}
+	return all, nil
+}
+
+// List implements pipeline.Lister: the records q selects (q.Text is
+// ignored), in index order, without ranking.
+func (s *Store) List(ctx context.Context, q memory.Query) ([]memory.Record, error) {
+	q.Text = ""
+	hits, err := s.Search(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]memory.Record, len(hits))
+	for i, h := range hits {
+		out[i] = h.Record
+	}
+	return out, nil
+}
+
+// Prepare brings an actor's cache up to date and builds its ranking index
+// now rather than on its first search (warm-up after bulk loads).
+func (s *Store) Prepare(ctx context.Context, actorID string) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	_, done, err := s.state(ctx, actorID, true)
+	if err == nil && done != nil {
+		done()
+	}
+	return err
+}
+
+func (s *Store) searchActor(a *actorState, c cond, text string, qvec []float32, k int) []memory.Hit {
+	m := a.x.mask(c)
+	if m.scope.N() == 0 {
+		return nil
+	}
+	return s.rank(a.x, text, qvec, m, k)
+}
+
+// listActor filters a's records and unexpired events and returns them in
+// index order, at most k (k ≤ 0: all). The caller holds a.mu shared.
+func (s *Store) listActor(a *actorState, c cond, k int) []memory.Hit {
+	var recs []*memory.Record
+	keep := func(id string) {
+		r := a.records[id]
+		if c.admits(r.Strategy, r.Status) && c.inScope(r.Namespace) && memory.MatchFilters(r, c.filters) {
+			recs = append(recs, &r)
+		}
+	}
+	if len(c.strategies) > 0 {
+		done := map[memory.Strategy]bool{}
+		for _, st := range c.strategies {
+			if !done[st] {
+				done[st] = true
+				for id := range a.byStrat[st] {
+					keep(id)
+				}
+			}
+		}
+	} else {
+		for id := range a.records {
+			keep(id)
+		}
+	}
+	sort.Slice(recs, func(i, j int) bool {
+		if !recs[i].CreatedAt.Equal(recs[j].CreatedAt) {
+			return recs[i].CreatedAt.Before(recs[j].CreatedAt)
+		}
+		return recs[i].ID < recs[j].ID
+	})
+	var evs []memory.Event
+	if c.admits(memory.StrategyEpisodic, memory.StatusActive) {
+		for _, e := range a.events {
+			if s.expired(e) || !c.inScope(s.eventNamespace(e)) {
+				continue
+			}
+			evs = append(evs, e)
+		}
+		markdown.SortEvents(evs)
+	}
+	n := len(recs) + len(evs)
+	if k > 0 && n > k {
+		n = k
+	}
+	out := make([]memory.Hit, 0, n)
+	for _, r := range recs {
+		if len(out) == n {
+			return out
+		}
+		out = append(out, memory.Hit{Record: *r, Explain: "listed (no query text): index order"})
+	}
+	for _, e := range evs {
+		if len(out) == n {
+			return out
+		}
+		r := s.eventRecord(e)
+		if !memory.MatchFilters(r, c.filters) {
+			continue
+		}
+		out = append(out, memory.Hit{Record: r, Explain: "listed (no query text): index order"})
+	}
+	return out
+}
+
+// state returns the actor's cached state, up to date with the database
+// as of the version read now, read-locked until done is called; with
+// index, its ranking index is built too. An actor with no memory returns
+// nil (and drops any stale cache of it).
+func (s *Store) state(ctx context.Context, actor string, index bool) (*actorState, func(), error) {
+	if !storable(actor) {
+		return nil, nil, nil
+	}
+	var v int64
+	err := s.pool.QueryRow(ctx, `SELECT version FROM memory_actors WHERE actor = $1`, actor).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		s.drop(actor)
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("memory version %q: %w", actor, err)
+	}
+	a := s.cached(actor)
+	for {
+		a.mu.RLock()
+		if a.loaded && a.version >= v && (!index || (a.x != nil && !s.needsExpiry(a.x))) {
+			return a, a.mu.RUnlock, nil
+		}
+		a.mu.RUnlock()
+		a.mu.Lock()
+		err := s.refresh(ctx, a, v, index)
+		a.mu.Unlock()
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+}
+
+// cached returns the cache entry of actor, creating it (and evicting the
+// least recently used beyond MaxCachedActors) when missing. An evicted
+// state still in use stays valid for its users.
+func (s *Store) cached(actor string) *actorState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if el, ok := s.actors[actor]; ok {
+		s.lru.MoveToFront(el)
+		return el.Value.(*actorState)
+	}
+	a := &actorState{id: actor}
+	s.actors[actor] = s.lru.PushFront(a)
+	for s.lru.Len() > s.opts.MaxCachedActors {
+		old := s.lru.Back()
+		s.lru.Remove(old)
+		delete(s.actors, old.Value.(*actorState).id)
+	}
+	return a
+}
+
+// drop forgets the cache entry of actor.
+func (s *Store) drop(actor string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if el, ok := s.actors[actor]; ok {
+		s.lru.Remove(el)
+		delete(s.actors, actor)
+	}
+}
+
+// CachedActors is how many actors' states are held in memory now (at most
+// Options.MaxCachedActors).
+func (s *Store) CachedActors() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lru.Len()
+}
+
+// refresh brings a up to version v at least: the rows stamped since its
+// version when nothing was deleted since (catch-up), else everything
+// (reload); with index it also builds, expires or compacts the ranking
+// index. The caller holds a.mu exclusively.
+func (s *Store) refresh(ctx context.Context, a *actorState, v int64, index bool) error {
+	if !a.loaded || a.version < v {
+		tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		if err != nil {
+			return fmt.Errorf("read memory %q: %w", a.id, err)
+		}
+		defer tx.Rollback(ctx)
+		var cur, reset int64
+		err = tx.QueryRow(ctx, `SELECT version, reset_version FROM memory_actors WHERE actor = $1`, a.id).Scan(&cur, &reset)
+		if errors.Is(err, pgx.ErrNoRows) { // forgotten meanwhile
+			a.reset()
+			a.loaded, a.version = true, v
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read memory %q: %w", a.id, err)
+		}
+		since := a.version
+		if !a.loaded || reset > a.version {
+			since = 0
+		}
+		recs, evs, err := s.readRows(ctx, tx, a.id, since)
+		if err != nil {
+			return err
+		}
+		var vecs map[string][]float32
+		if s.opts.Embedder != nil {
+			if vecs, err = s.readVectors(ctx, tx, a.id, since); err != nil {
+				return err
+			}
+		}
+		if since == 0 {
+			s.loads.Add(1)
+			a.reset()
+		}
+		a.apply(s, recs, evs, vecs, since == 0)
+		a.loaded, a.version = true, max(cur, v)
+	}
+	if index && (a.x == nil || s.needsExpiry(a.x) || a.x.compactable()) {
+		for id, e := range a.events {
+			if s.expired(e) {
+				delete(a.events, id)
+			}
+		}
+		a.x = s.buildIndex(a)
+	}
+	return nil
+}
+
+// reset empties a.
+func (a *actorState) reset() {
+	a.records = map[string]memory.Record{}
+	a.byStrat = map[memory.Strategy]map[string]struct{}{}
+	a.events = map[string]memory.Event{}
+	a.vecs = map[string][]float32{}
+	a.x = nil
+}
+
+// apply puts rows read from the database into a and, when its ranking
+// index is built (and fresh is false), into the index in place: changed
+// records are retired and re-added, new events added with their
+// neighbours re-indexed, exactly as the embedded store applies a write.
+func (a *actorState) apply(s *Store, recs []memory.Record, evs []memory.Event, vecs map[string][]float32, fresh bool) {
+	if a.records == nil {
+		a.reset()
+	}
+	sort.Slice(recs, func(i, j int) bool { return recordKey(recs[i]) < recordKey(recs[j]) })
+	for _, r := range recs {
+		if old, ok := a.records[r.ID]; ok && old.Strategy != r.Strategy {
+			delete(a.byStrat[old.Strategy], r.ID)
+		}
+		a.records[r.ID] = r
+		set := a.byStrat[r.Strategy]
+		if set == nil {
+			set = map[string]struct{}{}
+			a.byStrat[r.Strategy] = set
+		}
+		set[r.ID] = struct{}{}
+	}
+	var added []memory.Event
+	for _, e := range evs {
+		if _, ok := a.events[e.ID]; !ok {
+			a.events[e.ID] = e
+			added = append(added, e)
+		}
+	}
+	for id, v := range vecs {
+		a.vecs[id] = v
+	}
+	if fresh || a.x == nil {
+		return
+	}
+	a.x.putRecords(recs)
+	sort.Slice(added, func(i, j int) bool { return eventKey(added[i]) < eventKey(added[j]) })
+	s.addEvents(a, a.x, added)
+	if s.opts.Embedder != nil {
+		a.x.vecs = vectorsFor(a.x, a.vecs)
+	}
+}
