@@ -4,10 +4,15 @@
 // vision path, approvals with inline buttons, and outbound messages through
 // github.com/go-telegram/bot rendered from Markdown to Telegram HTML.
 //
-// Every accepted update is committed to SQLite (synchronous=FULL) before the
-// webhook answers 200, de-duplicated by update_id for 24 h, and processed by
-// one worker per chat in update_id order. Updates left unprocessed by a crash
-// are processed on the next Start.
+// Every accepted update is committed to the store before the webhook answers
+// 200, de-duplicated by update_id for 24 h, and processed one chat at a time
+// in update_id order. The store is SQLite in the home (OpenStore,
+// synchronous=FULL) or PostgreSQL shared by several instances
+// (OpenPostgresStore, SPEC §9): there a chat is processed by whichever
+// instance holds its lease, a new update is announced with NOTIFY, and the
+// chats of an instance that died are taken over when their leases expire.
+// Updates left unprocessed by a crash are processed on the next Start, or
+// by another instance.
 package telegram
 
 import (
@@ -39,6 +44,8 @@ const (
 	DefaultMaxPendingPairings = 3
 	DefaultDedupTTL           = 24 * time.Hour
 	DefaultSendRetries        = 5
+	DefaultLeaseTTL           = 30 * time.Second
+	DefaultPollInterval       = 10 * time.Second
 	MaxWebhookBody            = 1 << 20 // bytes; larger bodies get 413
 	MaxAlbumImages            = 10      // Telegram albums hold at most 10 items
 	SecretHeader              = "X-Telegram-Bot-Api-Secret-Token"
@@ -57,7 +64,13 @@ type Options struct {
 	BotToken      string // TELEGRAM_BOT_TOKEN; required
 	WebhookSecret string // TELEGRAM_WEBHOOK_SECRET; required, compared in constant time
 	APIURL        string // TELEGRAM_API_URL; default DefaultAPIURL
-	Dir           string // store directory (StoreDir(home)); required
+	// Dir is the SQLite store directory (StoreDir(home)); required unless
+	// Store is set.
+	Dir string
+	// Store, when set, is used instead of opening Dir: typically
+	// OpenPostgresStore for instances sharing a database. The caller
+	// closes it, after Close.
+	Store *Store
 
 	// AllowedChatIDs may talk to the bot without pairing (config plus
 	// TELEGRAM_ALLOWED_CHAT_IDS). Paired chats are added by the CLI.
@@ -77,6 +90,13 @@ type Options struct {
 	DedupTTL           time.Duration
 	// SendRetries bounds retries of one sendMessage after 429 answers.
 	SendRetries int
+	// LeaseTTL is how long a chat lease lasts without renewal (renewed
+	// every third of it while the chat is processed): the delay before
+	// another instance takes over the chats of one that died.
+	LeaseTTL time.Duration
+	// PollInterval is the period of the fallback scan for pending updates
+	// no worker has (a lost notification, an expired lease).
+	PollInterval time.Duration
 
 	Clock      Clock        // nil: the system clock
 	HTTPClient *http.Client // nil: a client with a 60 s timeout
@@ -123,13 +143,14 @@ type Deps struct {
 // Channel is a running Telegram channel. Create it with New, mount Handler
 // at WebhookPath, then Start; Stop ends the workers.
 type Channel struct {
-	opts  Options
-	deps  Deps
-	store *Store
-	bot   *bot.Bot
-	http  *http.Client
-	clock Clock
-	log   *slog.Logger
+	opts     Options
+	deps     Deps
+	store    *Store
+	ownStore bool // opened by New from Dir, closed by Close
+	bot      *bot.Bot
+	http     *http.Client
+	clock    Clock
+	log      *slog.Logger
 
 	secretSum [32]byte
 	allowed   map[int64]bool
@@ -145,11 +166,13 @@ type Channel struct {
 }
 
 type worker struct {
-	kick chan struct{}
+	kick  chan struct{}
+	timed bool // waiting for an album's debounce window; guarded by Channel.mu
 }
 
-// New validates opts, opens the store in opts.Dir and prepares the Bot API
-// client. It fails with ErrNoSecret, ErrNoToken, or a store error.
+// New validates opts, opens the store in opts.Dir (unless opts.Store is
+// set) and prepares the Bot API client. It fails with ErrNoSecret,
+// ErrNoToken, or a store error.
 func New(opts Options, deps Deps) (*Channel, error) {
 	if opts.WebhookSecret == "" {
 		return nil, ErrNoSecret
@@ -185,6 +208,12 @@ func New(opts Options, deps Deps) (*Channel, error) {
 	if opts.SendRetries <= 0 {
 		opts.SendRetries = DefaultSendRetries
 	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = DefaultLeaseTTL
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = DefaultPollInterval
+	}
 	c := &Channel{
 		opts:     opts,
 		deps:     deps,
@@ -214,11 +243,15 @@ func New(opts Options, deps Deps) (*Channel, error) {
 	}
 	c.bot = b
 	c.botID = b.ID()
+	if opts.Store != nil {
+		c.store = opts.Store
+		return c, nil
+	}
 	st, err := OpenStore(opts.Dir)
 	if err != nil {
 		return nil, err
 	}
-	c.store = st
+	c.store, c.ownStore = st, true
 	return c, nil
 }
 
@@ -246,11 +279,15 @@ func NewBot(token, apiURL string, client *http.Client) (*bot.Bot, error) {
 // Store returns the channel's store (for pairing management in-process).
 func (c *Channel) Store() *Store { return c.store }
 
-// Close stops the workers (as Stop) and closes the store.
+// Close stops the workers (as Stop) and closes the store it opened (not
+// one passed in Options.Store).
 func (c *Channel) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c.Stop(ctx)
+	if !c.ownStore {
+		return nil
+	}
 	return c.store.Close()
 }
 
@@ -361,16 +398,79 @@ func (c *Channel) Start(ctx context.Context) error {
 			c.log.Warn("telegram: getMe failed; set telegram.botUsername for group mentions", "err", err)
 		}
 	}
-	chats, err := c.store.pendingChats(ctx)
+	if err := c.poll(); err != nil {
+		c.Stop(context.Background())
+		return err
+	}
+	c.wg.Add(2)
+	go c.purgeLoop()
+	go c.pollLoop()
+	if c.store.pool != nil {
+		c.wg.Add(1)
+		go c.listenLoop()
+	}
+	return nil
+}
+
+// poll wakes the worker of every chat with pending updates that no live
+// instance holds, except chats whose local worker is waiting out an album's
+// debounce window (it wakes itself).
+func (c *Channel) poll() error {
+	chats, err := c.store.claimableChats(c.ctx)
 	if err != nil {
 		return err
 	}
 	for _, id := range chats {
-		c.kick(id)
+		c.mu.Lock()
+		w := c.workers[id]
+		timed := w != nil && w.timed
+		c.mu.Unlock()
+		if !timed {
+			c.kick(id)
+		}
 	}
-	c.wg.Add(1)
-	go c.purgeLoop()
 	return nil
+}
+
+// pollLoop is the fallback for lost notifications and expired leases.
+func (c *Channel) pollLoop() {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-time.After(c.opts.PollInterval):
+		}
+		if err := c.poll(); err != nil && c.ctx.Err() == nil {
+			c.log.Warn("telegram: scan for pending updates", "err", err)
+		}
+	}
+}
+
+// listenLoop wakes workers on NOTIFY from other instances (PostgreSQL),
+// reconnecting after a failure.
+func (c *Channel) listenLoop() {
+	defer c.wg.Done()
+	backoff := time.Second
+	for c.ctx.Err() == nil {
+		err := c.store.listen(c.ctx, func() {
+			backoff = time.Second
+			// Announcements while not listening are lost: catch up.
+			if err := c.poll(); err != nil && c.ctx.Err() == nil {
+				c.log.Warn("telegram: scan for pending updates", "err", err)
+			}
+		}, c.kick)
+		if c.ctx.Err() != nil {
+			return
+		}
+		c.log.Warn("telegram: listening for new updates failed; retrying", "err", err, "retry_in", backoff)
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Minute)
+	}
 }
 
 // Stop ends the workers and waits for them, or for ctx. An update being
@@ -443,11 +543,14 @@ const workerIdle = time.Minute
 func (c *Channel) runWorker(chatID int64, w *worker) {
 	defer c.wg.Done()
 	for {
-		wait, waiting := c.drain(chatID)
+		wait, waiting := c.drainChat(c.ctx, chatID)
 		var timer <-chan time.Time
 		if waiting {
 			timer = c.clock.After(wait)
 		}
+		c.mu.Lock()
+		w.timed = waiting
+		c.mu.Unlock()
 		idle := time.NewTimer(workerIdle)
 		select {
 		case <-c.ctx.Done():
@@ -473,13 +576,122 @@ func (c *Channel) runWorker(chatID int64, w *worker) {
 	}
 }
 
+// errLeaseLost cancels processing when the chat's lease could not be
+// renewed before it expired: another instance may now process the chat.
+var errLeaseLost = errors.New("telegram: chat lease lost")
+
+// drainChat processes chatID's pending updates while holding the chat's
+// lease (see lease.go), then releases it. It returns how long to wait when
+// an album is still collecting parts (waiting), and 0, false when the chat
+// is drained or another instance holds it (that instance will process what
+// is pending). It is the body a job queue worker would run per chat.
+func (c *Channel) drainChat(ctx context.Context, chatID int64) (wait time.Duration, waiting bool) {
+	for ctx.Err() == nil {
+		claimed, err := c.store.claimChat(ctx, chatID, c.opts.LeaseTTL)
+		if err != nil {
+			// The claim may have committed before the error (a cancelled
+			// context races the server): give it back, or the chat would
+			// wait for the lease to expire.
+			c.release(ctx, chatID)
+			if ctx.Err() == nil {
+				c.log.Error("telegram: claim chat", "chat_id", chatID, "err", err)
+			}
+			return time.Second, true
+		}
+		if !claimed {
+			c.log.Debug("telegram: chat held by another instance", "chat_id", chatID)
+			return 0, false
+		}
+		wait, waiting, lost := c.drainHeld(ctx, chatID)
+		if waiting || lost {
+			return wait, waiting
+		}
+		// An update inserted by an instance whose claim failed while this
+		// one held the lease is committed by now: look once more.
+		more, err := c.store.hasPending(ctx, chatID)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Error("telegram: read pending update", "chat_id", chatID, "err", err)
+			}
+			return time.Second, true
+		}
+		if !more {
+			return 0, false
+		}
+	}
+	return 0, false
+}
+
+// drainHeld runs drain under a claimed lease, renewing it every third of
+// LeaseTTL, and releases it at the end. lost reports that renewal failed
+// and processing was cancelled.
+func (c *Channel) drainHeld(ctx context.Context, chatID int64) (wait time.Duration, waiting, lost bool) {
+	lctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.renewLoop(lctx, cancel, chatID)
+	}()
+	wait, waiting = c.drain(lctx, chatID)
+	lost = errors.Is(context.Cause(lctx), errLeaseLost)
+	cancel(nil)
+	<-done
+	if lost {
+		c.log.Warn("telegram: chat lease lost; another instance takes over", "chat_id", chatID)
+	}
+	c.release(ctx, chatID)
+	return wait, waiting, lost
+}
+
+// release gives up chatID's lease, also when ctx has ended (Stop).
+func (c *Channel) release(ctx context.Context, chatID int64) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := c.store.releaseChat(rctx, chatID); err != nil {
+		c.log.Warn("telegram: release chat lease", "chat_id", chatID, "err", err)
+	}
+}
+
+// renewLoop keeps chatID's lease until ctx ends, cancelling ctx with
+// errLeaseLost when another owner has it or renewals kept failing until
+// it expired.
+func (c *Channel) renewLoop(ctx context.Context, cancel context.CancelCauseFunc, chatID int64) {
+	ttl := c.opts.LeaseTTL
+	t := time.NewTicker(ttl / 3)
+	defer t.Stop()
+	renewed := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		held, err := c.store.renewChat(ctx, chatID, ttl)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil && held:
+			renewed = time.Now()
+		case err == nil:
+			cancel(errLeaseLost)
+			return
+		default:
+			c.log.Warn("telegram: renew chat lease", "chat_id", chatID, "err", err)
+			if time.Since(renewed) >= ttl {
+				cancel(errLeaseLost)
+				return
+			}
+		}
+	}
+}
+
 // drain processes pending updates of chatID until none is left or an
 // album is still collecting parts; then it returns how long to wait.
-func (c *Channel) drain(chatID int64) (wait time.Duration, waiting bool) {
-	for c.ctx.Err() == nil {
-		u, err := c.store.nextPending(c.ctx, chatID)
+func (c *Channel) drain(ctx context.Context, chatID int64) (wait time.Duration, waiting bool) {
+	for ctx.Err() == nil {
+		u, err := c.store.nextPending(ctx, chatID)
 		if err != nil {
-			if c.ctx.Err() == nil {
+			if ctx.Err() == nil {
 				c.log.Error("telegram: read pending update", "chat_id", chatID, "err", err)
 			}
 			return time.Second, true
@@ -489,7 +701,7 @@ func (c *Channel) drain(chatID int64) (wait time.Duration, waiting bool) {
 		}
 		batch := []storedUpdate{*u}
 		if u.MediaGroup != "" {
-			parts, err := c.store.pendingGroup(c.ctx, chatID, u.MediaGroup)
+			parts, err := c.store.pendingGroup(ctx, chatID, u.MediaGroup)
 			if err != nil {
 				return time.Second, true
 			}
@@ -503,14 +715,14 @@ func (c *Channel) drain(chatID int64) (wait time.Duration, waiting bool) {
 			}
 			batch = parts[:min(len(parts), MaxAlbumImages)]
 		}
-		c.processBatch(batch)
+		c.processBatch(ctx, batch)
 	}
 	return 0, false
 }
 
 // processBatch handles one update (or one album) and records the outcome.
 // A panic on hostile input is recovered and recorded as a failure.
-func (c *Channel) processBatch(batch []storedUpdate) {
+func (c *Channel) processBatch(ctx context.Context, batch []storedUpdate) {
 	ids := make([]int64, len(batch))
 	for i, b := range batch {
 		ids[i] = b.UpdateID
@@ -521,17 +733,17 @@ func (c *Channel) processBatch(batch []storedUpdate) {
 			state, note = stateFailed, fmt.Sprintf("panic: %v", r)
 			c.log.Error("telegram: panic processing update", "update_ids", ids, "panic", r)
 		}
-		if c.ctx.Err() != nil && state != stateDone && state != stateIgnored {
-			return // stopped mid-way: leave pending for the next start
+		if ctx.Err() != nil && state != stateDone && state != stateIgnored {
+			return // stopped mid-way (or lease lost): leave pending
 		}
-		if err := c.store.finish(context.WithoutCancel(c.ctx), ids, state, note, c.clock.Now()); err != nil {
+		if err := c.store.finish(context.WithoutCancel(ctx), ids, state, note, c.clock.Now()); err != nil {
 			c.log.Error("telegram: record update outcome", "update_ids", ids, "err", err)
 		}
 	}()
 	var err error
-	state, note, err = c.handle(c.ctx, batch)
+	state, note, err = c.handle(ctx, batch)
 	if err != nil {
-		if c.ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return
 		}
 		state, note = stateFailed, err.Error()

@@ -17,15 +17,18 @@ func rowsOf(t *testing.T, st *Store, id int64) map[string]int {
 	t.Helper()
 	actor := "telegram:" + strconv.FormatInt(id, 10)
 	out := map[string]int{}
-	for table, q := range map[string]string{
-		"pairing":           `SELECT count(*) FROM pairing WHERE chat_id = ?1 OR user_id = ?1`,
-		"allowed":           `SELECT count(*) FROM allowed WHERE chat_id = ?1`,
-		"sessions":          `SELECT count(*) FROM sessions WHERE key = CAST(?1 AS TEXT) OR key LIKE '%:' || ?1`,
-		"approval_messages": `SELECT count(*) FROM approval_messages WHERE actor_id = ?2`,
-		"forget_requests":   `SELECT count(*) FROM forget_requests WHERE actor_id = ?2`,
+	for table, q := range map[string]struct {
+		q    string
+		args []any
+	}{
+		"pairing":           {`SELECT count(*) FROM telegram_pairing WHERE chat_id = ? OR user_id = ?`, []any{id, id}},
+		"allowed":           {`SELECT count(*) FROM telegram_allowed WHERE chat_id = ?`, []any{id}},
+		"sessions":          {`SELECT count(*) FROM telegram_sessions WHERE key = CAST(? AS TEXT) OR key LIKE '%:' || CAST(? AS TEXT)`, []any{strconv.FormatInt(id, 10), strconv.FormatInt(id, 10)}},
+		"approval_messages": {`SELECT count(*) FROM telegram_approval_messages WHERE actor_id = ?`, []any{actor}},
+		"forget_requests":   {`SELECT count(*) FROM telegram_forget_requests WHERE actor_id = ?`, []any{actor}},
 	} {
 		var n int
-		if err := st.db.QueryRow(q, id, actor).Scan(&n); err != nil {
+		if err := st.db.QueryRowContext(context.Background(), q.q, q.args...).Scan(&n); err != nil {
 			t.Fatalf("%s: %v", table, err)
 		}
 		out[table] = n

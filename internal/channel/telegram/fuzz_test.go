@@ -31,7 +31,6 @@ func FuzzWebhook(f *testing.F) {
 			return
 		}
 		ctx := context.Background()
-		h.ch.ctx = ctx
 		rows, err := h.ch.store.pendingChats(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -45,7 +44,7 @@ func FuzzWebhook(f *testing.F) {
 				if u == nil {
 					break
 				}
-				h.ch.processBatch([]storedUpdate{*u})
+				h.ch.processBatch(ctx, []storedUpdate{*u})
 				if st, _, _ := h.ch.store.updateState(ctx, u.UpdateID); st == statePending {
 					t.Fatalf("update %d still pending after processing", u.UpdateID)
 				}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/tendrilai/tendril/internal/agent"
 	"github.com/tendrilai/tendril/internal/channel/telegram/telegramtest"
+	"github.com/tendrilai/tendril/internal/pg"
+	"github.com/tendrilai/tendril/internal/testenv"
 )
 
 const testSecret = "s3cret-token_ABC"
@@ -180,7 +182,15 @@ type harness struct {
 	mem   *fakeMemory
 	clock *fakeClock
 	dir   string
+	pgURL string // non-empty: every open uses a PostgreSQL store on this database
 }
+
+// backendEnv selects the store of the harness: unset or "sqlite" for the
+// SQLite store in a temporary directory, "postgres" to run the same tests
+// on a PostgreSQL store (testenv.PostgresSchema), e.g.
+//
+//	TENDRIL_TG_BACKEND=postgres go test ./internal/channel/telegram/
+const backendEnv = "TENDRIL_TG_BACKEND"
 
 // newHarness builds a channel against a fake Bot API; chat 70001 is
 // allowed unless opts changes AllowedChatIDs. It is not started.
@@ -195,8 +205,28 @@ func newHarness(t testing.TB, mod func(*Options)) *harness {
 		clock: newFakeClock(),
 		dir:   t.TempDir(),
 	}
+	if os.Getenv(backendEnv) == "postgres" {
+		h.pgURL = testenv.PostgresSchema(t)
+	}
 	h.ch = h.open(mod)
 	return h
+}
+
+// openPostgres opens a pool and a store on url, closed when the test ends.
+func openPostgres(t testing.TB, url string) *Store {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pg.Open(ctx, url, pg.Options{})
+	if err != nil {
+		t.Fatalf("postgres: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	st, err := OpenPostgresStore(ctx, pool)
+	if err != nil {
+		t.Fatalf("OpenPostgresStore: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 func (h *harness) open(mod func(*Options)) *Channel {
@@ -208,7 +238,10 @@ func (h *harness) open(mod func(*Options)) *Channel {
 		Dir:            h.dir,
 		AllowedChatIDs: []int64{70001},
 		Clock:          h.clock,
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:         slog.New(slog.NewTextHandler(testLogOut(), &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	if h.pgURL != "" {
+		opts.Store = openPostgres(h.t, h.pgURL)
 	}
 	if mod != nil {
 		mod(&opts)
@@ -324,4 +357,11 @@ func sampleUpdates(t testing.TB) (ids []int64, bodies map[int64]string, comments
 		comments[id] = comment
 	}
 	return ids, bodies, comments
+}
+
+func testLogOut() io.Writer {
+	if os.Getenv("TENDRIL_TG_LOG") != "" {
+		return os.Stderr
+	}
+	return io.Discard
 }

@@ -7,12 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 )
 
@@ -64,98 +64,43 @@ type storedUpdate struct {
 	Note       string
 }
 
-// Store is the channel's durable state in SQLite (WAL, synchronous=FULL, so
-// a committed update survives power loss). It is safe for concurrent use and
-// for use by several processes (the server and the CLI).
+// Store is the channel's durable state: accepted updates and their
+// update_id de-duplication, per-chat leases, pairing codes, the paired
+// allow-list, the chat→session map, approval prompts and /forget
+// confirmations. One implementation serves two backends through
+// database/sql: SQLite in a home directory (OpenStore) and PostgreSQL on a
+// shared pool (OpenPostgresStore), where several `tendril serve` instances
+// share every row. It is safe for concurrent use.
 type Store struct {
-	db *sql.DB
+	db    sqlDB
+	pool  *pgxpool.Pool // PostgreSQL: source of the LISTEN connection; nil on SQLite
+	owner string        // lease owner of this instance (see claimChat)
 }
 
-const schema = `
-CREATE TABLE IF NOT EXISTS updates (
-	update_id   INTEGER PRIMARY KEY,
-	chat_id     INTEGER NOT NULL,
-	kind        TEXT NOT NULL,
-	media_group TEXT NOT NULL DEFAULT '',
-	body        BLOB NOT NULL,
-	received_ms INTEGER NOT NULL,
-	state       TEXT NOT NULL,
-	note        TEXT NOT NULL DEFAULT '',
-	done_ms     INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS updates_pending ON updates(chat_id, update_id) WHERE state = 'pending';
-CREATE INDEX IF NOT EXISTS updates_received ON updates(received_ms);
-CREATE TABLE IF NOT EXISTS pairing (
-	code       TEXT PRIMARY KEY,
-	chat_id    INTEGER NOT NULL,
-	user_id    INTEGER NOT NULL,
-	name       TEXT NOT NULL,
-	created_ms INTEGER NOT NULL,
-	expires_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS allowed (
-	chat_id  INTEGER PRIMARY KEY,
-	name     TEXT NOT NULL DEFAULT '',
-	via      TEXT NOT NULL DEFAULT '',
-	added_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS sessions (
-	key        TEXT PRIMARY KEY, -- "<chat id>" for a DM, "<chat id>:<user id>" in a group
-	session_id TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS approval_messages (
-	request_id TEXT PRIMARY KEY,
-	chat_id    INTEGER NOT NULL,
-	message_id INTEGER NOT NULL,
-	actor_id   TEXT NOT NULL,
-	decided    INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS forget_requests (
-	nonce      TEXT PRIMARY KEY,
-	chat_id    INTEGER NOT NULL,
-	actor_id   TEXT NOT NULL,
-	expires_ms INTEGER NOT NULL
-);
-`
-
-// OpenStore opens (creating if needed) the store in dir.
-func OpenStore(dir string) (*Store, error) {
-	if dir == "" {
-		return nil, errors.New("telegram store: empty directory")
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("telegram store: %w", err)
-	}
-	path := filepath.Join(dir, StoreFile)
-	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("telegram store %s: %w", path, err)
-	}
-	// One connection: writes are serialised in-process; other processes
-	// wait on busy_timeout.
-	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(schema); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("telegram store %s: schema: %w", path, err)
-	}
-	return &Store{db: db}, nil
-}
-
-// Close closes the database.
+// Close releases the store's database handle. On PostgreSQL the shared
+// pool stays open: it belongs to the caller.
 func (s *Store) Close() error { return s.db.Close() }
 
 // insertUpdate stores u durably. inserted is false when update_id was
 // already seen (a redelivery) and nothing was written.
 func (s *Store) insertUpdate(ctx context.Context, u storedUpdate) (inserted bool, err error) {
-	res, err := s.db.ExecContext(ctx, `INSERT INTO updates(update_id, chat_id, kind, media_group, body, received_ms, state, note)
+	res, err := s.db.ExecContext(ctx, `INSERT INTO telegram_updates(update_id, chat_id, kind, media_group, body, received_ms, state, note)
 		VALUES(?,?,?,?,?,?,?,?) ON CONFLICT(update_id) DO NOTHING`,
 		u.UpdateID, u.ChatID, u.Kind, u.MediaGroup, u.Body, u.ReceivedMS, u.State, u.Note)
 	if err != nil {
 		return false, fmt.Errorf("store update %d: %w", u.UpdateID, err)
 	}
 	n, err := res.RowsAffected()
-	return n == 1, err
+	if err != nil || n != 1 {
+		return false, err
+	}
+	if s.db.d.notify != "" && u.State == statePending {
+		// Best effort: the fallback poll finds the update if this is lost.
+		if _, err := s.db.ExecContext(ctx, s.db.d.notify, notifyPayload(u.ChatID, s.owner)); err != nil {
+			return true, nil
+		}
+	}
+	return true, nil
 }
 
 const updateCols = `update_id, chat_id, kind, media_group, body, received_ms, state, note`
@@ -169,7 +114,7 @@ func scanUpdate(sc interface{ Scan(...any) error }) (storedUpdate, error) {
 // nextPending returns the pending update of chatID with the lowest
 // update_id, or nil.
 func (s *Store) nextPending(ctx context.Context, chatID int64) (*storedUpdate, error) {
-	row := s.db.QueryRowContext(ctx, `SELECT `+updateCols+` FROM updates WHERE chat_id = ? AND state = 'pending' ORDER BY update_id LIMIT 1`, chatID)
+	row := s.db.QueryRowContext(ctx, `SELECT `+updateCols+` FROM telegram_updates WHERE chat_id = ? AND state = 'pending' ORDER BY update_id LIMIT 1`, chatID)
 	u, err := scanUpdate(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -182,7 +127,7 @@ func (s *Store) nextPending(ctx context.Context, chatID int64) (*storedUpdate, e
 
 // pendingGroup returns the pending updates of one album, by update_id.
 func (s *Store) pendingGroup(ctx context.Context, chatID int64, group string) ([]storedUpdate, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+updateCols+` FROM updates WHERE chat_id = ? AND media_group = ? AND state = 'pending' ORDER BY update_id`, chatID, group)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+updateCols+` FROM telegram_updates WHERE chat_id = ? AND media_group = ? AND state = 'pending' ORDER BY update_id`, chatID, group)
 	if err != nil {
 		return nil, fmt.Errorf("album %s: %w", group, err)
 	}
@@ -200,7 +145,7 @@ func (s *Store) pendingGroup(ctx context.Context, chatID int64, group string) ([
 
 // pendingChats lists chats with unprocessed updates (work left by a crash).
 func (s *Store) pendingChats(ctx context.Context) ([]int64, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT chat_id FROM updates WHERE state = 'pending'`)
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT chat_id FROM telegram_updates WHERE state = 'pending'`)
 	if err != nil {
 		return nil, fmt.Errorf("pending chats: %w", err)
 	}
@@ -219,7 +164,7 @@ func (s *Store) pendingChats(ctx context.Context) ([]int64, error) {
 // finish records the outcome of processing updates.
 func (s *Store) finish(ctx context.Context, ids []int64, state, note string, now time.Time) error {
 	for _, id := range ids {
-		if _, err := s.db.ExecContext(ctx, `UPDATE updates SET state = ?, note = ?, done_ms = ? WHERE update_id = ?`, state, note, now.UnixMilli(), id); err != nil {
+		if _, err := s.db.ExecContext(ctx, `UPDATE telegram_updates SET state = ?, note = ?, done_ms = ? WHERE update_id = ?`, state, note, now.UnixMilli(), id); err != nil {
 			return fmt.Errorf("finish update %d: %w", id, err)
 		}
 	}
@@ -228,7 +173,7 @@ func (s *Store) finish(ctx context.Context, ids []int64, state, note string, now
 
 // updateState returns the state and note of an update ("" when unknown).
 func (s *Store) updateState(ctx context.Context, id int64) (state, note string, err error) {
-	err = s.db.QueryRowContext(ctx, `SELECT state, note FROM updates WHERE update_id = ?`, id).Scan(&state, &note)
+	err = s.db.QueryRowContext(ctx, `SELECT state, note FROM telegram_updates WHERE update_id = ?`, id).Scan(&state, &note)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", "", nil
 	}
@@ -242,7 +187,7 @@ func (s *Store) updateState(ctx context.Context, id int64) (state, note string, 
 // is the Telegram queue depth for metrics.
 func (s *Store) Pending(ctx context.Context) (int, error) {
 	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM updates WHERE state = 'pending'`).Scan(&n); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM telegram_updates WHERE state = 'pending'`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("telegram store: count pending updates: %w", err)
 	}
 	return n, nil
@@ -310,23 +255,23 @@ func (s *Store) ForgetActor(ctx context.Context, actorID string) (removed int, e
 		args []any
 	}
 	steps := []stmt{
-		{`DELETE FROM approval_messages WHERE actor_id = ?`, []any{actorID}},
-		{`DELETE FROM forget_requests WHERE actor_id = ?`, []any{actorID}},
+		{`DELETE FROM telegram_approval_messages WHERE actor_id = ?`, []any{actorID}},
+		{`DELETE FROM telegram_forget_requests WHERE actor_id = ?`, []any{actorID}},
 	}
 	if isTelegram {
 		idStr := strconv.FormatInt(id, 10)
 		// The actor's slot in every chat: "<id>" (private) and "<chat>:<id>".
-		steps = append(steps, stmt{`DELETE FROM sessions WHERE key = ? OR (instr(key, ':') > 0 AND substr(key, instr(key, ':') + 1) = ?)`, []any{idStr, idStr}})
+		steps = append(steps, stmt{`DELETE FROM telegram_sessions WHERE key = ? OR key LIKE '%:' || CAST(? AS TEXT)`, []any{idStr, idStr}})
 		if id > 0 {
 			// A user: their private chat has the same ID, and all of it is
 			// theirs. (Negative IDs are groups and channels, shared with
 			// other people: only what the actor sent goes, below.)
 			steps = append(steps, []stmt{
-				{`DELETE FROM approval_messages WHERE chat_id = ?`, []any{id}},
-				{`DELETE FROM forget_requests WHERE chat_id = ?`, []any{id}},
-				{`DELETE FROM pairing WHERE chat_id = ? OR user_id = ?`, []any{id, id}},
-				{`DELETE FROM allowed WHERE chat_id = ?`, []any{id}},
-				{`DELETE FROM updates WHERE chat_id = ?`, []any{id}},
+				{`DELETE FROM telegram_approval_messages WHERE chat_id = ?`, []any{id}},
+				{`DELETE FROM telegram_forget_requests WHERE chat_id = ?`, []any{id}},
+				{`DELETE FROM telegram_pairing WHERE chat_id = ? OR user_id = ?`, []any{id, id}},
+				{`DELETE FROM telegram_allowed WHERE chat_id = ?`, []any{id}},
+				{`DELETE FROM telegram_updates WHERE chat_id = ?`, []any{id}},
 			}...)
 		}
 	}
@@ -343,7 +288,7 @@ func (s *Store) ForgetActor(ctx context.Context, actorID string) (removed int, e
 			return 0, fmt.Errorf("telegram store: forget %s: %w", actorID, err)
 		}
 		for _, uid := range ids {
-			if err := exec(`DELETE FROM updates WHERE update_id = ?`, uid); err != nil {
+			if err := exec(`DELETE FROM telegram_updates WHERE update_id = ?`, uid); err != nil {
 				return 0, fmt.Errorf("telegram store: forget %s: %w", actorID, err)
 			}
 		}
@@ -367,8 +312,8 @@ func telegramID(actorID string) (int64, bool) {
 // updatesOf returns the stored update_ids whose sender (sentBy) is
 // actorID. Bot API bodies write IDs as plain JSON integers, so a body that
 // does not contain the ID's digits is skipped without decoding.
-func updatesOf(ctx context.Context, tx *sql.Tx, id int64, actorID string) ([]int64, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT update_id, body FROM updates WHERE instr(CAST(body AS TEXT), ?) > 0`, strconv.FormatInt(id, 10))
+func updatesOf(ctx context.Context, tx sqlTx, id int64, actorID string) ([]int64, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT update_id, body FROM telegram_updates WHERE `+tx.d.bodyContains, []byte(strconv.FormatInt(id, 10)))
 	if err != nil {
 		return nil, err
 	}
@@ -445,20 +390,20 @@ func idOfChat(c *chat, privateOnly bool) *int64 {
 // countUpdates returns how many updates are stored.
 func (s *Store) countUpdates(ctx context.Context) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM updates`).Scan(&n)
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM telegram_updates`).Scan(&n)
 	return n, err
 }
 
 // purge forgets processed updates received before cutoff (the update_id
 // de-duplication TTL) and expired pairing and forget requests.
 func (s *Store) purge(ctx context.Context, cutoff, now time.Time) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM updates WHERE state != 'pending' AND received_ms < ?`, cutoff.UnixMilli()); err != nil {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM telegram_updates WHERE state != 'pending' AND received_ms < ?`, cutoff.UnixMilli()); err != nil {
 		return fmt.Errorf("purge updates: %w", err)
 	}
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM pairing WHERE expires_ms < ?`, now.UnixMilli()); err != nil {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM telegram_pairing WHERE expires_ms < ?`, now.UnixMilli()); err != nil {
 		return fmt.Errorf("purge pairing: %w", err)
 	}
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM forget_requests WHERE expires_ms < ?`, now.UnixMilli()); err != nil {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM telegram_forget_requests WHERE expires_ms < ?`, now.UnixMilli()); err != nil {
 		return fmt.Errorf("purge forget requests: %w", err)
 	}
 	return nil
@@ -473,10 +418,15 @@ func (s *Store) RequestPairing(ctx context.Context, chatID, userID int64, name s
 		return Pairing{}, false, err
 	}
 	defer tx.Rollback()
+	if q := s.db.d.lockPairing; q != "" {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return Pairing{}, false, fmt.Errorf("pairing lock: %w", err)
+		}
+	}
 	nowMS := now.UnixMilli()
 	var code string
 	var created, expires int64
-	err = tx.QueryRowContext(ctx, `SELECT code, created_ms, expires_ms FROM pairing WHERE chat_id = ? AND expires_ms > ? ORDER BY created_ms DESC LIMIT 1`, chatID, nowMS).Scan(&code, &created, &expires)
+	err = tx.QueryRowContext(ctx, `SELECT code, created_ms, expires_ms FROM telegram_pairing WHERE chat_id = ? AND expires_ms > ? ORDER BY created_ms DESC LIMIT 1`, chatID, nowMS).Scan(&code, &created, &expires)
 	if err == nil {
 		return Pairing{Code: code, ChatID: chatID, UserID: userID, Name: name, CreatedAt: time.UnixMilli(created), ExpiresAt: time.UnixMilli(expires)}, false, nil
 	}
@@ -484,14 +434,14 @@ func (s *Store) RequestPairing(ctx context.Context, chatID, userID int64, name s
 		return Pairing{}, false, fmt.Errorf("pairing lookup: %w", err)
 	}
 	var pending int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pairing WHERE expires_ms > ?`, nowMS).Scan(&pending); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM telegram_pairing WHERE expires_ms > ?`, nowMS).Scan(&pending); err != nil {
 		return Pairing{}, false, fmt.Errorf("pairing count: %w", err)
 	}
 	if pending >= maxPending {
 		return Pairing{}, false, ErrTooManyPending
 	}
 	p = Pairing{Code: newPairingCode(), ChatID: chatID, UserID: userID, Name: name, CreatedAt: time.UnixMilli(nowMS), ExpiresAt: time.UnixMilli(nowMS + ttl.Milliseconds())}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO pairing(code, chat_id, user_id, name, created_ms, expires_ms) VALUES(?,?,?,?,?,?)`,
+	if _, err := tx.ExecContext(ctx, `INSERT INTO telegram_pairing(code, chat_id, user_id, name, created_ms, expires_ms) VALUES(?,?,?,?,?,?)`,
 		p.Code, p.ChatID, p.UserID, p.Name, p.CreatedAt.UnixMilli(), p.ExpiresAt.UnixMilli()); err != nil {
 		return Pairing{}, false, fmt.Errorf("pairing insert: %w", err)
 	}
@@ -509,7 +459,7 @@ func newPairingCode() string {
 
 // ListPairings returns the unexpired pairing requests, oldest first.
 func (s *Store) ListPairings(ctx context.Context, now time.Time) ([]Pairing, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT code, chat_id, user_id, name, created_ms, expires_ms FROM pairing WHERE expires_ms > ? ORDER BY created_ms`, now.UnixMilli())
+	rows, err := s.db.QueryContext(ctx, `SELECT code, chat_id, user_id, name, created_ms, expires_ms FROM telegram_pairing WHERE expires_ms > ? ORDER BY created_ms`, now.UnixMilli())
 	if err != nil {
 		return nil, fmt.Errorf("list pairings: %w", err)
 	}
@@ -538,7 +488,9 @@ func (s *Store) ApprovePairing(ctx context.Context, code string, now time.Time) 
 	defer tx.Rollback()
 	var p Pairing
 	var c, e int64
-	err = tx.QueryRowContext(ctx, `SELECT code, chat_id, user_id, name, created_ms, expires_ms FROM pairing WHERE code = ?`, code).Scan(&p.Code, &p.ChatID, &p.UserID, &p.Name, &c, &e)
+	// DELETE … RETURNING: of two instances approving one code at once,
+	// exactly one gets the row.
+	err = tx.QueryRowContext(ctx, `DELETE FROM telegram_pairing WHERE code = ? RETURNING code, chat_id, user_id, name, created_ms, expires_ms`, code).Scan(&p.Code, &p.ChatID, &p.UserID, &p.Name, &c, &e)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Pairing{}, fmt.Errorf("%w: %q", ErrPairingNotFound, code)
 	}
@@ -546,16 +498,13 @@ func (s *Store) ApprovePairing(ctx context.Context, code string, now time.Time) 
 		return Pairing{}, fmt.Errorf("approve pairing: %w", err)
 	}
 	p.CreatedAt, p.ExpiresAt = time.UnixMilli(c), time.UnixMilli(e)
-	if _, err := tx.ExecContext(ctx, `DELETE FROM pairing WHERE code = ?`, code); err != nil {
-		return Pairing{}, err
-	}
 	if !now.Before(p.ExpiresAt) {
 		if err := tx.Commit(); err != nil {
 			return Pairing{}, err
 		}
 		return Pairing{}, fmt.Errorf("%w: %q expired at %s", ErrPairingExpired, code, p.ExpiresAt.UTC().Format(time.RFC3339))
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO allowed(chat_id, name, via, added_ms) VALUES(?,?,?,?)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO telegram_allowed(chat_id, name, via, added_ms) VALUES(?,?,?,?)
 		ON CONFLICT(chat_id) DO UPDATE SET name = excluded.name, via = excluded.via`, p.ChatID, p.Name, "pairing "+code, now.UnixMilli()); err != nil {
 		return Pairing{}, err
 	}
@@ -565,13 +514,13 @@ func (s *Store) ApprovePairing(ctx context.Context, code string, now time.Time) 
 // isAllowed reports whether chatID was approved through pairing.
 func (s *Store) isAllowed(ctx context.Context, chatID int64) (bool, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM allowed WHERE chat_id = ?`, chatID).Scan(&n)
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM telegram_allowed WHERE chat_id = ?`, chatID).Scan(&n)
 	return n > 0, err
 }
 
 func (s *Store) sessionID(ctx context.Context, key string) (string, error) {
 	var id string
-	err := s.db.QueryRowContext(ctx, `SELECT session_id FROM sessions WHERE key = ?`, key).Scan(&id)
+	err := s.db.QueryRowContext(ctx, `SELECT session_id FROM telegram_sessions WHERE key = ?`, key).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
@@ -579,7 +528,7 @@ func (s *Store) sessionID(ctx context.Context, key string) (string, error) {
 }
 
 func (s *Store) setSessionID(ctx context.Context, key, id string) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions(key, session_id) VALUES(?,?)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO telegram_sessions(key, session_id) VALUES(?,?)
 		ON CONFLICT(key) DO UPDATE SET session_id = excluded.session_id`, key, id)
 	return err
 }
@@ -593,7 +542,7 @@ type approvalMessage struct {
 }
 
 func (s *Store) saveApprovalMessage(ctx context.Context, m approvalMessage) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO approval_messages(request_id, chat_id, message_id, actor_id) VALUES(?,?,?,?)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO telegram_approval_messages(request_id, chat_id, message_id, actor_id) VALUES(?,?,?,?)
 		ON CONFLICT(request_id) DO UPDATE SET chat_id = excluded.chat_id, message_id = excluded.message_id, actor_id = excluded.actor_id`,
 		m.RequestID, m.ChatID, m.MessageID, m.ActorID)
 	return err
@@ -601,7 +550,7 @@ func (s *Store) saveApprovalMessage(ctx context.Context, m approvalMessage) erro
 
 func (s *Store) approvalMessage(ctx context.Context, requestID string) (*approvalMessage, error) {
 	var m approvalMessage
-	err := s.db.QueryRowContext(ctx, `SELECT request_id, chat_id, message_id, actor_id, decided FROM approval_messages WHERE request_id = ?`, requestID).
+	err := s.db.QueryRowContext(ctx, `SELECT request_id, chat_id, message_id, actor_id, decided FROM telegram_approval_messages WHERE request_id = ?`, requestID).
 		Scan(&m.RequestID, &m.ChatID, &m.MessageID, &m.ActorID, &m.Decided)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -610,25 +559,24 @@ func (s *Store) approvalMessage(ctx context.Context, requestID string) (*approva
 }
 
 func (s *Store) markApprovalDecided(ctx context.Context, requestID string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE approval_messages SET decided = 1 WHERE request_id = ?`, requestID)
+	_, err := s.db.ExecContext(ctx, `UPDATE telegram_approval_messages SET decided = 1 WHERE request_id = ?`, requestID)
 	return err
 }
 
 func (s *Store) saveForget(ctx context.Context, nonce string, chatID int64, actorID string, expires time.Time) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO forget_requests(nonce, chat_id, actor_id, expires_ms) VALUES(?,?,?,?)`, nonce, chatID, actorID, expires.UnixMilli())
+	_, err := s.db.ExecContext(ctx, `INSERT INTO telegram_forget_requests(nonce, chat_id, actor_id, expires_ms) VALUES(?,?,?,?)`, nonce, chatID, actorID, expires.UnixMilli())
 	return err
 }
 
 // takeForget removes and returns a forget confirmation request.
 func (s *Store) takeForget(ctx context.Context, nonce string) (chatID int64, actorID string, expires time.Time, ok bool, err error) {
 	var e int64
-	err = s.db.QueryRowContext(ctx, `SELECT chat_id, actor_id, expires_ms FROM forget_requests WHERE nonce = ?`, nonce).Scan(&chatID, &actorID, &e)
+	err = s.db.QueryRowContext(ctx, `DELETE FROM telegram_forget_requests WHERE nonce = ? RETURNING chat_id, actor_id, expires_ms`, nonce).Scan(&chatID, &actorID, &e)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, "", time.Time{}, false, nil
 	}
 	if err != nil {
 		return 0, "", time.Time{}, false, err
 	}
-	_, err = s.db.ExecContext(ctx, `DELETE FROM forget_requests WHERE nonce = ?`, nonce)
-	return chatID, actorID, time.UnixMilli(e), true, err
+	return chatID, actorID, time.UnixMilli(e), true, nil
 }
