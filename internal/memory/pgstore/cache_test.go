@@ -1,0 +1,160 @@
+package pgstore_test
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/pgstore"
+	"github.com/tendrilai/tendril/internal/testenv"
+)
+
+// TestVersionCatchUp: instance A keeps u1's index cached; B's writes move
+// u1's version and A catches up from the rows stamped since (no reload);
+// a deletion on B (expiry) makes A reload.
+func TestVersionCatchUp(t *testing.T) {
+	url := testenv.PostgresSchema(t)
+	now := time.Now().UTC()
+	clock := func() time.Time { return now }
+	a := newStore(t, openPool(t, url), pgstore.Options{Now: func() time.Time { return clock() }})
+	b := newStore(t, openPool(t, url), pgstore.Options{Now: func() time.Time { return clock() }})
+	ns := "/main/u1/long_term/"
+	if _, err := b.Put(ctx, memory.Record{ID: "r1", Namespace: ns, Content: "has a fig tree"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Prepare(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if a.Loads() != 1 {
+		t.Fatalf("loads after Prepare = %d, want 1", a.Loads())
+	}
+	q := memory.Query{NamespacePath: "/main/u1/", Text: "fig"}
+	for i := 2; i <= 5; i++ {
+		if _, err := b.Put(ctx, memory.Record{ID: fmt.Sprintf("r%d", i), Namespace: ns, Content: fmt.Sprintf("fig note %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.AppendEvents(ctx, []memory.Event{{ID: fmt.Sprintf("e%d", i), ActorID: "u1", Text: "fig turn", Timestamp: now.Add(-time.Duration(40-i) * 24 * time.Hour)}}); err != nil {
+			t.Fatal(err)
+		}
+		hits, err := a.Search(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hits) != i { // the events are older than 30 days: hidden
+			t.Fatalf("after write %d, a finds %d hits: %v", i, len(hits), hitIDs(hits))
+		}
+	}
+	if a.Loads() != 1 {
+		t.Fatalf("a reloaded u1 %d times; catch-up should have sufficed", a.Loads()-1)
+	}
+	// Expiry off on a second clock: the events become visible to a store
+	// with no expiry, and b's ExpireEvents deletes them for good.
+	keep := newStore(t, openPool(t, url), pgstore.Options{EventExpiryDays: -1})
+	if got, _ := keep.Search(ctx, q); len(got) != 9 {
+		t.Fatalf("store without expiry finds %d, want 9 (5 records, 4 events)", len(got))
+	}
+	n, err := b.ExpireEvents(ctx)
+	if err != nil || n != 4 {
+		t.Fatalf("ExpireEvents = %d, %v; want 4", n, err)
+	}
+	if got, _ := keep.Search(ctx, q); len(got) != 5 {
+		t.Fatalf("after expiry the store without expiry finds %d, want 5", len(got))
+	}
+	if _, err := a.Search(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if a.Loads() != 2 {
+		t.Fatalf("a's loads after a deletion = %d, want 2 (a reload)", a.Loads())
+	}
+}
+
+// TestCacheBounded: at most MaxCachedActors actors stay cached, and an
+// evicted actor is reloaded with the same results.
+func TestCacheBounded(t *testing.T) {
+	s := newStore(t, openPool(t, testenv.PostgresSchema(t)), pgstore.Options{MaxCachedActors: 3})
+	want := map[string][]string{}
+	for i := 0; i < 10; i++ {
+		actor := fmt.Sprintf("actor%d", i)
+		r, err := s.Put(ctx, memory.Record{Namespace: "/main/" + actor + "/long_term/", Content: "basil and mint"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[actor] = []string{r.ID}
+	}
+	for round := 0; round < 2; round++ {
+		for actor, ids := range want {
+			hits, err := s.Search(ctx, memory.Query{NamespacePath: "/main/" + actor + "/", Text: "basil"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := hitIDs(hits); !reflect.DeepEqual(got, ids) {
+				t.Fatalf("%s: %v, want %v", actor, got, ids)
+			}
+			if n := s.CachedActors(); n > 3 {
+				t.Fatalf("%d actors cached, cap 3", n)
+			}
+		}
+	}
+	if s.Loads() < 10 {
+		t.Fatalf("loads %d: evicted actors were not reloaded", s.Loads())
+	}
+}
+
+// TestForgetRemovesEveryRow: after Forget no table holds a row of the
+// actor, and a failed write leaves the version untouched.
+func TestForgetRemovesEveryRow(t *testing.T) {
+	pool := openPool(t, testenv.PostgresSchema(t))
+	s := newStore(t, pool, pgstore.Options{Embedder: hashEmbedder{}})
+	ns := "/main/u1/long_term/"
+	for _, r := range []memory.Record{{Namespace: ns, Content: "fig"}, {Namespace: ns, Content: "maybe orchids", Status: memory.StatusStaged},
+		{Namespace: "/main/u2/long_term/", Content: "u2 fig"}} {
+		if _, err := s.Put(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AppendEvents(ctx, []memory.Event{{ActorID: "u1", Text: "fig turn"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkRejected(ctx, "u1", "plastic flowers"); err != nil {
+		t.Fatal(err)
+	}
+	count := func(actor string) map[string]int {
+		out := map[string]int{}
+		for _, tb := range []string{"memory_records", "memory_events", "memory_rejections", "memory_vectors", "memory_actors"} {
+			var n int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+tb+` WHERE actor = $1`, actor).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			out[tb] = n
+		}
+		return out
+	}
+	before := count("u1")
+	for tb, n := range before {
+		if n == 0 {
+			t.Fatalf("setup wrote no %s row for u1: %v", tb, before)
+		}
+	}
+	var v0, v1 int64
+	pool.QueryRow(ctx, `SELECT version FROM memory_actors WHERE actor = 'u2'`).Scan(&v0)
+	if _, err := s.PutBatch(ctx, []memory.Record{{Namespace: "/main/u2/long_term/", Content: "ok"}, {ID: "bad", Namespace: "/main/u2/long_term/", Content: "x\x00"}}); err == nil {
+		t.Fatal("PutBatch with a NUL record succeeded")
+	}
+	pool.QueryRow(ctx, `SELECT version FROM memory_actors WHERE actor = 'u2'`).Scan(&v1)
+	if v0 == 0 || v1 != v0 {
+		t.Fatalf("u2 version %d → %d after a failed batch", v0, v1)
+	}
+	if err := s.Forget(ctx, "main", "u1"); err != nil {
+		t.Fatal(err)
+	}
+	for tb, n := range count("u1") {
+		if n != 0 {
+			t.Errorf("after Forget, %s holds %d rows of u1", tb, n)
+		}
+	}
+	if c := count("u2"); c["memory_records"] != 1 || c["memory_actors"] != 1 {
+		t.Fatalf("u2 rows after forgetting u1: %v", c)
+	}
+}
