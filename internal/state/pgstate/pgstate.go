@@ -34,24 +34,37 @@ var migrationsFS embed.FS
 // Migrations returns the component's migrations ("state/001_init.sql", …).
 func Migrations() []pg.Migration { return pg.FromFS("state", migrationsFS, "migrations") }
 
+// Options tune a Store. The zero value is usable.
+type Options struct {
+	// AsyncCommit commits each update with synchronous_commit = off: the
+	// commit returns before the server flushes its WAL, so a crash of the
+	// PostgreSQL server (not of Tendril) may lose the last fraction of a
+	// second of state changes, never corrupt them; the row lock still
+	// serialises every update. State is derived data, not something the
+	// user said (the file backend's NoSync makes the same trade), and the
+	// flush is most of an update's latency.
+	AsyncCommit bool
+}
+
 // Store is a state.Backend on PostgreSQL. It is safe for concurrent use,
 // and any number of Stores (processes, pools) may share one database.
 type Store struct {
-	db *pgxpool.Pool
+	db   *pgxpool.Pool
+	opts Options
 }
 
 var _ state.Backend = (*Store)(nil)
 
 // New applies Migrations to db (through pg.Migrate) and returns a Store on
 // it. The pool stays the caller's: the Store has nothing to close.
-func New(ctx context.Context, db *pgxpool.Pool) (*Store, error) {
+func New(ctx context.Context, db *pgxpool.Pool, opts Options) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("pgstate: nil pool")
 	}
 	if _, err := pg.Migrate(ctx, db, Migrations()); err != nil {
 		return nil, fmt.Errorf("pgstate: %w", err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, opts: opts}, nil
 }
 
 // decode reads a state_actors.state value; JSON null is a row created by
@@ -144,6 +157,9 @@ ON CONFLICT (actor) DO NOTHING`, actor); err != nil {
 		}
 		newLast := last + int64(len(add))
 		b := &pgx.Batch{}
+		if s.opts.AsyncCommit {
+			b.Queue(`SET LOCAL synchronous_commit = off`)
+		}
 		b.Queue(`UPDATE state_actors SET state = $2::jsonb, level = $3, version = version + 1, last_seq = $4, updated_at = now()
 WHERE actor = $1`, actor, string(rec), next.Level.String(), newLast)
 		if len(add) > 0 {

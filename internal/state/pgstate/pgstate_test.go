@@ -14,7 +14,7 @@ import (
 
 // harness opens each store on a fresh schema; Reopen opens a second pool
 // on the same schema, as a second `tendril serve` instance would.
-func harness() statetest.Harness {
+func harness(opts pgstate.Options) statetest.Harness {
 	var mu sync.Mutex
 	urls := map[state.Backend]string{}
 	open := func(t *testing.T, url string) state.Backend {
@@ -24,7 +24,7 @@ func harness() statetest.Harness {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		s, err := pgstate.New(ctx, pool)
+		s, err := pgstate.New(ctx, pool, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,5 +46,9 @@ func harness() statetest.Harness {
 }
 
 func TestConformance(t *testing.T) {
-	statetest.Exercise(t, harness())
+	statetest.Exercise(t, harness(pgstate.Options{}))
+}
+
+func TestConformanceAsyncCommit(t *testing.T) {
+	statetest.Exercise(t, harness(pgstate.Options{AsyncCommit: true}))
 }
