@@ -88,7 +88,7 @@ func (r *rewriteBackend) Update(_ context.Context, actor string, limit int, fn f
 	return nil
 }
 
-func (r *rewriteBackend) Actors(context.Context) ([]string, error)            { return nil, nil }
+func (r *rewriteBackend) Actors(context.Context) ([]string, error)           { return nil, nil }
 func (r *rewriteBackend) Records(context.Context) (map[string]Record, error) { return nil, nil }
 func (r *rewriteBackend) Forget(context.Context, string) error               { return nil }
 
