@@ -91,6 +91,13 @@ func branchySession(b *testing.B, n int) string {
 	batch := make([]session.Node, 0, 1000)
 	parent, made := "", 0
 	flush := func() {
+		// The batch may end on a side branch: Append takes the first
+		// node's parent to be the active leaf.
+		if leaf, _ := st.Leaf(ctx, key); leaf != "" && leaf != batch[0].ParentID {
+			if err := st.SetLeaf(ctx, key, batch[0].ParentID); err != nil {
+				b.Fatal(err)
+			}
+		}
 		if err := st.Append(ctx, key, batch...); err != nil {
 			b.Fatal(err)
 		}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tendrilai/tendril/internal/pg"
@@ -168,5 +170,32 @@ func TestClosed(t *testing.T) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		t.Fatalf("pool closed by the store: %v", err)
+	}
+}
+
+// TestPathPlan: Path's walk probes the (session_key, node_id) index once
+// per node. Without the LATERAL step the planner hash-joins the whole
+// session at every step on small sessions, which stays correct but costs
+// O(session) per node.
+func TestPathPlan(t *testing.T) {
+	pool := openPool(t, testenv.PostgresSchema(t))
+	st, err := pgstore.New(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := session.Key{AgentID: "main", Channel: "telegram", ID: "plan"}
+	leaf := build(t, st, k, 1000)
+	rows, err := pool.Query(ctx, "EXPLAIN "+pgstore.SQLPath, pgstore.KeyDigest(k), []byte(leaf), int64(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	if strings.Contains(plan, "Seq Scan on session_nodes") || strings.Contains(plan, "Hash Join") ||
+		!strings.Contains(plan, "Index Scan using session_nodes_session_key_node_id_key") {
+		t.Fatalf("Path does not walk the index:\n%s", plan)
 	}
 }
