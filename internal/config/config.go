@@ -374,6 +374,9 @@ func (c *Config) applyEnv(get func(string) string) {
 	}
 	set(&c.Addr, "TENDRIL_ADDR")
 	set(&c.Runtime, "TENDRIL_RUNTIME")
+	set(&c.Agent.PersonaFile, "TENDRIL_PERSONA_FILE")
+	set(&c.Agent.SkillsDir, "TENDRIL_SKILLS_DIR")
+	set(&c.Agent.SkillsManifest, "TENDRIL_SKILLS_MANIFEST")
 	if v := get("TENDRIL_EPHEMERAL"); v == "1" || v == "true" {
 		c.Ephemeral = true
 	}

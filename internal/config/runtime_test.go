@@ -48,3 +48,17 @@ func TestRuntimeAgentCore(t *testing.T) {
 		})
 	}
 }
+
+func TestPersonaSourceEnv(t *testing.T) {
+	t.Setenv("TENDRIL_HOME", t.TempDir())
+	t.Setenv("TENDRIL_PERSONA_FILE", "/etc/tendril/examples/sprout/persona.md")
+	t.Setenv("TENDRIL_SKILLS_DIR", "/etc/tendril/examples/sprout/skills")
+	t.Setenv("TENDRIL_SKILLS_MANIFEST", "/etc/tendril/examples/sprout/skills.json")
+	c, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Agent.PersonaFile != "/etc/tendril/examples/sprout/persona.md" || c.Agent.SkillsDir != "/etc/tendril/examples/sprout/skills" || c.Agent.SkillsManifest != "/etc/tendril/examples/sprout/skills.json" {
+		t.Fatalf("agent %+v", c.Agent)
+	}
+}
