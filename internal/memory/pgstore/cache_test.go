@@ -158,3 +158,72 @@ func TestForgetRemovesEveryRow(t *testing.T) {
 		t.Fatalf("u2 rows after forgetting u1: %v", c)
 	}
 }
+
+// TestConcurrentInstances: writers and searchers on two instances at
+// once; afterwards both instances hold every write and agree on every hit.
+func TestConcurrentInstances(t *testing.T) {
+	url := testenv.PostgresSchema(t)
+	a := newStore(t, openPool(t, url), pgstore.Options{})
+	b := newStore(t, openPool(t, url), pgstore.Options{})
+	stores := []*pgstore.Store{a, b}
+	const writers, turns = 4, 15
+	errs := make(chan error, 2*writers)
+	for w := 0; w < writers; w++ {
+		go func(w int) {
+			s := stores[w%2]
+			for i := 0; i < turns; i++ {
+				if err := s.AppendEvents(ctx, []memory.Event{{ID: fmt.Sprintf("c-%d-%d", w, i), ActorID: "u1", SessionID: fmt.Sprintf("s%d", w), Text: fmt.Sprintf("fig turn %d of writer %d", i, w)}}); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := s.Put(ctx, memory.Record{ID: fmt.Sprintf("cr-%d-%d", w, i), Namespace: "/main/u1/long_term/", Content: fmt.Sprintf("fig fact %d %d", w, i)}); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}(w)
+		go func(w int) {
+			s := stores[(w+1)%2]
+			for i := 0; i < turns; i++ {
+				if _, err := s.Search(ctx, memory.Query{NamespacePath: "/main/u1/", Text: "fig turn"}); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}(w)
+	}
+	for i := 0; i < 2*writers; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := memory.Query{NamespacePath: "/main/u1/", Text: "fig turn writer", TopK: 500}
+	ha, err := a.Search(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := b.Search(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ha) != 2*writers*turns {
+		t.Fatalf("a finds %d documents, want %d", len(ha), 2*writers*turns)
+	}
+	for i := range ha {
+		if ha[i].Record.ID != hb[i].Record.ID || ha[i].Score != hb[i].Score {
+			t.Fatalf("hit %d differs: a %s %v, b %s %v", i, ha[i].Record.ID, ha[i].Score, hb[i].Record.ID, hb[i].Score)
+		}
+	}
+	fresh := newStore(t, openPool(t, url), pgstore.Options{})
+	hf, err := fresh.Search(ctx, q)
+	if err != nil || len(hf) != len(ha) {
+		t.Fatalf("fresh instance: %d, %v", len(hf), err)
+	}
+	for i := range ha {
+		if ha[i].Record.ID != hf[i].Record.ID || ha[i].Score != hf[i].Score {
+			t.Fatalf("hit %d: caught-up %s %v, fresh %s %v", i, ha[i].Record.ID, ha[i].Score, hf[i].Record.ID, hf[i].Score)
+		}
+	}
+}
