@@ -2,8 +2,12 @@
 // must pass (SPEC §4; like riverdrivertest.Exercise): namespaces and
 // whole-segment matching, every filter operator, undeclared-key
 // validation, supersede, staging and rejection, rebuild equivalence,
-// forgetting, explicit-first assembly, the retrieval timeout fallback and
-// an isolation property test.
+// forgetting, explicit-first assembly, the retrieval timeout fallback, an
+// isolation property test, hostile actor IDs (path, LIKE and SQL
+// metacharacters), text no backend may alter (NUL, invalid UTF-8: stored
+// exactly or rejected with memory.ErrInvalidQuery), ID ownership across
+// actors and updates. ExerciseShared adds the scale-out cases for backends
+// that several instances share.
 package memorytest
 
 import (
