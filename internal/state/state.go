@@ -74,6 +74,12 @@
 // breaker: strong threat, frustration or loss cues (I near 1) have targets
 // at or below CriticalEnter and reach them at today's speed, since the
 // target only caps a delta, never shrinks one that stays above it.
+//
+// Persistence. The Engine holds the logic and no per-actor state; each
+// Apply is one atomic read-modify-write through a Backend: FileBackend
+// (Open; an append-only JSON Lines log per actor) or pgstate (PostgreSQL,
+// shared by several instances). statetest.Exercise is the conformance
+// suite both pass.
 package state
 
 import (

@@ -130,6 +130,41 @@ func Exercise(t *testing.T, h Harness) {
 	t.Run("ConcurrentApply", func(t *testing.T) { testConcurrent(t, h) })
 	t.Run("Restart", func(t *testing.T) { testRestart(t, h) })
 	t.Run("Cancelled", func(t *testing.T) { testCancelled(t, h) })
+	t.Run("UpdateError", func(t *testing.T) { testUpdateError(t, h) })
+}
+
+// testUpdateError calls the backend directly: an update whose fn fails
+// stores nothing, for a new actor and for an existing one, and returns
+// fn's error.
+func testUpdateError(t *testing.T, h Harness) {
+	c := NewClock()
+	b := h.Open(t)
+	e := engine(t, b, c, 50)
+	ev := apply(t, e, "old", state.Joy, 1)
+	boom := errors.New("boom")
+	for _, actor := range []string{"new", "old"} {
+		calls := 0
+		err := b.Update(ctx, actor, 50, func(cur state.Record, ok bool) (state.Record, []state.Change, error) {
+			calls++
+			if ok != (actor == "old") || (ok && cur.Turns != 1) {
+				t.Errorf("%s: fn got ok=%v turns=%d", actor, ok, cur.Turns)
+			}
+			cur.ActorID, cur.Turns = actor, 99
+			return cur, []state.Change{{Cause: state.CauseStimulus}}, boom
+		})
+		if !errors.Is(err, boom) || calls == 0 {
+			t.Fatalf("%s: Update = %v after %d calls, want fn's error", actor, err, calls)
+		}
+	}
+	if acts, err := e.Actors(ctx); err != nil || !slices.Equal(acts, []string{"old"}) {
+		t.Fatalf("Actors after failed updates = %q, %v", acts, err)
+	}
+	if s := snap(t, e, "old"); s.Turns != 1 || s.Values != ev.After || len(s.History) != len(ev.Changes) {
+		t.Fatalf("failed update changed the state: %d turns, %d changes", s.Turns, len(s.History))
+	}
+	if _, _, ok, err := b.Load(ctx, "new", true); ok || err != nil {
+		t.Fatalf("failed first update left a record: ok=%v err=%v", ok, err)
+	}
 }
 
 func testApplySnapshotLevel(t *testing.T, h Harness) {
