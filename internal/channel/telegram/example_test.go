@@ -13,6 +13,7 @@ import (
 	"github.com/tendrilai/tendril/internal/agent"
 	"github.com/tendrilai/tendril/internal/channel/telegram"
 	"github.com/tendrilai/tendril/internal/channel/telegram/telegramtest"
+	"github.com/tendrilai/tendril/internal/pg"
 )
 
 type shout struct{}
@@ -64,4 +65,34 @@ func Example() {
 	// Output:
 	// webhook: 200
 	// sent: <b>Noted:</b> water the figs at 7
+}
+
+// With TENDRIL_DATABASE_URL set, every instance opens the store on the
+// process's one pool and hands it to New; the caller closes the store after
+// the channel. (Not run: it needs a PostgreSQL server.)
+func ExampleOpenPostgresStore() {
+	ctx := context.Background()
+	pool, err := pg.Open(ctx, os.Getenv("TENDRIL_DATABASE_URL"), pg.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pool.Close()
+	st, err := telegram.OpenPostgresStore(ctx, pool) // applies telegram.Migrations()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer st.Close() // leaves pool open
+	ch, err := telegram.New(telegram.Options{
+		BotToken:      os.Getenv("TELEGRAM_BOT_TOKEN"),
+		WebhookSecret: os.Getenv("TELEGRAM_WEBHOOK_SECRET"),
+		Store:         st, // instead of Dir: nothing is written to $TENDRIL_HOME
+	}, telegram.Deps{Invoker: shout{}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer ch.Close()
+	_ = ch.Start(ctx)
 }
