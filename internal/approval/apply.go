@@ -31,6 +31,7 @@ type reqState struct {
 }
 
 type decisionEvent struct {
+	seq      int64
 	id       string
 	approved bool
 }
@@ -148,7 +149,7 @@ func (s *ledgerState) apply(e *entry) error {
 			return fmt.Errorf("decision for request %s invalidated by a rule change", e.RequestID)
 		}
 		rs.decided, rs.approved, rs.by, rs.decidedAt = true, *e.Approved, e.By, e.At
-		s.decisions = append(s.decisions, decisionEvent{e.RequestID, *e.Approved})
+		s.decisions = append(s.decisions, decisionEvent{e.Seq, e.RequestID, *e.Approved})
 	case EntryExecute:
 		if e.Call == nil {
 			return errors.New("execute entry without call")

@@ -9,10 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 	"unicode"
@@ -156,18 +154,24 @@ type Options struct {
 	By string
 }
 
-// Gate is the approval gate over one ledger directory. Safe for concurrent
-// use; several processes may share a directory.
+// Gate is the approval gate over one ledger (a Log: a directory by
+// default, or PostgreSQL). Safe for concurrent use; several processes may
+// share one ledger.
 type Gate struct {
-	dir, path string
-	opts      Options
+	log  Log
+	opts Options
 
 	mu        sync.Mutex
-	f         *os.File // ledger, O_APPEND
-	lock      *os.File
+	closed    bool
+	ctx       context.Context // the current unit's context; set under mu
 	st        *ledgerState
 	broken    *VerifyReport
 	lastLine  []byte
+	firedSeq  int64         // decisions up to this seq were delivered to subs (or are history)
+	stale     bool          // the ledger must be re-read at the next unit (a unit's writes may be lost)
+	failed    bool          // an append of the current unit failed
+	write     bool          // the current unit holds the exclusive lock
+	fresh     bool          // the current write unit has caught up: nobody else can append until it ends
 	yoloMono  time.Duration // monotonic deadline of the current YOLO window, 0 if none
 	yoloSeen  int64         // seq of the yolo entry yoloMono was computed for
 	subs      []func(Request, bool)
@@ -182,6 +186,61 @@ type Gate struct {
 // reports why; every call is denied and every open request rejected) until
 // Reset. Errors are for I/O and invalid options only.
 func Open(dir string, opts Options) (*Gate, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	l, err := openFileLog(dir)
+	if err != nil {
+		return nil, err
+	}
+	return OpenLog(context.Background(), l, opts)
+}
+
+// OpenLog opens the gate over log (see Log; pgledger.Open gives the
+// PostgreSQL one) and verifies the whole ledger, like Open. The gate owns
+// log from then on: Close closes it, and an error closes it too.
+func OpenLog(ctx context.Context, log Log, opts Options) (*Gate, error) {
+	if err := opts.validate(); err != nil {
+		log.Close()
+		return nil, err
+	}
+	opts.defaults()
+	g := &Gate{log: log, opts: opts}
+	if fl, ok := log.(*fileLog); ok {
+		fl.g = g
+	}
+	if err := g.withLockCtx(ctx, false, func() error { return g.reload() }); err != nil {
+		log.Close()
+		return nil, err
+	}
+	if opts.SyncRules {
+		want := copyRules(opts.Rules)
+		g.mu.Lock()
+		same := g.broken != nil || maps.Equal(want, g.st.rules)
+		g.mu.Unlock()
+		if !same {
+			if err := g.SetRules(ctx, want, opts.By); err != nil {
+				g.Close()
+				return nil, err
+			}
+		}
+	}
+	return g, nil
+}
+
+func (opts *Options) validate() error {
+	for k, v := range opts.Rules {
+		if !validToolName(k) {
+			return fmt.Errorf("approval: invalid tool name %q in rules", k)
+		}
+		if _, err := ParseRule(string(v)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (opts *Options) defaults() {
 	if opts.Expiry <= 0 {
 		opts.Expiry = 120 * time.Second
 	}
@@ -201,99 +260,85 @@ func Open(dir string, opts Options) (*Gate, error) {
 	if opts.By == "" {
 		opts.By = "config"
 	}
-	for k, v := range opts.Rules {
-		if !validToolName(k) {
-			return nil, fmt.Errorf("approval: invalid tool name %q in rules", k)
-		}
-		if _, err := ParseRule(string(v)); err != nil {
-			return nil, err
-		}
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("approval: %w", err)
-	}
-	g := &Gate{dir: dir, path: filepath.Join(dir, "ledger.jsonl"), opts: opts}
-	lock, err := os.OpenFile(filepath.Join(dir, "ledger.lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("approval: %w", err)
-	}
-	g.lock = lock
-	if err := g.withLock(func() error { return g.reload() }); err != nil {
-		lock.Close()
-		return nil, err
-	}
-	if opts.SyncRules {
-		want := copyRules(opts.Rules)
-		g.mu.Lock()
-		same := g.broken != nil || maps.Equal(want, g.st.rules)
-		g.mu.Unlock()
-		if !same {
-			if err := g.SetRules(context.Background(), want, opts.By); err != nil {
-				g.Close()
-				return nil, err
-			}
-		}
-	}
-	return g, nil
 }
 
-// Path returns the ledger file path.
-func (g *Gate) Path() string { return g.path }
+// Path returns the ledger's name: the file path of the file backend, or
+// "postgres:<schema>.approval_ledger".
+func (g *Gate) Path() string { return g.log.Name() }
 
-// Close releases the files.
+// Close releases the log (files; a PostgreSQL gate leaves its pool open).
 func (g *Gate) Close() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var err error
-	if g.f != nil {
-		err = g.f.Close()
-		g.f = nil
+	if g.closed {
+		return nil
 	}
-	if g.lock != nil {
-		g.lock.Close()
-		g.lock = nil
-	}
-	return err
+	g.closed = true
+	return g.log.Close()
 }
 
 // OnDecision registers fn, called (outside the gate's lock, on the calling
 // goroutine) for every decision this gate applies: its own Decide or
-// ForgetActor, or one another process wrote, seen by Refresh or any other
-// call. req.Resume is the stored reference, not the payload: fn calls
-// LoadResume(req) for the paused turn and DropResume(req) once it is done.
+// ForgetActor, or one another process wrote, seen by Refresh (or Watch) or
+// any other call. req.Resume is the stored reference, not the payload: fn
+// calls LoadResume(req) for the paused turn and DropResume(req) once it is
+// done.
 func (g *Gate) OnDecision(fn func(req Request, approved bool)) {
 	g.mu.Lock()
 	g.subs = append(g.subs, fn)
 	g.mu.Unlock()
 }
 
-// withLock runs fn under the in-process mutex and the cross-process flock,
-// then fires decision callbacks.
-func (g *Gate) withLock(fn func() error) error {
+// withLock runs fn as a writing unit without a deadline (tests use it).
+func (g *Gate) withLock(fn func() error) error { return g.withLockCtx(context.Background(), true, fn) }
+
+// withLockCtx runs fn under the in-process mutex and the log's lock (the
+// cross-process one when write), ends the unit, then fires decision
+// callbacks. A unit whose append failed, or whose end failed, leaves the
+// gate stale: it re-reads the ledger at the next unit.
+func (g *Gate) withLockCtx(ctx context.Context, write bool, fn func() error) error {
 	g.mu.Lock()
-	if g.lock == nil {
+	if g.closed {
 		g.mu.Unlock()
 		return errors.New("approval: gate closed")
 	}
-	if err := lockFile(g.lock); err != nil {
+	if err := g.log.Lock(ctx, write); err != nil {
 		g.mu.Unlock()
-		return fmt.Errorf("approval: lock ledger: %w", err)
+		return err
 	}
-	err := fn()
-	unlockFile(g.lock)
+	g.ctx, g.failed, g.write, g.fresh = ctx, false, write, false
+	var err error
+	if g.stale || g.st == nil {
+		err = g.reload()
+	}
+	if err == nil {
+		err = fn()
+	}
+	commit := !g.failed
+	uerr := g.log.Unlock(context.WithoutCancel(ctx), commit)
+	if g.failed || uerr != nil {
+		g.stale = true
+	}
+	if err == nil {
+		err = uerr
+	}
 	var fire []func()
 	if g.st != nil {
-		for _, d := range g.st.decisions {
-			if rs, ok := g.st.reqs[d.id]; ok {
-				req := g.requestLocked(rs)
-				approved := d.approved
-				for _, s := range g.subs {
-					fire = append(fire, func() { s(req, approved) })
+		if !g.stale {
+			g.firedSeq = g.st.seq
+			for _, d := range g.st.decisions {
+				if rs, ok := g.st.reqs[d.id]; ok {
+					req := g.requestLocked(rs)
+					approved := d.approved
+					for _, s := range g.subs {
+						fire = append(fire, func() { s(req, approved) })
+					}
 				}
 			}
 		}
 		g.st.decisions = nil
 	}
+	g.ctx = nil
 	g.mu.Unlock()
 	for _, f := range fire {
 		f()
@@ -301,29 +346,32 @@ func (g *Gate) withLock(fn func() error) error {
 	return err
 }
 
-// reload reads and verifies the whole ledger from disk. Caller holds locks.
+// reload reads and verifies the whole ledger. Caller holds locks.
 func (g *Gate) reload() error {
-	if g.f != nil {
-		g.f.Close()
-		g.f = nil
-	}
-	f, err := os.OpenFile(g.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	b, err := g.log.Load(g.ctx)
 	if err != nil {
-		return fmt.Errorf("approval: open ledger: %w", err)
+		return err
 	}
-	b, err := io.ReadAll(f)
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("approval: read ledger: %w", err)
-	}
-	g.f = f
 	g.st = newLedgerState()
-	rep := g.st.load(b, g.path)
+	rep := g.st.load(b, g.log.Name())
+	news := g.st.decisions
 	g.st.decisions = nil // history, not news
 	g.broken = nil
 	if !rep.OK {
 		g.broken = &rep
 	}
+	if g.stale {
+		// Re-read after a failed unit: decisions past what was already
+		// delivered are still news.
+		for _, d := range news {
+			if d.seq > g.firedSeq && d.seq <= g.st.seq {
+				g.st.decisions = append(g.st.decisions, d)
+			}
+		}
+	} else {
+		g.firedSeq = g.st.seq
+	}
+	g.stale = false
 	g.lastLine = lastLine(b[:g.st.offset])
 	g.yoloSeen = 0
 	g.updateYoloLocked()
@@ -338,73 +386,64 @@ func lastLine(b []byte) []byte {
 	return append([]byte(nil), b[i+1:]...)
 }
 
+func (g *Gate) pos() Pos {
+	return Pos{Seq: g.st.seq, Entries: g.st.lines, Offset: g.st.offset, Last: g.lastLine}
+}
+
 // catchUp applies what other processes appended since we last looked, and
-// notices a reset (file replaced), truncation, or the last line rewritten in
-// place. Caller holds locks.
+// notices a reset (ledger replaced), truncation, or the last line
+// rewritten in place. Caller holds locks.
 func (g *Gate) catchUp() error { return g.catchUpDeep(true) }
 
-// catchUpDeep with deep false skips re-reading the last line: the hot path
-// (Check, RecordResult) only checks file identity and size.
+// catchUpDeep with deep false lets the backend skip re-reading the last
+// line: the hot path (Check, RecordResult).
 func (g *Gate) catchUpDeep(deep bool) error {
-	onDisk, err := os.Stat(g.path)
+	if g.fresh && !deep {
+		return nil
+	}
+	t, err := g.log.Tail(g.ctx, g.pos(), deep)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			if g.st.lines > 0 || g.broken != nil {
-				g.fail("ledger file removed")
-				return nil
+		return err
+	}
+	g.fresh = g.write
+	switch t.Change {
+	case TailRemoved:
+		if g.st.lines > 0 || g.broken != nil {
+			if g.broken == nil {
+				g.fail("%s", t.Reason)
 			}
-			return g.reload()
+			return nil
 		}
-		return fmt.Errorf("approval: stat ledger: %w", err)
-	}
-	ours, err := g.f.Stat()
-	if err != nil {
-		return fmt.Errorf("approval: stat ledger: %w", err)
-	}
-	if !os.SameFile(onDisk, ours) {
-		// Only an operator reset replaces the file, and its first entry says so.
+		return g.reload()
+	case TailReplaced:
+		// Only an operator reset replaces the ledger, and its first entry says so.
 		had := g.st.lines > 0 || g.broken != nil
 		if err := g.reload(); err != nil {
 			return err
 		}
 		if had && g.broken == nil && g.st.firstType != EntryReset {
-			g.fail("ledger file replaced without a reset entry")
+			g.fail("ledger replaced without a reset entry")
 		}
 		return nil
 	}
 	if g.broken != nil {
 		return nil
 	}
-	size := ours.Size()
-	if size < g.st.offset {
-		g.fail("ledger shrank from %d to %d bytes (truncated)", g.st.offset, size)
+	switch t.Change {
+	case TailAltered:
+		g.fail("%s", t.Reason)
 		return nil
-	}
-	if deep {
-		// The last line we accepted must still be there, byte for byte.
-		if n := int64(len(g.lastLine)); n > 0 {
-			buf := make([]byte, n)
-			if _, err := g.f.ReadAt(buf, g.st.offset-n); err != nil || !bytes.Equal(buf, g.lastLine) {
-				g.fail("line %d changed after it was written", g.st.lines)
-				return nil
-			}
-		}
-	}
-	if size == g.st.offset {
+	case TailUnchanged:
 		return nil
-	}
-	tail := make([]byte, size-g.st.offset)
-	if _, err := g.f.ReadAt(tail, g.st.offset); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("approval: read ledger: %w", err)
 	}
 	before := g.st.offset
-	rep := g.st.load(tail, g.path)
+	rep := g.st.load(t.Data, g.log.Name())
 	if !rep.OK {
 		g.broken = &rep
 	}
 	if g.st.offset > before {
 		full := make([]byte, g.st.offset-before)
-		copy(full, tail)
+		copy(full, t.Data)
 		g.lastLine = lastLine(full)
 	}
 	g.updateYoloLocked()
@@ -412,12 +451,15 @@ func (g *Gate) catchUpDeep(deep bool) error {
 }
 
 func (g *Gate) fail(format string, a ...any) {
-	g.broken = &VerifyReport{Path: g.path, Entries: g.st.lines, HeadHash: g.st.head, HeadSeq: g.st.seq,
+	g.broken = &VerifyReport{Path: g.log.Name(), Entries: g.st.lines, HeadHash: g.st.head, HeadSeq: g.st.seq,
 		FirstBad: &BadEntry{Line: g.st.lines, Reason: fmt.Sprintf(format, a...)}}
 }
 
 // appendLocked writes one entry after catching up. Caller holds locks.
 func (g *Gate) appendLocked(e *entry) error {
+	if g.failed {
+		return errors.New("approval: an earlier write of this operation failed")
+	}
 	if err := g.catchUpDeep(false); err != nil {
 		return err
 	}
@@ -433,20 +475,19 @@ func (g *Gate) appendLocked(e *entry) error {
 	if err != nil {
 		return err
 	}
-	// Check semantics on a dry run before writing: apply is all-or-nothing
-	// per entry, so apply first and roll back by reload on write failure.
+	// Check semantics before writing. apply is all-or-nothing per entry;
+	// a failed write makes the gate stale (re-read at the next unit) or,
+	// for a write that may have left a partial line, closed.
 	if err := g.st.apply(e); err != nil {
 		return fmt.Errorf("approval: refusing to append invalid %s entry: %w", e.Type, err)
 	}
-	if _, err := g.f.Write(line); err != nil {
-		g.fail("append failed: %v", err)
+	if err := g.log.Append(g.ctx, Record{Seq: e.Seq, Hash: e.Hash, Type: e.Type, RequestID: e.RequestID, Line: line}); err != nil {
+		if errors.Is(err, ErrLogDamaged) {
+			g.fail("append failed: %v", err) // closed until Reset; a re-read must not reopen it
+		} else {
+			g.failed = true
+		}
 		return fmt.Errorf("approval: append: %w", err)
-	}
-	if g.noSync {
-		// test-only fast path
-	} else if err := g.f.Sync(); err != nil {
-		g.fail("fsync failed: %v", err)
-		return fmt.Errorf("approval: fsync: %w", err)
 	}
 	g.st.head, g.st.seq = e.Hash, e.Seq
 	g.st.offset += int64(len(line))
@@ -539,7 +580,7 @@ func (g *Gate) Check(ctx context.Context, c Call, level state.Level) (Decision, 
 		return Decision{}, err
 	}
 	var d Decision
-	err = g.withLock(func() error {
+	err = g.withLockCtx(ctx, true, func() error {
 		if err := g.catchUpDeep(false); err != nil {
 			return err
 		}
@@ -642,7 +683,7 @@ func (g *Gate) Decide(ctx context.Context, requestID string, approve bool, by st
 	if by == "" || !validField(by, 128) {
 		return fmt.Errorf("approval: decision needs a valid 'by'")
 	}
-	return g.withLock(func() error {
+	return g.withLockCtx(ctx, true, func() error {
 		if err := g.catchUp(); err != nil {
 			return err
 		}
@@ -687,7 +728,7 @@ func (g *Gate) Authorize(ctx context.Context, requestID string, c Call, level st
 	}
 	var ex Exec
 	var refusal error
-	err = g.withLock(func() error {
+	err = g.withLockCtx(ctx, true, func() error {
 		if err := g.catchUp(); err != nil {
 			return err
 		}
@@ -778,18 +819,23 @@ func (g *Gate) RecordResult(ctx context.Context, ex Exec, output string, runErr 
 		}
 		e.Error = string(bytes.ToValidUTF8([]byte(msg), []byte("?")))
 	}
-	return g.withLock(func() error { return g.appendLocked(e) })
+	return g.withLockCtx(ctx, true, func() error { return g.appendLocked(e) })
 }
 
 // Refresh applies entries other processes appended (decisions from the CLI,
 // rule changes, YOLO windows, a reset) and fires OnDecision for new
 // decisions. Call it periodically (e.g. every second) in the server. It
 // verifies every new entry; a tampered tail closes the gate.
-func (g *Gate) Refresh(ctx context.Context) error {
+func (g *Gate) Refresh(ctx context.Context) error { return g.refresh(ctx, true) }
+
+// refresh with count false (a notification woke us) does not count toward
+// the periodic full verification, so a busy ledger is not re-read whole on
+// every tenth append.
+func (g *Gate) refresh(ctx context.Context, count bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return g.withLock(func() error {
+	return g.withLockCtx(ctx, false, func() error {
 		if err := g.catchUp(); err != nil {
 			return err
 		}
@@ -797,15 +843,18 @@ func (g *Gate) Refresh(ctx context.Context) error {
 		// edit to an earlier line needs the whole chain. Re-verify it every
 		// RefreshVerifyEvery refreshes (about every 10 s for a server
 		// refreshing each second), so a running server fails closed too.
+		if !count {
+			return nil
+		}
 		g.refreshes++
 		if g.broken != nil || g.refreshes%RefreshVerifyEvery != 0 {
 			return nil
 		}
-		b, err := os.ReadFile(g.path)
+		b, _, err := g.log.Snapshot(g.ctx)
 		if err != nil {
-			return fmt.Errorf("approval: read ledger: %w", err)
+			return err
 		}
-		if rep := VerifyBytes(b, g.path); !rep.OK {
+		if rep := VerifyBytes(b, g.log.Name()); !rep.OK {
 			g.broken = &rep
 		}
 		return nil
@@ -845,7 +894,7 @@ func (g *Gate) Get(ctx context.Context, requestID string) (Request, error) {
 		return Request{}, fmt.Errorf("%w: %q", ErrInvalidID, requestID)
 	}
 	var r Request
-	err := g.withLock(func() error {
+	err := g.withLockCtx(ctx, false, func() error {
 		if err := g.catchUp(); err != nil {
 			return err
 		}
@@ -878,7 +927,7 @@ func (g *Gate) List(ctx context.Context) ([]Request, error) {
 		return nil, err
 	}
 	var out []Request
-	err := g.withLock(func() error {
+	err := g.withLockCtx(ctx, false, func() error {
 		if err := g.catchUp(); err != nil {
 			return err
 		}
@@ -911,7 +960,7 @@ func (g *Gate) SetRules(ctx context.Context, rules map[string]Rule, by string) e
 			return err
 		}
 	}
-	return g.withLock(func() error {
+	return g.withLockCtx(ctx, true, func() error {
 		if err := g.catchUp(); err != nil {
 			return err
 		}
@@ -941,7 +990,7 @@ func (g *Gate) Yolo(ctx context.Context, d time.Duration, by string) (time.Time,
 	}
 	now := g.opts.Now().UTC()
 	until := now.Add(d)
-	err := g.withLock(func() error {
+	err := g.withLockCtx(ctx, true, func() error {
 		return g.appendLocked(&entry{At: now, Type: EntryYolo, Until: &until, DurationMS: d.Milliseconds(), By: by})
 	})
 	return until, err
@@ -984,19 +1033,19 @@ func (g *Gate) YoloUntil() (time.Time, bool) {
 	return *g.st.yolo.Until, true
 }
 
-// Verify re-reads and verifies the whole ledger on disk. A failure closes
-// the gate (fail closed) until Reset.
+// Verify re-reads and verifies the whole ledger (file or table). A
+// failure closes the gate (fail closed) until Reset.
 func (g *Gate) Verify(ctx context.Context) (VerifyReport, error) {
 	if err := ctx.Err(); err != nil {
 		return VerifyReport{}, err
 	}
 	var rep VerifyReport
-	err := g.withLock(func() error {
-		var err error
-		rep, err = verifyFile(g.path)
+	err := g.withLockCtx(ctx, false, func() error {
+		b, _, err := g.log.Snapshot(g.ctx)
 		if err != nil {
 			return err
 		}
+		rep = VerifyBytes(b, g.log.Name())
 		if !rep.OK && g.broken == nil {
 			g.broken = &rep
 		}
@@ -1007,11 +1056,12 @@ func (g *Gate) Verify(ctx context.Context) (VerifyReport, error) {
 
 // Reset is the operator's way out of a closed gate. It refuses
 // (ErrNotBroken) when the ledger verifies. Otherwise the broken ledger is
-// moved aside to ledger.jsonl.broken-<UTC time> (nothing is deleted) and a
-// new ledger starts with a reset entry naming by, reason, the archive, its
-// SHA-256, the first bad line and the last good hash, carrying over the last
-// good rules under a new rules version. Every request of the old ledger
-// stays rejected.
+// moved aside (nothing is deleted: the file backend renames it to
+// ledger.jsonl.broken-<UTC time>, PostgreSQL moves its rows to
+// approval_ledger_archive under that name) and a new ledger starts with a
+// reset entry naming by, reason, the archive, its SHA-256, the first bad
+// line and the last good hash, carrying over the last good rules under a
+// new rules version. Every request of the old ledger stays rejected.
 func (g *Gate) Reset(ctx context.Context, by, reason string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -1019,17 +1069,16 @@ func (g *Gate) Reset(ctx context.Context, by, reason string) error {
 	if by == "" || !validField(by, 128) || !validField(reason, 1024) {
 		return errors.New("approval: reset needs a valid 'by' and reason")
 	}
-	return g.withLock(func() error {
+	return g.withLockCtx(ctx, true, func() error {
 		if err := g.catchUp(); err != nil {
 			return err
 		}
-		b, err := os.ReadFile(g.path)
-		missing := errors.Is(err, os.ErrNotExist)
-		if err != nil && !missing {
+		b, exists, err := g.log.Snapshot(g.ctx)
+		if err != nil {
 			return fmt.Errorf("approval: reset: %w", err)
 		}
 		st := newLedgerState()
-		rep := st.load(b, g.path)
+		rep := st.load(b, g.log.Name())
 		if rep.OK && g.broken == nil {
 			return ErrNotBroken
 		}
@@ -1037,16 +1086,15 @@ func (g *Gate) Reset(ctx context.Context, by, reason string) error {
 			rep = *g.broken
 		}
 		now := g.opts.Now().UTC()
-		archive := g.path + ".broken-" + now.Format("20060102T150405.000000000Z")
+		archive := g.log.ArchiveName(now)
 		sum := sha256.Sum256(b)
-		tmp := filepath.Join(g.dir, ".ledger.reset.tmp")
 		e := &entry{Seq: 1, At: now, Type: EntryReset, Prev: genesis, By: by, Reason: reason,
-			Archived: filepath.Base(archive), ArchivedSHA256: hex.EncodeToString(sum[:]), LastGoodHash: rep.HeadHash,
+			Archived: archive, ArchivedSHA256: hex.EncodeToString(sum[:]), LastGoodHash: rep.HeadHash,
 			Rules: copyRules(st.rules), RulesVersion: st.rulesVersion + 1}
 		if rep.FirstBad != nil {
 			e.BrokenLine = rep.FirstBad.Line
 		}
-		if missing {
+		if !exists {
 			e.Archived, e.ArchivedSHA256 = "", ""
 			e.Reason += " (ledger file was missing)"
 		}
@@ -1054,19 +1102,10 @@ func (g *Gate) Reset(ctx context.Context, by, reason string) error {
 		if err != nil {
 			return err
 		}
-		if err := writeSync(tmp, line); err != nil {
-			return fmt.Errorf("approval: reset: %w", err)
+		if err := g.log.Replace(g.ctx, archive, exists, Record{Seq: 1, Hash: e.Hash, Type: e.Type, Line: line}); err != nil {
+			g.failed = true
+			return err
 		}
-		if !missing {
-			if err := os.Rename(g.path, archive); err != nil {
-				os.Remove(tmp)
-				return fmt.Errorf("approval: reset: archive: %w", err)
-			}
-		}
-		if err := os.Rename(tmp, g.path); err != nil {
-			return fmt.Errorf("approval: reset: %w", err)
-		}
-		syncDir(g.dir)
 		return g.reload()
 	})
 }

@@ -8,9 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
+	"time"
 )
 
 // Paused turns live beside the ledger, never in it.
@@ -84,65 +82,16 @@ func parseRef(stored json.RawMessage) (string, error) {
 	return r.Ref, nil
 }
 
-func (g *Gate) resumeDir() string { return filepath.Join(g.dir, ResumeDir) }
-
-func (g *Gate) resumePath(ref string) string { return filepath.Join(g.resumeDir(), ref+".json") }
-
-// storeResumeLocked writes payload to its content-addressed file durably
+// storeResumeLocked stores payload under its content address durably
 // and returns the reference JSON for the ledger and the bare ref. Caller
-// holds the locks, so no other process writes the same temp file.
+// holds the locks.
 func (g *Gate) storeResumeLocked(payload json.RawMessage) (json.RawMessage, string, error) {
 	sum := sha256.Sum256(payload)
 	ref := hex.EncodeToString(sum[:])
-	dir := g.resumeDir()
-	created := false
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, "", err
-		}
-		created = true
-	} else if err != nil {
+	if err := g.log.StoreResume(g.ctx, ref, payload); err != nil {
+		g.failed = true
 		return nil, "", err
 	}
-	f, err := os.CreateTemp(dir, "."+ref+".*.tmp")
-	if err != nil {
-		return nil, "", err
-	}
-	tmp := f.Name()
-	fail := func(err error) (json.RawMessage, string, error) {
-		f.Close()
-		os.Remove(tmp)
-		return nil, "", err
-	}
-	if _, err := f.Write(payload); err != nil {
-		return fail(err)
-	}
-	if !g.noSync {
-		if err := f.Sync(); err != nil {
-			return fail(err)
-		}
-	}
-	g.traceEvent("resume:fsync")
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return nil, "", err
-	}
-	if err := os.Rename(tmp, g.resumePath(ref)); err != nil {
-		os.Remove(tmp)
-		return nil, "", err
-	}
-	g.traceEvent("resume:rename")
-	if !g.noSync {
-		if err := fsyncDir(dir); err != nil {
-			return nil, "", fmt.Errorf("fsync %s: %w", dir, err)
-		}
-		if created {
-			if err := fsyncDir(g.dir); err != nil {
-				return nil, "", fmt.Errorf("fsync %s: %w", g.dir, err)
-			}
-		}
-	}
-	g.traceEvent("resume:dirsync")
 	raw, err := json.Marshal(resumeRef{Ref: ref})
 	return raw, ref, err
 }
@@ -164,13 +113,9 @@ func (g *Gate) refOpenLocked(ref string, skip func(*reqState) bool) bool {
 	return false
 }
 
-// removeResume deletes the file of ref; a missing file is not an error.
-func (g *Gate) removeResume(ref string) error {
-	if err := os.Remove(g.resumePath(ref)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
-}
+// removeResume deletes the payload of ref; a missing one is not an error.
+// Caller holds the locks.
+func (g *Gate) removeResume(ref string) error { return g.log.DeleteResume(g.ctx, ref) }
 
 // LoadResume returns the paused-turn payload of req: the bytes that were
 // Call.Resume when Check opened it, read from <dir>/resume/<ref>.json.
@@ -185,24 +130,23 @@ func (g *Gate) LoadResume(req Request) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("approval: paused turn of %s: %w", req.ID, err)
 	}
-	f, err := os.Open(g.resumePath(ref))
+	ctx, cancel := context.WithTimeout(context.Background(), resumeTimeout)
+	defer cancel()
+	b, err := g.log.LoadResume(ctx, ref, g.opts.MaxResumeBytes)
+	if errors.Is(err, ErrResumeCorrupt) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("approval: paused turn of %s: %w", req.ID, err)
-	}
-	defer f.Close()
-	limit := int64(g.opts.MaxResumeBytes)
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("approval: paused turn of %s: %w", req.ID, err)
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%w: %s is over %d bytes", ErrResumeCorrupt, ref, limit)
 	}
 	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != ref {
 		return nil, fmt.Errorf("%w: %s (request %s)", ErrResumeCorrupt, ref, req.ID)
 	}
 	return b, nil
 }
+
+// resumeTimeout bounds LoadResume and DropResume, which take no context.
+const resumeTimeout = 30 * time.Second
 
 // DropResume deletes the paused-turn file of req, typically once the turn
 // has resumed (or its denial was handled). It is best-effort and silent: a
@@ -214,7 +158,9 @@ func (g *Gate) DropResume(req Request) {
 	if err != nil {
 		return
 	}
-	g.withLock(func() error {
+	ctx, cancel := context.WithTimeout(context.Background(), resumeTimeout)
+	defer cancel()
+	g.withLockCtx(ctx, true, func() error {
 		if err := g.catchUpDeep(false); err != nil {
 			return err
 		}
@@ -246,7 +192,7 @@ func (g *Gate) ForgetActor(ctx context.Context, actorID, by string) (denied int,
 	if by == "" || !validField(by, 128) {
 		return 0, fmt.Errorf("approval: forget needs a valid 'by'")
 	}
-	err = g.withLock(func() error {
+	err = g.withLockCtx(ctx, true, func() error {
 		if err := g.catchUp(); err != nil {
 			return err
 		}
@@ -270,7 +216,6 @@ func (g *Gate) ForgetActor(ctx context.Context, actorID, by string) (denied int,
 				pending = append(pending, rs)
 			}
 		}
-		removed := false
 		for ref := range refs {
 			if g.refOpenLocked(ref, func(rs *reqState) bool { return rs.rec.ActorID == actorID }) {
 				continue // another actor's open request has the same payload
@@ -278,12 +223,6 @@ func (g *Gate) ForgetActor(ctx context.Context, actorID, by string) (denied int,
 			if err := g.removeResume(ref); err != nil {
 				keep(fmt.Errorf("approval: forget paused turn %s: %w", ref, err))
 				continue
-			}
-			removed = true
-		}
-		if removed && !g.noSync {
-			if err := fsyncDir(g.resumeDir()); err != nil && !errors.Is(err, os.ErrNotExist) {
-				keep(fmt.Errorf("approval: fsync %s: %w", g.resumeDir(), err))
 			}
 		}
 		if g.broken != nil {
