@@ -22,7 +22,9 @@ import (
 type Backend interface {
 	// Load returns the actor's stored record; ok is false (and err nil)
 	// when nothing is stored. With history it also returns the stored
-	// changes, oldest first (at most the limit of the last Update).
+	// changes, oldest first: at least the last limit of the last Update
+	// (when that many exist), possibly more; the engine keeps its
+	// HistoryLimit.
 	Load(ctx context.Context, actor string, history bool) (rec Record, changes []Change, ok bool, err error)
 
 	// Update reads the actor's record, calls fn with it (the zero Record

@@ -39,8 +39,8 @@ type FileOptions struct {
 // changes at most.
 //
 // Crash safety: a last line without its newline, or a last line that does
-// not decode (a torn append), is ignored on load and cut off before the
-// next append; a damaged line followed by others is an error, and the file
+// not decode (a torn append), is ignored on load and cut off then, so the
+// next append starts on a line boundary; a damaged line followed by others is an error, and the file
 // is left as it is. Compaction is atomic (rename).
 //
 // File names: every byte outside [a-z0-9_-] is escaped as %XX (uppercase
