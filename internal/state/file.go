@@ -40,8 +40,8 @@ type FileOptions struct {
 //
 // Crash safety: a last line without its newline, or a last line that does
 // not decode (a torn append), is ignored on load and cut off then, so the
-// next append starts on a line boundary; a damaged line followed by others is an error, and the file
-// is left as it is. Compaction is atomic (rename).
+// next append starts on a line boundary; a damaged line followed by others
+// is an error, and the file is left as it is. Compaction is atomic (rename).
 //
 // File names: every byte outside [a-z0-9_-] is escaped as %XX (uppercase
 // letters included, so actors differing only in case stay apart on
