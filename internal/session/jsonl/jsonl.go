@@ -578,25 +578,31 @@ func (s *Store) Append(ctx context.Context, k session.Key, nodes ...session.Node
 	if err := ss.refreshLocked(); err != nil {
 		return err
 	}
-	ss.mu.RLock()
-	batch := make(map[string]bool, len(nodes))
-	for _, n := range nodes {
-		_, dup := ss.ids[n.ID]
-		if dup || batch[n.ID] {
-			ss.mu.RUnlock()
-			return fmt.Errorf("append %s: %w: %s", k, session.ErrDuplicateNode, n.ID)
+	// check runs here and again under flock once the index has caught up
+	// with any other process's appends, so the leaf compare-and-set holds
+	// across processes too.
+	check := func() error {
+		ss.mu.RLock()
+		defer ss.mu.RUnlock()
+		batch := make(map[string]bool, len(nodes))
+		for _, n := range nodes {
+			_, dup := ss.ids[n.ID]
+			if dup || batch[n.ID] {
+				return fmt.Errorf("append %s: %w: %s", k, session.ErrDuplicateNode, n.ID)
+			}
+			if _, ok := ss.ids[n.ParentID]; n.ParentID != "" && !ok && !batch[n.ParentID] {
+				return fmt.Errorf("append %s: parent %s of %s: %w", k, n.ParentID, n.ID, session.ErrNotFound)
+			}
+			batch[n.ID] = true
 		}
-		if _, ok := ss.ids[n.ParentID]; n.ParentID != "" && !ok && !batch[n.ParentID] {
-			ss.mu.RUnlock()
-			return fmt.Errorf("append %s: parent %s of %s: %w", k, n.ParentID, n.ID, session.ErrNotFound)
+		if leaf := ss.leafID; nodes[0].ParentID != leaf {
+			return &session.LeafMovedError{Key: k, Expected: nodes[0].ParentID, Actual: leaf}
 		}
-		batch[n.ID] = true
+		return nil
 	}
-	if leaf := ss.leafID; nodes[0].ParentID != leaf {
-		ss.mu.RUnlock()
-		return &session.LeafMovedError{Key: k, Expected: nodes[0].ParentID, Actual: leaf}
+	if err := check(); err != nil {
+		return err
 	}
-	ss.mu.RUnlock()
 
 	var buf bytes.Buffer
 	lens := make([]int, len(nodes))
@@ -621,7 +627,11 @@ func (s *Store) Append(ctx context.Context, k session.Key, nodes ...session.Node
 		buf.Write(b)
 		buf.WriteByte('\n')
 	}
-	base, err := ss.write(buf.Bytes())
+	base, err := ss.write(buf.Bytes(), check)
+	var lm *session.LeafMovedError
+	if errors.As(err, &lm) || errors.Is(err, session.ErrDuplicateNode) || errors.Is(err, session.ErrNotFound) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("append %s: %w", k, err)
 	}
@@ -644,8 +654,10 @@ func (s *Store) Append(ctx context.Context, k session.Key, nodes ...session.Node
 
 // write appends b with one write(2) under flock, fsyncs per policy, and
 // returns the offset it was written at. wmu held. If another process
-// appended or removed the file since our load, the index is reloaded first.
-func (ss *sess) write(b []byte) (int64, error) {
+// appended or removed the file since our load, the index is reloaded first;
+// check then runs under the flock against the current index, and its error
+// aborts the write.
+func (ss *sess) write(b []byte, check func() error) (int64, error) {
 	created := false
 	var f *os.File
 	for attempt := 0; ; attempt++ {
@@ -673,8 +685,12 @@ func (ss *sess) write(b []byte) (int64, error) {
 			unlockFile(f)
 			return 0, err
 		}
-		if (st.Size == ss.size && st.Nlink > 0) || attempt >= 3 {
+		if st.Size == ss.size && st.Nlink > 0 {
 			break
+		}
+		if attempt >= 50 { // never write against a stale index: check would be wrong
+			unlockFile(f)
+			return 0, fmt.Errorf("session file %s keeps changing under other writers", ss.path)
 		}
 		// Another process appended, truncated or removed the file.
 		unlockFile(f)
@@ -684,6 +700,9 @@ func (ss *sess) write(b []byte) (int64, error) {
 		}
 	}
 	defer unlockFile(f)
+	if err := check(); err != nil {
+		return 0, err
+	}
 	base := ss.size
 	n, err := f.Write(b)
 	if err != nil || n != len(b) {
@@ -745,25 +764,31 @@ func (s *Store) SetLeaf(ctx context.Context, k session.Key, nodeID string) error
 	if err := ss.refreshLocked(); err != nil {
 		return err
 	}
-	ss.mu.RLock()
-	i, ok := ss.ids[nodeID]
-	ss.mu.RUnlock()
-	if !ok {
-		return fmt.Errorf("set leaf %s: node %q: %w", k, nodeID, session.ErrNotFound)
+	check := func() error {
+		ss.mu.RLock()
+		_, ok := ss.ids[nodeID]
+		ss.mu.RUnlock()
+		if !ok {
+			return fmt.Errorf("set leaf %s: node %q: %w", k, nodeID, session.ErrNotFound)
+		}
+		return nil
+	}
+	if err := check(); err != nil {
+		return err
 	}
 	b, _ := json.Marshal(struct {
 		Type      string `json:"type"`
 		LeafID    string `json:"leafId"`
 		Timestamp int64  `json:"timestamp"`
 	}{"leaf", nodeID, s.opts.Now().Unix()})
-	if _, err := ss.write(append(b, '\n')); err != nil {
+	if _, err := ss.write(append(b, '\n'), check); err != nil {
+		if errors.Is(err, session.ErrNotFound) {
+			return err
+		}
 		return fmt.Errorf("set leaf %s: %w", k, err)
 	}
 	ss.mu.Lock()
-	if j, ok := ss.ids[nodeID]; ok { // the index may have been reloaded
-		i = j
-	}
-	ss.leaf, ss.leafID = i, nodeID
+	ss.leaf, ss.leafID = ss.ids[nodeID], nodeID // the index may have been reloaded
 	ss.mu.Unlock()
 	return nil
 }

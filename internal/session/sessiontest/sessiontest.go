@@ -17,9 +17,10 @@ import (
 )
 
 // NewStore returns a store over storage private to t. Calling it again with
-// the same t must return a new store over the same storage (the suite closes
-// the first one and checks that everything was persisted). The backend's
-// test cleans the storage up.
+// the same t must return a new store over the same storage: the suite
+// closes the first one and checks that everything was persisted, and it
+// also keeps two open at once, as two instances (or the server and the CLI)
+// would. The backend's test cleans the storage up.
 type NewStore func(t *testing.T) session.Store
 
 // Exercise runs the whole suite against a backend.
@@ -37,6 +38,7 @@ func Exercise(t *testing.T, newStore NewStore) {
 		{"Compaction", testCompaction},
 		{"ConcurrentOneSession", testConcurrentOneSession},
 		{"LeafMoved", testLeafMoved},
+		{"TwoInstances", testTwoInstances},
 		{"BadInput", testBadInput},
 		{"ConcurrentManySessions", testConcurrentManySessions},
 		{"ExportAndClear", testExportAndClear},
@@ -622,6 +624,67 @@ func testLeafMoved(t *testing.T, newStore NewStore) {
 	leaf, _ := st.Leaf(ctx, k)
 	path, _ := st.Path(ctx, k, leaf, 0)
 	mustEqual(t, "no fork", ids(path), ids(all))
+}
+
+// testTwoInstances: two stores over the same storage, as two processes
+// would hold, race turns into one session at the leaf each last read. The
+// compare-and-set must hold between them, not only inside one store.
+func testTwoInstances(t *testing.T, newStore NewStore) {
+	a, b := newStore(t), newStore(t)
+	defer a.Close()
+	defer b.Close()
+	k := key("two")
+	if err := a.Append(ctx, k, node("root", "", "user", "start")); err != nil {
+		t.Fatal(err)
+	}
+	const turns = 25
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	retries := make([]int, 2)
+	for w, st := range []session.Store{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < turns; i++ {
+				u := fmt.Sprintf("u-%d-%d", w, i)
+				r, err := appendAtLeaf(st, k, node(u, "", "user", u), node("a"+u[1:], u, "assistant", u))
+				retries[w] += r
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, st := range []session.Store{a, b} {
+		all, err := st.Nodes(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, _ := st.Leaf(ctx, k)
+		path, err := st.Path(ctx, k, leaf, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all) != 1+4*turns {
+			t.Fatalf("%d nodes, want %d", len(all), 1+4*turns)
+		}
+		mustEqual(t, "both instances see one unbroken chain", ids(path), ids(all))
+	}
+	// A leaf moved by one instance is seen by the other's compare-and-set.
+	leaf, _ := a.Leaf(ctx, k)
+	if err := b.Append(ctx, k, node("late-b", leaf, "user", "b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Append(ctx, k, node("late-a", leaf, "user", "a")); !errors.Is(err, session.ErrLeafMoved) {
+		t.Fatalf("stale append through the other instance: %v", err)
+	}
+	t.Logf("compare-and-set retries: %v", retries)
 }
 
 // testBadInput: hostile node IDs and text round-trip or get a clear error,
