@@ -576,6 +576,21 @@ func (c *Channel) runWorker(chatID int64, w *worker) {
 	}
 }
 
+// ProcessChat processes chatID's pending updates now, in update_id order,
+// under the chat's lease. It returns retryIn 0 when the chat is drained or
+// another instance holds it (that instance processes what is pending), and
+// retryIn > 0 when an album is still inside its debounce window or the
+// store failed: call again after retryIn. It is what each per-chat worker
+// runs, and can be the body of a job queue's per-chat job (River). ctx
+// ending stops it; an update cut short stays pending.
+func (c *Channel) ProcessChat(ctx context.Context, chatID int64) (retryIn time.Duration) {
+	wait, waiting := c.drainChat(ctx, chatID)
+	if !waiting {
+		return 0
+	}
+	return max(wait, time.Millisecond)
+}
+
 // errLeaseLost cancels processing when the chat's lease could not be
 // renewed before it expired: another instance may now process the chat.
 var errLeaseLost = errors.New("telegram: chat lease lost")
@@ -657,7 +672,7 @@ func (c *Channel) release(ctx context.Context, chatID int64) {
 // it expired.
 func (c *Channel) renewLoop(ctx context.Context, cancel context.CancelCauseFunc, chatID int64) {
 	ttl := c.opts.LeaseTTL
-	t := time.NewTicker(ttl / 3)
+	t := time.NewTicker(max(ttl/3, time.Millisecond))
 	defer t.Stop()
 	renewed := time.Now()
 	for {

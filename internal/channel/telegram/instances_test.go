@@ -297,3 +297,30 @@ func runPGChild(t *testing.T, url, api string) {
 	go http.Serve(ln, ch.Handler())
 	time.Sleep(time.Minute) // killed by the parent long before
 }
+
+// TestProcessChatRunsOneChat: ProcessChat, the body a per-chat job would
+// run, processes a chat's pending updates without the channel's workers,
+// and asks to be called again while an album is inside its debounce window.
+func TestProcessChatRunsOneChat(t *testing.T) {
+	h := newHarness(t, nil) // not started: no workers
+	h.post(textUpdate(1, 70001, 70001, "first"))
+	h.post(textUpdate(2, 70001, 70001, "second"))
+	ctx := context.Background()
+	if retry := h.ch.ProcessChat(ctx, 70001); retry != 0 {
+		t.Fatalf("ProcessChat = %v, want 0 (drained)", retry)
+	}
+	msgs := h.srv.Messages(70001)
+	if len(msgs) != 2 || msgs[0].Text != "echo: first" || msgs[1].Text != "echo: second" {
+		t.Fatalf("replies %+v", msgs)
+	}
+	album := `{"update_id": 3, "message": {"message_id": 3, "date": 1, "media_group_id": "G9",
+		"photo": [{"file_id": "AgACAgIAAxkBAAIalbum1", "file_size": 90000, "width": 1280, "height": 960}],
+		"from": {"id": 70001, "first_name": "D"}, "chat": {"id": 70001, "type": "private"}}}`
+	h.post(album)
+	if retry := h.ch.ProcessChat(ctx, 70001); retry != DefaultAlbumDebounce {
+		t.Fatalf("ProcessChat inside the album window = %v, want %v", retry, DefaultAlbumDebounce)
+	}
+	if s, _, _ := h.ch.store.updateState(ctx, 3); s != statePending {
+		t.Fatalf("album part state %q before its window ended, want pending", s)
+	}
+}

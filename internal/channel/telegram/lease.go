@@ -20,7 +20,7 @@ import (
 // left pending are still in telegram_updates, so none is lost.
 //
 // The lease is independent of who runs the worker: a per-chat goroutine
-// today, a job queue worker (River) that calls Channel.drainChat tomorrow.
+// today, a job queue worker (River) that calls Channel.ProcessChat tomorrow.
 
 // newOwner names this process's leases: host, pid and a random suffix, so
 // two stores in one process (tests) are distinct owners too.
