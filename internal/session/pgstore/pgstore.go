@@ -15,7 +15,7 @@
 //
 // # Compare-and-set
 //
-// Append moves the active leaf by compare-and-set in the transaction that
+// Append moves the active leaf by compare-and-set in the statement that
 // inserts the nodes: an UPDATE of the session's leaf row WHERE leaf_id is
 // the first node's parent (or, for an empty session, an INSERT of the row
 // that loses to any concurrent one). PostgreSQL's row lock serialises
@@ -27,7 +27,8 @@
 //
 // Leaf is one primary-key lookup; Path walks parent_id with a recursive
 // CTE that stops after max nodes, one index probe per node whatever the
-// session size; Append is one transaction of four statements.
+// session size; Append is one round trip (three pipelined statements) and
+// one commit.
 package pgstore
 
 import (
@@ -128,6 +129,8 @@ SELECT base FROM leaf`
 )` + appendNodes
 
 	// An empty session has no node a parent could name, so any $5 fails.
+	// $4 (always NULL here) is referenced only so both statements take
+	// the same parameters.
 	sqlAppendFirst = `WITH leaf AS (
     INSERT INTO session_leaves (session_key, agent, channel, session_id, leaf_id, version, nodes)
     SELECT $1, $11, $12, $13, $2, 1, $3 WHERE $4::bytea IS NULL AND cardinality($5::bytea[]) = 0
