@@ -28,7 +28,6 @@ import (
 	"github.com/tendrilai/tendril/internal/session"
 	"github.com/tendrilai/tendril/internal/session/jsonl"
 	"github.com/tendrilai/tendril/internal/skill"
-	"github.com/tendrilai/tendril/internal/state"
 	"github.com/tendrilai/tendril/internal/tool"
 	"github.com/tendrilai/tendril/internal/tool/builtin"
 	"github.com/tendrilai/tendril/internal/tool/mcp"
@@ -108,7 +107,10 @@ func (noBusy) Begin() func() { return func() {} }
 
 func (a *Assistant) openStores(ctx context.Context, opts Options) error {
 	cfg := a.cfg
-	if opts.Owner && cfg.RedisURL == "" {
+	if err := a.openDatabase(ctx); err != nil {
+		return err
+	}
+	if opts.Owner && cfg.RedisURL == "" && cfg.DatabaseURL == "" {
 		ret, err := jsonl.ParseRetention(cfg.Session.Retention.MaxAge, cfg.Session.Retention.MaxSize, cfg.Session.Retention.Delete)
 		if err != nil {
 			return fmt.Errorf("session.retention: %w", err)
@@ -127,17 +129,8 @@ func (a *Assistant) openStores(ctx context.Context, opts Options) error {
 	a.sessions = st
 	a.closers = append(a.closers, st.Close)
 
-	sopts, err := StateOptions(cfg)
-	if err != nil {
+	if err := a.openState(ctx); err != nil {
 		return err
-	}
-	// State is derived, not user data: each save is an atomic rename but
-	// not fsynced, so a turn does not wait on the disk under the engine's
-	// lock; a power cut can lose the last change. 32 recent causes are
-	// plenty for `state show` and keep the save off the critical path.
-	sopts.NoSync, sopts.HistoryLimit = true, 32
-	if a.state, err = state.Open(StateDir(cfg), sopts); err != nil {
-		return fmt.Errorf("open state: %w", err)
 	}
 
 	gopts, err := ApprovalOptions(cfg, opts.Owner)

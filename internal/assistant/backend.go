@@ -1,0 +1,73 @@
+package assistant
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tendrilai/tendril/internal/pg"
+	"github.com/tendrilai/tendril/internal/state"
+	"github.com/tendrilai/tendril/internal/state/pgstate"
+)
+
+// With TENDRIL_DATABASE_URL set (SPEC §9) every store opens on one shared
+// pool and nothing of the user's data is written to $TENDRIL_HOME; without
+// it, the embedded files and SQLite databases in the home are used.
+
+// openDatabase opens the shared pool, and a second one for the turn
+// locks (each in-flight turn holds one connection of it, so locks never
+// starve the stores), when a database is configured.
+func (a *Assistant) openDatabase(ctx context.Context) error {
+	if a.cfg.DatabaseURL == "" {
+		return nil
+	}
+	db, err := pg.Open(ctx, a.cfg.DatabaseURL, pg.Options{MaxConns: 32})
+	if err != nil {
+		return err
+	}
+	// Closers run last-first: the pool closes after every store on it.
+	a.closers = append(a.closers, func() error { db.Close(); return nil })
+	a.db = db
+	locks, err := pg.Open(ctx, a.cfg.DatabaseURL, pg.Options{MaxConns: 256})
+	if err != nil {
+		return err
+	}
+	a.closers = append(a.closers, func() error { locks.Close(); return nil })
+	a.locks = pgLocks{pool: locks}
+	return nil
+}
+
+// openState opens the internal-state engine: a per-actor append-only log
+// in the home, or rows in PostgreSQL.
+func (a *Assistant) openState(ctx context.Context) error {
+	sopts, err := StateOptions(a.cfg)
+	if err != nil {
+		return err
+	}
+	// State is derived, not user data: file appends are not fsynced and
+	// PostgreSQL commits asynchronously, so a turn does not wait on the
+	// disk; a crash can lose the last change, never corrupt one. 32
+	// recent causes are plenty for `state show`.
+	sopts.NoSync, sopts.HistoryLimit = true, 32
+	if a.db == nil {
+		if a.state, err = state.Open(StateDir(a.cfg), sopts); err != nil {
+			return fmt.Errorf("open state: %w", err)
+		}
+		return nil
+	}
+	b, err := pgstate.New(ctx, a.db, pgstate.Options{AsyncCommit: true})
+	if err != nil {
+		return fmt.Errorf("open state: %w", err)
+	}
+	if a.state, err = state.New(b, sopts); err != nil {
+		return fmt.Errorf("open state: %w", err)
+	}
+	return nil
+}
+
+// Migrations lists every PostgreSQL migration of the binary's stores, in
+// the order they are applied (for `tendril doctor`).
+func Migrations() []pg.Migration {
+	var ms []pg.Migration
+	ms = append(ms, pgstate.Migrations()...)
+	return ms
+}
