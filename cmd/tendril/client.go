@@ -18,6 +18,7 @@ import (
 	"github.com/tendrilai/tendril/internal/assistant"
 	"github.com/tendrilai/tendril/internal/mgmt"
 	"github.com/tendrilai/tendril/internal/runtime"
+	"github.com/tendrilai/tendril/internal/web/dashboard"
 )
 
 // conn is one CLI command's way to the application: the running server's
@@ -135,6 +136,7 @@ func newServer(a *assistant.Assistant, tr *runtime.Tracker, addr string, log *sl
 		return nil, err
 	}
 	srv.Mount(mgmt.Prefix+"/", mgmt.Handler(a), true)
+	srv.Mount("/", dashboard.Handler(a, dashboard.Options{AuthToken: cfg.AuthToken, Logger: log}), false) // own auth: token, cookie, CSRF
 	if tg := a.Telegram(); tg != nil {
 		// The webhook authenticates with its own secret header.
 		srv.Mount("POST /telegram/webhook", tg.Handler(), false)

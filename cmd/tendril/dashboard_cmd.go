@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tendrilai/tendril/internal/mgmt"
+	"github.com/tendrilai/tendril/internal/web/dashboard"
+)
+
+func init() { register(newDashboardCmd) }
+
+func newDashboardCmd(g *globals) *cobra.Command {
+	var open bool
+	cmd := &cobra.Command{
+		Use:   "dashboard [--open]",
+		Short: "Print (or open) a sign-in link for the local dashboard",
+		Long: `Prints the address of the web dashboard that "tendril serve" runs on this home
+(Chat, Sessions, Memory, Approvals, State, Schedules, Settings). With TENDRIL_AUTH_TOKEN
+set the link signs the browser in once: it is valid for 10 minutes and for one use,
+and sets an HttpOnly session cookie. Without a token (loopback only) it is the plain
+address. --open also opens it in the default browser.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := g.loadConfig()
+			if err != nil {
+				return err
+			}
+			link := dashboard.SignInLink(baseURL(cfg.Addr), cfg.AuthToken, time.Now())
+			fmt.Fprintln(c.OutOrStdout(), link)
+			if _, err := mgmt.DialSocket(c.Context(), filepath.Join(cfg.Home, mgmt.SocketName)); err != nil {
+				fmt.Fprintln(c.ErrOrStderr(), "tendril: no server is running on", cfg.Home+"; start it with: tendril serve")
+			}
+			if open {
+				return openBrowser(link)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&open, "open", false, "open the link in the default browser")
+	return cmd
+}
+
+// baseURL is the browser's address for a listen address: a wildcard host
+// (0.0.0.0, ::, "") is reached on 127.0.0.1.
+func baseURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+func openBrowser(link string) error {
+	var cmd *exec.Cmd
+	switch runtime.GOOS {
+	case "darwin":
+		cmd = exec.Command("open", link)
+	case "windows":
+		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", link)
+	default:
+		cmd = exec.Command("xdg-open", link)
+	}
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("open a browser: %w (open the link above by hand)", err)
+	}
+	return cmd.Process.Release() // the browser outlives us
+}

@@ -1,0 +1,305 @@
+package dashboard
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/approval"
+	"github.com/tendrilai/tendril/internal/assistant"
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/schedule"
+	"github.com/tendrilai/tendril/internal/session"
+	"github.com/tendrilai/tendril/internal/state"
+	"github.com/tendrilai/tendril/internal/web/sanitize"
+)
+
+// pageNames are the templates under templates/, each a "content" block
+// rendered inside layout.html.
+var pageNames = []string{"chat", "sessions", "session", "memory", "forget", "approvals", "state", "schedules", "settings", "signin", "error"}
+
+var funcs = template.FuncMap{
+	"t":     t,
+	"reply": replyHTML,
+	"pretty": func(raw json.RawMessage) string {
+		return prettyJSON(raw)
+	},
+	"prettyText": func(s string) string { return prettyJSON(json.RawMessage(s)) },
+	"when": func(ts any) string {
+		switch v := ts.(type) {
+		case time.Time:
+			if v.IsZero() {
+				return "—"
+			}
+			return v.UTC().Format("2006-01-02 15:04:05Z")
+		case int64:
+			if v == 0 {
+				return "—"
+			}
+			return time.Unix(v, 0).UTC().Format("2006-01-02 15:04:05Z")
+		}
+		return fmt.Sprint(ts)
+	},
+	"unix":    func(t time.Time) int64 { return t.Unix() },
+	"pathseg": url.PathEscape,
+	"q":       url.QueryEscape,
+	"f2":      func(v float64) string { return fmt.Sprintf("%.2f", v) },
+	"f3":      func(v float64) string { return fmt.Sprintf("%.3f", v) },
+	"signed": func(v float64) string {
+		if v >= 0 {
+			return fmt.Sprintf("+%.3f", v)
+		}
+		return fmt.Sprintf("%.3f", v)
+	},
+	"pct":  func(v float64) int { return int(v*100 + 0.5) },
+	"json": func(v any) string { b, _ := json.MarshalIndent(v, "", "  "); return string(b) },
+	"meta": func(m map[string]any) string {
+		if len(m) == 0 {
+			return ""
+		}
+		b, _ := json.Marshal(m)
+		return string(b)
+	},
+	"dict2": func(l string, n session.Node) map[string]any { return map[string]any{"Lang": l, "N": n} },
+	"card": func(l, csrf string, r approval.Request, back string) map[string]any {
+		return map[string]any{"Lang": l, "CSRF": csrf, "R": r, "Back": back}
+	},
+	"treeArgs": func(l, csrf, key string, n *treeNode) map[string]any {
+		return map[string]any{"Lang": l, "CSRF": csrf, "Key": key, "N": n}
+	},
+	"srcArgs": func(l string, links []provLink) map[string]any { return map[string]any{"Lang": l, "Links": links} },
+	"deltas": func(v state.Vector) string {
+		var parts []string
+		for i, x := range v {
+			if x != 0 {
+				parts = append(parts, fmt.Sprintf("%s %+.3f", state.Dim(i), x))
+			}
+		}
+		return strings.Join(parts, ", ")
+	},
+	"short": func(s string) string {
+		if len(s) > 12 {
+			return s[:12]
+		}
+		return s
+	},
+}
+
+func parsePages() (map[string]*template.Template, error) {
+	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*template.Template{}
+	for _, name := range pageNames {
+		c, err := base.Clone()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.ParseFS(templateFS, "templates/"+name+".html"); err != nil {
+			return nil, fmt.Errorf("template %s: %w", name, err)
+		}
+		out[name] = c
+	}
+	return out, nil
+}
+
+// pageData is what every template gets.
+type pageData struct {
+	Lang     string
+	Title    string
+	Nav      string
+	CSRF     string
+	SignedIn bool
+	Auth     bool // a token is configured (show "Sign out")
+	Flash    string
+	Data     any
+}
+
+func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, name, title string, data any) {
+	l := lang(r)
+	csrf, _ := r.Context().Value(csrfKey).(string)
+	signed, _ := r.Context().Value(signedInKey).(bool)
+	p := pageData{Lang: l, Title: t(l, title), Nav: name, CSRF: csrf, SignedIn: signed, Auth: d.opt.AuthToken != "",
+		Flash: r.URL.Query().Get("done"), Data: data}
+	var buf bytes.Buffer
+	if err := d.pages[name].ExecuteTemplate(&buf, "layout.html", p); err != nil {
+		d.log.Error("dashboard template failed", "page", name, "err", err)
+		http.Error(w, "template error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Language", l)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(buf.Bytes())
+}
+
+// fail renders an error page (or JSON for fetch and EventSource callers)
+// with the status the error maps to when status is 0.
+func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, status int, err error) {
+	if status == 0 {
+		status = errStatus(err)
+	}
+	if status >= 500 {
+		d.log.Error("dashboard request failed", "path", r.URL.Path, "err", err)
+	}
+	if wantsJSON(r) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		json.NewEncoder(w).Encode(map[string]any{"ok": false, "message": err.Error()})
+		return
+	}
+	w.WriteHeader(status)
+	d.render(w, r, "error", "Error", map[string]any{"Status": status, "Message": err.Error()})
+}
+
+func wantsJSON(r *http.Request) bool {
+	a := r.Header.Get("Accept")
+	return strings.Contains(a, "application/json") || strings.Contains(a, "text/event-stream")
+}
+
+// errStatus maps an application-layer error to an HTTP status.
+func errStatus(err error) int {
+	switch {
+	case errors.Is(err, assistant.ErrInvalid), errors.Is(err, approval.ErrInvalidID):
+		return http.StatusBadRequest
+	case errors.Is(err, assistant.ErrNotYours):
+		return http.StatusForbidden
+	case errors.Is(err, memory.ErrNotFound), errors.Is(err, schedule.ErrNotFound), errors.Is(err, approval.ErrNotFound),
+		errors.Is(err, assistant.ErrNoSession), errors.Is(err, session.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, approval.ErrAlreadyDecided), errors.Is(err, approval.ErrExpired), errors.Is(err, approval.ErrLedgerBroken),
+		errors.Is(err, approval.ErrConsumed), errors.Is(err, approval.ErrRulesChanged):
+		return http.StatusConflict
+	}
+	return http.StatusInternalServerError
+}
+
+// done redirects after a successful form post (Post/Redirect/Get), or
+// answers JSON to a fetch.
+func (d *Dashboard) done(w http.ResponseWriter, r *http.Request, to, msg string, v any) {
+	if wantsJSON(r) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"ok": true, "message": msg, "result": v})
+		return
+	}
+	u, _ := url.Parse(to)
+	q := u.Query()
+	if msg != "" {
+		q.Set("done", msg)
+	}
+	u.RawQuery = q.Encode()
+	http.Redirect(w, r, u.String(), http.StatusSeeOther)
+}
+
+// back is the page a form returns to: its "back" field when it is a local
+// path, else fallback.
+func back(r *http.Request, fallback string) string {
+	b := r.PostFormValue("back")
+	if b == "" || !strings.HasPrefix(b, "/") || strings.HasPrefix(b, "//") || strings.HasPrefix(b, "/\\") {
+		return fallback
+	}
+	return path.Clean(strings.SplitN(b, "?", 2)[0]) + queryOf(b)
+}
+
+func queryOf(s string) string {
+	if i := strings.IndexByte(s, '?'); i >= 0 {
+		return s[i:]
+	}
+	return ""
+}
+
+func prettyJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "{}"
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+// Segment is one part of a reply: text (escaped when rendered) or a
+// sanitised SVG drawing.
+type Segment struct {
+	Text string
+	SVG  template.HTML // set only from sanitize.SVG's output
+}
+
+// Segments splits a reply into text and ```svg fenced blocks. Each block
+// is rebuilt by sanitize.SVG (the only way an SVG reaches the page); a
+// block it refuses is kept as text. Everything else, HTML-looking or not,
+// stays text.
+func Segments(reply string) []Segment {
+	var out []Segment
+	rest := reply
+	for {
+		i := fenceStart(rest)
+		if i < 0 {
+			break
+		}
+		body := rest[i:]
+		nl := strings.IndexByte(body, '\n')
+		if nl < 0 {
+			break
+		}
+		end := strings.Index(body[nl+1:], "```")
+		if end < 0 {
+			break
+		}
+		src := body[nl+1 : nl+1+end]
+		if pre := rest[:i]; pre != "" {
+			out = append(out, Segment{Text: pre})
+		}
+		if svg, err := sanitize.SVG(src); err == nil {
+			out = append(out, Segment{SVG: template.HTML(svg)})
+		} else {
+			out = append(out, Segment{Text: src})
+		}
+		rest = body[nl+1+end+3:]
+		rest = strings.TrimPrefix(rest, "\n")
+	}
+	if rest != "" {
+		out = append(out, Segment{Text: rest})
+	}
+	return out
+}
+
+// fenceStart finds "```svg" at the start of a line.
+func fenceStart(s string) int {
+	off := 0
+	for {
+		i := strings.Index(s[off:], "```svg")
+		if i < 0 {
+			return -1
+		}
+		i += off
+		if i == 0 || s[i-1] == '\n' {
+			after := s[i+6:]
+			if after == "" || after[0] == '\n' || after[0] == '\r' || after[0] == ' ' {
+				return i
+			}
+		}
+		off = i + 6
+	}
+}
+
+var replyTmpl = template.Must(template.New("reply").Parse(
+	`{{range .}}{{if .SVG}}<figure class="whiteboard">{{.SVG}}</figure>{{else}}<span class="text">{{.Text}}</span>{{end}}{{end}}`))
+
+// replyHTML renders a reply: text escaped, SVG sanitised.
+func replyHTML(reply string) template.HTML {
+	var buf bytes.Buffer
+	if err := replyTmpl.Execute(&buf, Segments(reply)); err != nil {
+		return template.HTML(template.HTMLEscapeString(reply))
+	}
+	return template.HTML(buf.String())
+}
