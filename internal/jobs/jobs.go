@@ -558,6 +558,35 @@ func (q *Queue) List(ctx context.Context, params *river.JobListParams) ([]*river
 	return res.Jobs, nil
 }
 
+// DeleteJobTx deletes the job with id in the caller's transaction. A
+// worker may delete its own job after CompleteTx in the same transaction
+// (a job whose work turned out to be void, e.g. its subject was forgotten).
+// Deleting a running job of another transaction fails.
+func (q *Queue) DeleteJobTx(ctx context.Context, tx any, id int64) error {
+	if err := q.build(); err != nil {
+		return err
+	}
+	var err error
+	switch t := tx.(type) {
+	case *sql.Tx:
+		if q.lite == nil {
+			return ErrTx
+		}
+		_, err = q.lite.JobDeleteTx(ctx, t, id)
+	case pgx.Tx:
+		if q.pgc == nil {
+			return ErrTx
+		}
+		_, err = q.pgc.JobDeleteTx(ctx, t, id)
+	default:
+		return fmt.Errorf("%w: %T", ErrTx, tx)
+	}
+	if err != nil {
+		return fmt.Errorf("jobs: delete job %d: %w", id, err)
+	}
+	return nil
+}
+
 // DeleteTx deletes, in the caller's transaction, every job of kind that
 // is not running and whose encoded args hold value under the top-level key
 // (e.g. "actor_id"); it returns how many. Running jobs are left to finish

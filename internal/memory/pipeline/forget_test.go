@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -52,7 +51,9 @@ func (e *blockingExtractor) wait(t *testing.T) {
 // second process would) with extractor ex.
 func (f *fixture) openWith(t *testing.T, ex extract.Extractor, th gate.Thresholds) *Pipeline {
 	t.Helper()
-	p, err := New(f.store, Options{JobsPath: f.path, Now: f.clk.Now, Lease: time.Minute, Extractor: ex, HarvestExtractor: ex, Thresholds: th})
+	o := f.options()
+	o.Extractor, o.HarvestExtractor, o.Thresholds = ex, ex, th
+	p, err := New(f.store, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,14 +71,14 @@ func (f *fixture) nothingOf(t *testing.T, p *Pipeline, actor string) {
 	if evs, err := f.store.Events(ctx, actor, ""); err != nil || len(evs) != 0 {
 		t.Errorf("%s has %d events after forget (err %v)", actor, len(evs), err)
 	}
-	for table, q := range map[string]string{
-		"jobs": `SELECT COUNT(*) FROM jobs WHERE actor_id = ?`, "sessions": `SELECT COUNT(*) FROM sessions WHERE actor_id = ?`,
-		"harvest": `SELECT COUNT(*) FROM harvest WHERE actor_id = ?`, "rejections": `SELECT COUNT(*) FROM rejections WHERE actor_id = ?`,
-	} {
+	for _, table := range []string{"sessions", "harvest", "rejections"} {
 		var n int
-		if err := p.q.db.QueryRow(q, actor).Scan(&n); err != nil || n != 0 {
+		if err := p.q.db().queryRow(ctx, `SELECT COUNT(*) FROM memory_pipeline_`+table+` WHERE actor_id = ?`, actor).Scan(&n); err != nil || n != 0 {
 			t.Errorf("%s: %d rows of %s after forget (err %v)", table, n, actor, err)
 		}
+	}
+	if n := riverJobsOf(t, p, actor); n != 0 {
+		t.Errorf("%d River jobs of %s after forget", n, actor)
 	}
 }
 
@@ -85,7 +86,7 @@ func (f *fixture) nothingOf(t *testing.T, p *Pipeline, actor string) {
 // actor's job runs. Forget also removes staged records and rejection
 // hashes, wherever they are kept.
 func TestForgetQueuedJobAndStaging(t *testing.T) {
-	for _, kind := range []string{"mem", "mem+rejections", "sqlite"} {
+	for _, kind := range []string{"mem", "mem+rejections", "sqlite", "mem@pg"} {
 		t.Run(kind, func(t *testing.T) {
 			f := stagingFixture(t, kind) // everything extracted is staged
 			for _, u := range []string{"u1", "u2"} {
@@ -153,11 +154,17 @@ func TestForgetQueuedJobAndStaging(t *testing.T) {
 func TestForgetDuringExtraction(t *testing.T) {
 	ops := map[string]func(p *Pipeline) error{
 		"job": func(p *Pipeline) error {
-			ran, err := p.RunOnce(ctx)
-			if err == nil && !ran {
-				return errNoJob
+			before := p.ran.Load()
+			startJobs(t, p)
+			defer stopJobs(t, p)
+			deadline := time.Now().Add(30 * time.Second)
+			for p.ran.Load() == before {
+				if time.Now().After(deadline) {
+					return errNoJob
+				}
+				time.Sleep(5 * time.Millisecond)
 			}
-			return err
+			return nil
 		},
 		"flush":   func(p *Pipeline) error { return p.Flush(ctx, "main", "u1", "s1") },
 		"harvest": func(p *Pipeline) error { _, err := p.Harvest(ctx, "main", "u1"); return err },
@@ -203,8 +210,8 @@ func TestForgetDuringExtraction(t *testing.T) {
 					if _, err := p.SweepIdle(ctx); err != nil {
 						t.Fatal(err)
 					}
-					if ran, err := p.RunOnce(ctx); ran || err != nil {
-						t.Errorf("a job ran after forget: ran=%v err=%v", ran, err)
+					if ran := drainP(t, p); ran != 0 {
+						t.Errorf("%d jobs ran after forget", ran)
 					}
 					f.nothingOf(t, p, "u1")
 				})
@@ -228,16 +235,21 @@ func TestForgetFromAnotherProcess(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			f := newFixture(t, kind)
 			ex := newBlocking(false)
-			server := f.openWith(t, ex, gate.Thresholds{})
-			server.opts.Workers = 2
+			o := f.options()
+			o.Extractor, o.HarvestExtractor, o.Workers = ex, ex, 2
+			server, err := New(f.store, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { server.Close() })
 			for _, u := range []string{"u1", "u2"} {
 				f.turn(u, "s1", "I only use organic fertiliser")
 				f.turn(u, "s1", "call me Jin")
 			}
-			server.Start(context.Background())
+			startJobs(t, server)
 			ex.wait(t)
 			ex.wait(t) // both actors' jobs are mid-extraction
-			cli, err := New(f.store, Options{JobsPath: filepath.Clean(f.path), Now: f.clk.Now})
+			cli, err := New(f.store, f.options())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -256,7 +268,7 @@ func TestForgetFromAnotherProcess(t *testing.T) {
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
-			server.Stop()
+			stopJobs(t, server)
 			f.nothingOf(t, server, "u1")
 			if got := f.active("u2"); len(got) != 2 {
 				t.Errorf("u2's records %q, want both facts", contents(got))

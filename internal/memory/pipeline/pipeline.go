@@ -5,12 +5,18 @@
 // staging review, memory_write (episodic writes through the gate) and
 // harvest (episodic → semantic).
 //
-// Jobs live in a small SQLite table (<home>/memory/jobs.db). A job is
-// claimed with a lease and deleted only after its records are written and
-// the session's extraction cursor has moved, in one transaction; a crash at
-// any point leaves the job to be claimed again when the lease expires.
-// Consolidation makes a rerun idempotent: the same candidate merges into
-// the record it already produced.
+// Jobs are River jobs (internal/jobs): kind memory.extract, unique per
+// (agent, actor, session, reason) while one waits, enqueued in the same
+// transaction that counts the turn, and completed in the same transaction
+// that moves the session's extraction cursor once its records are written;
+// kind memory.idle fires IdleAfter after a session's last turn and queues
+// its idle extraction. A job whose process dies mid-way is rescued by River
+// and runs again; a failed job is retried with backoff. Consolidation makes
+// a rerun idempotent: the same candidate merges into the record it already
+// produced. The pipeline's state (cursors, counters, forget epochs,
+// rejection hashes) lives beside River's tables: in the SQLite job
+// database (<home>/index/jobs.db by default) or, on PostgreSQL, in the
+// shared pool (memory_pipeline_*).
 //
 // Forget is immediate: it advances the actor's forget epoch while deleting
 // the actor's jobs and memory, and extraction writes commit only while the
@@ -21,7 +27,6 @@ package pipeline
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -30,9 +35,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	"github.com/riverqueue/river"
+
+	"github.com/tendrilai/tendril/internal/jobs"
 
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/memory/extract"
@@ -41,10 +50,21 @@ import (
 
 // Options configure a Pipeline. Zero values take the defaults in brackets.
 type Options struct {
-	// JobsPath is the SQLite job database [<Home>/memory/jobs.db]; one of
-	// JobsPath and Home is required.
+	// Jobs is the job queue to use, shared with the process's other
+	// background work; its owner starts and stops it (Start and Stop here
+	// then only look after the pipeline's own jobs). New registers the
+	// pipeline's workers on it, so it must not have been used yet; on a
+	// Queue already used or already working the pipeline's kinds (a second
+	// Pipeline on one Queue), the Pipeline only enqueues.
+	Jobs *jobs.Queue
+	// JobsPath is the SQLite job database New opens when Jobs is nil
+	// [<Home>/index/jobs.db]; with Jobs nil, one of JobsPath and Home is
+	// required. The Pipeline then owns that Queue: Start and Stop run it,
+	// Close closes it.
 	JobsPath string
 	Home     string
+	// JobsOptions configure the Queue New opens [jobs' defaults].
+	JobsOptions jobs.Options
 	// AgentID is the agent used when a staging call names none ["main"].
 	AgentID string
 	// ExtractEveryTurns queues extraction every N turns of a session [2].
@@ -63,13 +83,11 @@ type Options struct {
 	// memory.DefaultEpisodicTemplate].
 	LongTermTemplate string
 	EpisodicTemplate string
-	// Workers running jobs after Start [1].
+	// Workers is how many extraction jobs run at once (River queue
+	// "memory") [1].
 	Workers int
-	// Lease is the visibility timeout of a claimed job [2m].
-	Lease time.Duration
-	// PollInterval between idle sweeps and queue polls [1s].
-	PollInterval time.Duration
-	// MaxAttempts before a job is marked dead and kept for inspection [8].
+	// MaxAttempts before a job is discarded, kept for inspection with its
+	// errors in River's table [8].
 	MaxAttempts int
 	// DuplicateOverlap is the token Jaccard at or above which a candidate
 	// merges into an existing record of the same strategy [0.8].
@@ -84,7 +102,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.JobsPath == "" && o.Home != "" {
-		o.JobsPath = filepath.Join(o.Home, "memory", "jobs.db")
+		o.JobsPath = filepath.Join(o.Home, "index", "jobs.db")
 	}
 	if o.AgentID == "" {
 		o.AgentID = "main"
@@ -113,12 +131,6 @@ func (o Options) withDefaults() Options {
 	if o.Workers <= 0 {
 		o.Workers = 1
 	}
-	if o.Lease <= 0 {
-		o.Lease = 2 * time.Minute
-	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = time.Second
-	}
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = 8
 	}
@@ -137,21 +149,29 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Pipeline implements memory.Recorder with a durable extraction queue.
+// Pipeline implements memory.Recorder with durable extraction jobs.
 type Pipeline struct {
 	store memory.Store
 	opts  Options
 	q     *queue
+	// working is set when this Pipeline's workers are registered on the
+	// Queue (not when it only enqueues).
+	working bool
+	// ran counts the jobs this Pipeline's workers finished (completed or
+	// dropped for a forget), for tests and benchmarks.
+	ran atomic.Int64
+	// beforeComplete, when set (tests), runs in the job's completing
+	// transaction after its records are written; an error aborts it, as a
+	// crash there would.
+	beforeComplete func() error
 
 	locks sync.Map // session key → *sync.Mutex: one extraction per session at a time
 
 	flightMu sync.Mutex
 	flights  map[string]map[*flight]struct{} // actor → extractions in progress here
 
-	notify chan struct{}
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	started bool
 }
 
 var _ memory.Recorder = (*Pipeline)(nil)
@@ -162,118 +182,215 @@ var ErrInvalid = errors.New("memory pipeline: invalid argument")
 // MaxWriteBytes bounds the text of one WriteEpisodic call.
 const MaxWriteBytes = 4 << 10
 
-// New opens (creating when needed) the job database and returns a Pipeline
-// over store. Workers do not run until Start; RecordTurn, Flush and the
-// staging calls work without them.
+// New returns a Pipeline over store, with its jobs on opts.Jobs or, when
+// that is nil, on a SQLite job database it opens at opts.JobsPath. It
+// creates the pipeline's tables (pg.Migrate on PostgreSQL) and registers
+// its workers. Jobs do not run until Start (or, on a shared Queue, until
+// its owner starts it); RecordTurn, Flush and the staging calls work
+// without them.
 func New(store memory.Store, opts Options) (*Pipeline, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalid)
 	}
 	opts = opts.withDefaults()
-	if opts.JobsPath == "" {
-		return nil, fmt.Errorf("%w: Options.JobsPath or Options.Home is required", ErrInvalid)
+	if opts.Jobs == nil && opts.JobsPath == "" {
+		return nil, fmt.Errorf("%w: Options.Jobs, Options.JobsPath or Options.Home is required", ErrInvalid)
 	}
 	if err := opts.Thresholds.Validate(); err != nil {
 		return nil, err
 	}
-	q, err := openQueue(opts.JobsPath)
-	if err != nil {
+	ctx := context.Background()
+	q := &queue{jobs: opts.Jobs}
+	if q.jobs == nil {
+		jq, err := jobs.OpenSQLite(ctx, opts.JobsPath, opts.JobsOptions)
+		if err != nil {
+			return nil, fmt.Errorf("memory pipeline: %w", err)
+		}
+		q.jobs, q.owned = jq, true
+	}
+	if err := openState(ctx, q.jobs); err != nil {
+		q.close()
 		return nil, err
 	}
-	return &Pipeline{store: store, opts: opts, q: q, notify: make(chan struct{}, 1), flights: map[string]map[*flight]struct{}{}}, nil
+	p := &Pipeline{store: store, opts: opts, q: q, flights: map[string]map[*flight]struct{}{}}
+	err := q.jobs.AddQueue(Queue, opts.Workers)
+	if err == nil {
+		err = jobs.Register[ExtractArgs](q.jobs, extractWorker{p: p})
+	}
+	if err == nil {
+		err = jobs.Register[IdleArgs](q.jobs, idleWorker{p: p})
+	}
+	switch {
+	case err == nil:
+		p.working = true
+	case q.owned:
+		q.close()
+		return nil, fmt.Errorf("memory pipeline: %w", err)
+	default:
+		opts.Logger.Info("memory pipeline: enqueue only on this job queue", "reason", err)
+	}
+	if opts.JobsPath != "" && q.owned && opts.Home != "" {
+		if err := p.importLegacy(ctx, filepath.Join(opts.Home, "memory", "jobs.db")); err != nil {
+			opts.Logger.Warn("memory pipeline: importing the old job database failed; continuing", "err", err)
+		}
+	}
+	return p, nil
 }
 
-// Close stops the workers and closes the job database (not the store).
+// Close stops the workers and, when the Pipeline opened its job database,
+// closes it (never the store).
 func (p *Pipeline) Close() error {
 	p.Stop()
 	return p.q.close()
 }
 
-// Start runs Options.Workers workers until ctx ends or Stop is called.
+// Start makes sure every session waiting for its idle extraction has an
+// idle job, and, when the Pipeline owns its Queue, starts it until ctx
+// ends or Stop is called. On a shared Queue its owner starts the workers.
 // Calling Start twice is a no-op.
 func (p *Pipeline) Start(ctx context.Context) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cancel != nil {
+	if p.started {
 		return
 	}
-	ctx, p.cancel = context.WithCancel(ctx)
-	for i := 0; i < p.opts.Workers; i++ {
-		p.wg.Add(1)
-		go p.work(ctx, i == 0)
+	p.started = true
+	if err := p.ensureIdleJobs(ctx); err != nil {
+		p.opts.Logger.Warn("memory: idle jobs", "err", err)
+	}
+	if p.q.owned {
+		if err := p.q.jobs.Start(ctx); err != nil {
+			p.opts.Logger.Error("memory: start extraction workers", "err", err)
+		}
 	}
 }
 
-// Stop asks the workers to finish their current job and waits for them.
-// A job interrupted mid-way is retried after its lease.
+// Stop waits (up to 30 s) for the extraction jobs running in this process
+// when the Pipeline owns its Queue; a job cut short then is retried.
 func (p *Pipeline) Stop() {
 	p.mu.Lock()
-	cancel := p.cancel
-	p.cancel = nil
+	started := p.started
+	p.started = false
 	p.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if !started || !p.q.owned {
+		return
 	}
-	p.wg.Wait()
-}
-
-func (p *Pipeline) work(ctx context.Context, sweeper bool) {
-	defer p.wg.Done()
-	t := time.NewTicker(p.opts.PollInterval)
-	defer t.Stop()
-	for {
-		if sweeper {
-			if _, err := p.q.enqueueIdle(ctx, p.opts.IdleAfter, p.opts.Now()); err != nil && ctx.Err() == nil {
-				p.opts.Logger.Warn("memory: idle sweep", "err", err)
-			}
-		}
-		for ctx.Err() == nil {
-			ran, err := p.RunOnce(ctx)
-			if err != nil && ctx.Err() == nil {
-				p.opts.Logger.Warn("memory: extraction job", "err", err)
-			}
-			if !ran {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-p.notify:
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.q.jobs.Stop(ctx); err != nil {
+		p.opts.Logger.Warn("memory: stop extraction workers", "err", err)
 	}
 }
 
-// RunOnce claims and runs one ready job. ran is false when none was ready.
-// A failed job is released for a retry with backoff and its error
-// returned. A job whose actor is forgotten while it runs is dropped
-// without writing anything (ran is true, err nil).
-func (p *Pipeline) RunOnce(ctx context.Context) (ran bool, err error) {
-	j, ok, err := p.q.claim(ctx, p.opts.Lease, p.opts.Now())
-	if err != nil || !ok {
-		return false, err
+// ensureIdleJobs inserts the idle job of every session still waiting for
+// its idle extraction (uniqueness drops the ones already there).
+func (p *Pipeline) ensureIdleJobs(ctx context.Context) error {
+	pend, err := p.q.pendingIdle(ctx)
+	if err != nil {
+		return err
 	}
-	rctx, done := p.track(ctx, j.ActorID)
+	for _, a := range pend {
+		due, err := p.q.idleDue(ctx, sessionKey{a.AgentID, a.ActorID, a.SessionID}, p.opts.IdleAfter)
+		if err != nil || due.IsZero() {
+			continue
+		}
+		wait := max(due.Sub(p.opts.Now()), 0)
+		if _, err := p.q.jobs.Insert(ctx, a, &river.InsertOpts{Queue: Queue, ScheduledAt: time.Now().Add(wait), UniqueOpts: uniqueWhileLive}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// extractWorker runs memory.extract jobs.
+type extractWorker struct {
+	river.WorkerDefaults[ExtractArgs]
+	p *Pipeline
+}
+
+// NextRetry backs a failed extraction off attempt² seconds (capped at 10
+// minutes).
+func (w extractWorker) NextRetry(job *river.Job[ExtractArgs]) time.Time {
+	return time.Now().Add(retryAfter(job.Attempt))
+}
+
+func (w extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) error {
+	return w.p.runJob(ctx, job)
+}
+
+// idleWorker runs memory.idle jobs.
+type idleWorker struct {
+	river.WorkerDefaults[IdleArgs]
+	p *Pipeline
+}
+
+func (w idleWorker) Work(ctx context.Context, job *river.Job[IdleArgs]) error {
+	p, a := w.p, job.Args
+	k := sessionKey{a.AgentID, a.ActorID, a.SessionID}
+	for i := 0; i < 3; i++ {
+		due, err := p.q.idleDue(ctx, k, p.opts.IdleAfter)
+		if err != nil {
+			return fmt.Errorf("idle %s/%s/%s: %w", a.AgentID, a.ActorID, a.SessionID, err)
+		}
+		if due.IsZero() {
+			return nil // already swept, or forgotten
+		}
+		if wait := due.Sub(p.opts.Now()); wait > 0 {
+			return river.JobSnooze(wait) // a turn came meanwhile
+		}
+		if _, err := p.q.enqueueIdle(ctx, p.opts.IdleAfter, p.opts.Now(), p.opts.MaxAttempts, &k); err != nil {
+			return fmt.Errorf("idle %s/%s/%s: %w", a.AgentID, a.ActorID, a.SessionID, err)
+		}
+		// Loop: a turn that raced the sweep left the session pending.
+	}
+	return nil
+}
+
+// runJob runs one memory.extract job. A failure is returned to River,
+// which retries the job with backoff. A job whose actor is forgotten while
+// it runs writes nothing and is deleted.
+func (p *Pipeline) runJob(ctx context.Context, job *river.Job[ExtractArgs]) error {
+	a := job.Args
+	epoch, err := p.q.begin(ctx, a)
+	if err != nil {
+		return fmt.Errorf("extraction job %d: begin: %w", job.ID, err)
+	}
+	rctx, done := p.track(ctx, a.ActorID)
 	defer done()
-	err = p.extractSession(rctx, j.Epoch, j.AgentID, j.ActorID, j.SessionID, j.Reason == reasonIdle, func(tx *sql.Tx, cur sessionState, moved bool) error {
-		if err := completeTx(context.WithoutCancel(ctx), tx, j, cur, moved); err != nil {
-			return fmt.Errorf("complete extraction job %d: %w", j.ID, err)
+	err = p.extractSession(rctx, epoch, a.AgentID, a.ActorID, a.SessionID, a.Reason == reasonIdle, func(tx txn, cur sessionState, moved bool) error {
+		if moved {
+			if err := setCursorTx(ctx, tx, a.AgentID, a.ActorID, a.SessionID, cur); err != nil {
+				return err
+			}
 		}
-		return nil
+		if p.beforeComplete != nil {
+			if err := p.beforeComplete(); err != nil {
+				return err
+			}
+		}
+		return jobs.CompleteTx(context.WithoutCancel(ctx), tx.raw(), job)
 	})
 	if err != nil && (errors.Is(err, errForgotten) || errors.Is(context.Cause(rctx), errForgotten)) {
-		// Forget deleted the job with the actor's memory; nothing was written.
-		p.opts.Logger.Info("memory: extraction job dropped: actor forgotten", "job", j.ID, "actor", j.ActorID)
-		return true, nil
+		// Forget removed the actor's memory; nothing was written. The job
+		// row goes too: nothing of the actor stays behind.
+		p.opts.Logger.Info("memory: extraction job dropped: actor forgotten", "job", job.ID, "actor", a.ActorID)
+		derr := p.q.tx(context.WithoutCancel(ctx), a.ActorID, func(tx txn) error {
+			if err := jobs.CompleteTx(ctx, tx.raw(), job); err != nil {
+				return err
+			}
+			return p.q.jobs.DeleteJobTx(ctx, tx.raw(), job.ID)
+		})
+		if derr != nil {
+			p.opts.Logger.Warn("memory: delete dropped job", "job", job.ID, "err", derr)
+		}
+		p.ran.Add(1)
+		return nil
 	}
 	if err != nil {
-		if ferr := p.q.fail(context.WithoutCancel(ctx), j, err, p.opts.MaxAttempts, p.opts.Now()); ferr != nil {
-			return true, errors.Join(err, ferr)
-		}
-		return true, fmt.Errorf("extraction job %d (%s/%s/%s, attempt %d): %w", j.ID, j.AgentID, j.ActorID, j.SessionID, j.Attempts, err)
+		return fmt.Errorf("extraction job %d (%s/%s/%s, attempt %d): %w", job.ID, a.AgentID, a.ActorID, a.SessionID, job.Attempt, err)
 	}
-	return true, nil
+	p.ran.Add(1)
+	return nil
 }
 
 // flight is one extraction in progress, cancelled by Forget of its actor.
@@ -312,28 +429,20 @@ func (p *Pipeline) cancelFlights(actorID string) {
 	}
 }
 
-// SweepIdle enqueues idle jobs for sessions quiet for IdleAfter; the
-// workers call it every PollInterval. It returns how many it enqueued.
+// SweepIdle enqueues the idle extraction of every session quiet for
+// IdleAfter by the pipeline's clock and returns how many it enqueued. The
+// memory.idle jobs do this per session on their own; SweepIdle serves
+// tests and a manual catch-up.
 func (p *Pipeline) SweepIdle(ctx context.Context) (int, error) {
-	n, err := p.q.enqueueIdle(ctx, p.opts.IdleAfter, p.opts.Now())
-	if n > 0 {
-		p.wake()
-	}
-	return n, err
+	return p.q.enqueueIdle(ctx, p.opts.IdleAfter, p.opts.Now(), p.opts.MaxAttempts, nil)
 }
 
-func (p *Pipeline) wake() {
-	select {
-	case p.notify <- struct{}{}:
-	default:
-	}
-}
-
-// Depth reports the extraction backlog for metrics: jobs is the number of
-// live (not dead) jobs, queued, backing off after a failure, or running;
-// oldest is the age of the oldest of them by the pipeline's clock (0 when
-// there are none). Dead jobs, kept for inspection, are not counted. It
-// fails only when the job database cannot be read.
+// Depth reports the extraction backlog for metrics, from River's job
+// table: jobs is the number of live memory.extract jobs — waiting, running
+// or backing off after a failure; oldest is the age of the oldest of them
+// by the pipeline's clock (0 when there are none). Discarded jobs, kept for
+// inspection, are not counted, nor are idle timers (memory.idle). It fails
+// only when the job database cannot be read.
 func (p *Pipeline) Depth(ctx context.Context) (jobs int, oldest time.Duration, err error) {
 	n, age, err := p.q.lag(ctx, p.opts.Now())
 	if err != nil {
@@ -406,15 +515,12 @@ func (p *Pipeline) RecordTurn(ctx context.Context, agentID, actorID, sessionID s
 		}
 		evs[i] = ev
 	}
-	enq, err := p.q.noteTurn(ctx, agentID, actorID, sessionID, p.opts.ExtractEveryTurns, now)
+	_, err := p.q.noteTurn(ctx, agentID, actorID, sessionID, p.opts.ExtractEveryTurns, p.opts.MaxAttempts, p.opts.IdleAfter, now)
 	if err != nil {
 		return fmt.Errorf("record turn %s/%s: queue: %w", actorID, sessionID, err)
 	}
 	if err := p.store.AppendEvents(ctx, evs); err != nil {
 		return fmt.Errorf("record turn %s/%s: append events: %w", actorID, sessionID, err)
-	}
-	if enq {
-		p.wake()
 	}
 	return nil
 }
@@ -435,7 +541,7 @@ func (p *Pipeline) Flush(ctx context.Context, agentID, actorID, sessionID string
 	}
 	ctx, done := p.track(ctx, actorID)
 	defer done()
-	err = p.extractSession(ctx, epoch, agentID, actorID, sessionID, true, func(tx *sql.Tx, cur sessionState, moved bool) error {
+	err = p.extractSession(ctx, epoch, agentID, actorID, sessionID, true, func(tx txn, cur sessionState, moved bool) error {
 		if !moved {
 			return nil
 		}
@@ -463,7 +569,7 @@ func (p *Pipeline) sessionLock(agentID, actorID, sessionID string) *sync.Mutex {
 // before the events were read: if the actor was forgotten since, nothing
 // is written and it returns errForgotten. It holds the session lock
 // throughout so cursors never move backwards.
-func (p *Pipeline) extractSession(ctx context.Context, epoch int64, agentID, actorID, sessionID string, summarize bool, commit func(tx *sql.Tx, cur sessionState, moved bool) error) error {
+func (p *Pipeline) extractSession(ctx context.Context, epoch int64, agentID, actorID, sessionID string, summarize bool, commit func(tx txn, cur sessionState, moved bool) error) error {
 	mu := p.sessionLock(agentID, actorID, sessionID)
 	mu.Lock()
 	defer mu.Unlock()
@@ -507,7 +613,7 @@ func (p *Pipeline) extractSession(ctx context.Context, epoch int64, agentID, act
 		last := fresh[len(fresh)-1]
 		next, moved = sessionState{CursorID: last.ID, CursorTS: last.Timestamp}, true
 	}
-	return p.q.guard(context.WithoutCancel(ctx), actorID, epoch, func(tx *sql.Tx) error {
+	return p.q.guard(context.WithoutCancel(ctx), actorID, epoch, func(tx txn) error {
 		if err := b.flush(ctx, p.store); err != nil {
 			return err
 		}

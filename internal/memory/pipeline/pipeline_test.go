@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -11,6 +10,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/memory/extract"
@@ -35,18 +38,20 @@ type fixture struct {
 	store memory.Store
 	clk   *clock
 	path  string
+	pool  *pgxpool.Pool // jobs on PostgreSQL ("…@pg" kinds)
 	p     *Pipeline
 }
 
 // storeKinds are the stores every store-backed test runs against: the
 // in-memory fake and the real embedded store.
-var storeKinds = []string{"mem", "sqlite"}
+// "mem@pg" is the in-memory store with the jobs on PostgreSQL.
+var storeKinds = []string{"mem", "sqlite", "mem@pg"}
 
 func newClock() *clock { return &clock{t: time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)} }
 
 func openStore(t *testing.T, kind string, clk *clock) memory.Store {
 	t.Helper()
-	switch kind {
+	switch strings.TrimSuffix(kind, "@pg") {
 	case "mem":
 		return newMemStore()
 	case "mem+rejections":
@@ -66,7 +71,10 @@ func openStore(t *testing.T, kind string, clk *clock) memory.Store {
 func newFixture(t *testing.T, kind string) *fixture {
 	t.Helper()
 	clk := newClock()
-	f := &fixture{t: t, store: openStore(t, kind, clk), clk: clk, path: filepath.Join(t.TempDir(), "memory", "jobs.db")}
+	f := &fixture{t: t, store: openStore(t, kind, clk), clk: clk, path: filepath.Join(t.TempDir(), "index", "jobs.db")}
+	if onPG(kind) {
+		f.pool = pgPool(t)
+	}
 	f.open()
 	t.Cleanup(func() { f.p.Close() })
 	return f
@@ -102,7 +110,7 @@ func (f *fixture) all(actor string) []memory.Record { return allOf(f.t, f.store,
 
 func (f *fixture) open() {
 	f.t.Helper()
-	p, err := New(f.store, Options{JobsPath: f.path, Now: f.clk.Now, Lease: time.Minute, PollInterval: 10 * time.Millisecond})
+	p, err := New(f.store, f.options())
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -124,19 +132,11 @@ func (f *fixture) turn(actor, session, user string) {
 	}
 }
 
+// drain runs the workers until no extraction job is left and returns how
+// many jobs ran.
 func (f *fixture) drain() int {
 	f.t.Helper()
-	n := 0
-	for {
-		ran, err := f.p.RunOnce(ctx)
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		if !ran {
-			return n
-		}
-		n++
-	}
+	return drainP(f.t, f.p)
 }
 
 func (f *fixture) active(actor string, s ...memory.Strategy) []memory.Record {
@@ -350,43 +350,33 @@ func TestDurableQueueSurvivesCrash(t *testing.T) {
 	forStores(t, func(t *testing.T, f *fixture) {
 		f.turn("u1", "s1", "I only use organic fertiliser")
 		f.turn("u1", "s1", "call me Jin")
-		// A worker claims the job and "crashes" before completing it.
-		j, ok, err := f.p.q.claim(ctx, f.p.opts.Lease, f.clk.Now())
-		if err != nil || !ok {
-			t.Fatalf("claim: %v %v", ok, err)
-		}
+		// The process stops before the job ran: the job survives the restart.
 		if err := f.p.Close(); err != nil {
 			t.Fatal(err)
 		}
-		// Restart: while the lease holds, the job is invisible…
 		f.open()
-		if ran, err := f.p.RunOnce(ctx); err != nil || ran {
-			t.Fatalf("job visible during its lease: ran=%v err=%v", ran, err)
-		}
 		if n, _ := f.p.Lag(); n != 1 {
-			t.Fatalf("job lost: lag %d", n)
+			t.Fatalf("job lost across a restart: lag %d", n)
 		}
-		// …and after it expires the job reruns and nothing is lost.
-		f.clk.Add(2 * time.Minute)
-		j2, ok, err := f.p.q.claim(ctx, f.p.opts.Lease, f.clk.Now())
-		if err != nil || !ok || j2.ID != j.ID || j2.Attempts != 2 {
-			t.Fatalf("reclaim: %+v ok=%v err=%v (first %+v)", j2, ok, err, j)
-		}
-		// Crash again, this time after the records were written but before
-		// the job completed: the rerun must not duplicate them.
-		if err := f.p.extractSession(ctx, j2.Epoch, j2.AgentID, j2.ActorID, j2.SessionID, false, func(*sql.Tx, sessionState, bool) error {
+		// The first run "crashes" after the records were written but before
+		// the job completed: River retries it, and the rerun must not
+		// duplicate them. (A worker process killed mid-job is rescued by
+		// River; jobstest covers that.)
+		crashes := 0
+		var atCrash []string
+		f.p.beforeComplete = func() error {
+			if crashes > 0 {
+				return nil
+			}
+			crashes++
+			atCrash = contents(f.active("u1"))
 			return errors.New("crash before commit")
-		}); err == nil {
-			t.Fatal("want the injected crash")
 		}
-		if got := f.active("u1"); len(got) != 2 {
-			t.Fatalf("records after the partial run: %q", contents(got))
-		}
-		f.p.Close()
-		f.open()
-		f.clk.Add(2 * time.Minute)
 		if ran := f.drain(); ran != 1 {
-			t.Fatalf("rerun ran %d jobs", ran)
+			t.Fatalf("ran %d jobs to completion, want 1", ran)
+		}
+		if crashes != 1 || len(atCrash) != 2 {
+			t.Fatalf("crashes %d, records at the crash %q; want one crash after both records were written", crashes, atCrash)
 		}
 		got := f.active("u1")
 		if len(got) != 2 {
@@ -399,6 +389,10 @@ func TestDurableQueueSurvivesCrash(t *testing.T) {
 		}
 		if n, _ := f.p.Lag(); n != 0 {
 			t.Fatalf("lag %d after completion", n)
+		}
+		rows, err := f.p.q.jobs.List(ctx, river.NewJobListParams().Kinds(KindExtract).States(rivertype.JobStateCompleted))
+		if err != nil || len(rows) != 1 || rows[0].Attempt != 2 || len(rows[0].Errors) != 1 || !strings.Contains(rows[0].Errors[0].Error, "crash before commit") {
+			t.Fatalf("completed jobs %+v (err %v); want one, completed on attempt 2 after the crash", rows, err)
 		}
 	})
 }
@@ -423,7 +417,7 @@ func TestFailedJobRetriesWithBackoffThenDies(t *testing.T) {
 	m := newMemStore()
 	clk := &clock{t: time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)}
 	ex := &failingExtractor{fails: 1}
-	p, err := New(m, Options{JobsPath: filepath.Join(t.TempDir(), "jobs.db"), Now: clk.Now, Extractor: ex, MaxAttempts: 2})
+	p, err := New(m, Options{JobsPath: filepath.Join(t.TempDir(), "jobs.db"), Now: clk.Now, Extractor: ex, MaxAttempts: 2, JobsOptions: fastJobs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,35 +427,41 @@ func TestFailedJobRetriesWithBackoffThenDies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ran, err := p.RunOnce(ctx); !ran || err == nil {
-		t.Fatalf("first attempt: ran=%v err=%v", ran, err)
-	}
-	if ran, _ := p.RunOnce(ctx); ran {
-		t.Fatal("job ran again before its backoff")
-	}
-	clk.Add(2 * time.Second)
-	if ran, err := p.RunOnce(ctx); !ran || err != nil {
-		t.Fatalf("retry: ran=%v err=%v", ran, err)
+	if ran := drainP(t, p); ran != 1 {
+		t.Fatalf("ran %d", ran)
 	}
 	if len(m.all("u1")) != 1 {
 		t.Fatalf("records %q", contents(m.all("u1")))
 	}
-	// A job that keeps failing is kept as dead after MaxAttempts.
+	rows, err := p.q.jobs.List(ctx, river.NewJobListParams().Kinds(KindExtract).States(rivertype.JobStateCompleted))
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("completed %v %v", rows, err)
+	}
+	done := rows[0]
+	if done.Attempt != 2 || len(done.Errors) != 1 || !strings.Contains(done.Errors[0].Error, "extractor down") {
+		t.Fatalf("job %+v; want completed on attempt 2 after the extractor's error", done)
+	}
+	// The retry waited for its backoff (1² s after the first attempt).
+	if done.AttemptedAt.Sub(done.Errors[0].At) < time.Second-50*time.Millisecond {
+		t.Fatalf("retried at %v, %v after the failure: no backoff", done.AttemptedAt, done.AttemptedAt.Sub(done.Errors[0].At))
+	}
+	// A job that keeps failing is discarded after MaxAttempts and kept
+	// with its errors.
+	ex.mu.Lock()
 	ex.fails = 10
+	ex.mu.Unlock()
 	for _, s := range []string{"I have a fig tree", "ok"} {
 		p.RecordTurn(ctx, "main", "u1", "s1", []memory.Event{{Role: "user", Text: s}})
 	}
-	for i := 0; i < 5; i++ {
-		clk.Add(time.Minute)
-		p.RunOnce(ctx)
-	}
+	startJobs(t, p)
+	waitDepth(t, p, 0)
+	stopJobs(t, p)
 	if n, _ := p.Lag(); n != 0 {
-		t.Fatalf("lag %d, want the dead job excluded", n)
+		t.Fatalf("lag %d, want the discarded job excluded", n)
 	}
-	var dead int
-	var lastErr string
-	if err := p.q.db.QueryRow(`SELECT COUNT(*), MAX(last_error) FROM jobs WHERE dead = 1`).Scan(&dead, &lastErr); err != nil || dead != 1 || !strings.Contains(lastErr, "extractor down") {
-		t.Fatalf("dead jobs %d (%q), err %v", dead, lastErr, err)
+	dead, err := p.q.jobs.List(ctx, river.NewJobListParams().Kinds(KindExtract).States(rivertype.JobStateDiscarded))
+	if err != nil || len(dead) != 1 || len(dead[0].Errors) != 2 || !strings.Contains(dead[0].Errors[1].Error, "extractor down") {
+		t.Fatalf("discarded jobs %+v, err %v", dead, err)
 	}
 }
 
@@ -510,7 +510,7 @@ func TestIdleQueuesSummary(t *testing.T) {
 
 func TestWorkersRunInBackground(t *testing.T) {
 	m := newMemStore()
-	p, err := New(m, Options{Home: t.TempDir(), PollInterval: 5 * time.Millisecond})
+	p, err := New(m, Options{Home: t.TempDir(), JobsOptions: fastJobs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,7 +602,7 @@ func TestListerAndBatchFastPaths(t *testing.T) {
 }
 
 func TestInMemoryJobDatabase(t *testing.T) {
-	p, err := New(newMemStore(), Options{JobsPath: ":memory:"})
+	p, err := New(newMemStore(), Options{JobsPath: ":memory:", JobsOptions: fastJobs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -615,7 +615,7 @@ func TestInMemoryJobDatabase(t *testing.T) {
 	if n, _ := p.Lag(); n != 1 {
 		t.Fatalf("lag %d", n)
 	}
-	if ran, err := p.RunOnce(ctx); !ran || err != nil {
-		t.Fatalf("ran %v err %v", ran, err)
+	if ran := drainP(t, p); ran != 1 {
+		t.Fatalf("ran %d", ran)
 	}
 }

@@ -3,23 +3,40 @@ package pipeline
 import (
 	"context"
 	"database/sql"
+	"embed"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // pure-Go SQLite driver, "sqlite"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/riverqueue/river"
+
+	"github.com/tendrilai/tendril/internal/jobs"
+	"github.com/tendrilai/tendril/internal/pg"
 )
 
-// queue is the durable extraction job table. A job is claimed by setting a
-// lease (visibility timeout) in one UPDATE … RETURNING statement; it is
-// deleted only when it completes. A worker that crashes leaves the lease to
-// expire, and the job runs again: extraction is at-least-once and
-// consolidation makes a rerun idempotent.
-type queue struct {
-	db *sql.DB
-}
+// The extraction queue is River (internal/jobs). The pipeline's own tables
+// beside River's hold state, not a queue: per-session turn counters,
+// extraction cursors and job generations, harvest cursors, forget epochs and
+// rejection hashes. On SQLite they live in the job database file itself, on
+// PostgreSQL in the shared pool (memory_pipeline_*, applied by pg.Migrate);
+// either way a job is enqueued in the same transaction that counts the turn
+// and completed in the same transaction that moves the cursor.
+
+// Job kinds.
+const (
+	// KindExtract extracts a session's new events (and, for reason "idle",
+	// refreshes its summary).
+	KindExtract = "memory.extract"
+	// KindIdle fires IdleAfter after a session's last turn and queues its
+	// idle extraction; a turn meanwhile makes it wait again (snooze).
+	KindIdle = "memory.idle"
+	// Queue is the River queue the pipeline's jobs run in (Options.Workers
+	// at a time).
+	Queue = "memory"
+)
 
 // job reasons
 const (
@@ -27,46 +44,59 @@ const (
 	reasonIdle  = "idle"  // session idle: extraction plus the session summary
 )
 
-type job struct {
-	ID        int64
-	AgentID   string
-	ActorID   string
-	SessionID string
-	Reason    string
-	Attempts  int
-	CreatedAt time.Time
-	// Epoch is the actor's forget epoch when the job was claimed (read in
-	// the claiming transaction); a forget since then makes its writes
-	// no-ops (queue.guard).
-	Epoch int64
+// ExtractArgs are a memory.extract job's args. The unique fields make at
+// most one job per (agent, actor, session, reason) wait at a time; Gen is
+// the session's job generation, advanced when a job starts, so a turn
+// that arrives while a job runs queues a new one.
+type ExtractArgs struct {
+	AgentID   string `json:"agent_id" river:"unique"`
+	ActorID   string `json:"actor_id" river:"unique"`
+	SessionID string `json:"session_id" river:"unique"`
+	Reason    string `json:"reason" river:"unique"`
+	Gen       int64  `json:"gen" river:"unique"`
+	// QueuedAt is when the job was queued by the pipeline's clock, in Unix
+	// milliseconds (Depth's age).
+	QueuedAt int64 `json:"queued_at"`
 }
+
+func (ExtractArgs) Kind() string { return KindExtract }
+
+// IdleArgs are a memory.idle job's args; IdleGen advances when the job
+// queues the idle extraction, so the next quiet period gets its own job.
+type IdleArgs struct {
+	AgentID   string `json:"agent_id" river:"unique"`
+	ActorID   string `json:"actor_id" river:"unique"`
+	SessionID string `json:"session_id" river:"unique"`
+	IdleGen   int64  `json:"idle_gen" river:"unique"`
+}
+
+func (IdleArgs) Kind() string { return KindIdle }
+
+// uniqueWhileLive de-duplicates a job while one with the same unique args
+// waits, runs or waits for a retry (River requires running among them;
+// the generations let a new job in while one runs).
+var uniqueWhileLive = river.UniqueOpts{ByArgs: true, ByState: jobs.LiveStates}
 
 // errForgotten reports that the actor was forgotten after the work began:
 // its writes were not made.
 var errForgotten = errors.New("memory pipeline: actor forgotten meanwhile")
 
-// session bookkeeping: the extraction cursor and the turn counter.
+// session bookkeeping: the extraction cursor.
 type sessionState struct {
 	CursorID string
 	CursorTS time.Time
 }
 
-const schema = `
-CREATE TABLE IF NOT EXISTS jobs (
-	id           INTEGER PRIMARY KEY AUTOINCREMENT,
-	agent_id     TEXT NOT NULL,
-	actor_id     TEXT NOT NULL,
-	session_id   TEXT NOT NULL,
-	reason       TEXT NOT NULL,
-	created_at   INTEGER NOT NULL,
-	run_after    INTEGER NOT NULL,
-	leased_until INTEGER NOT NULL DEFAULT 0,
-	attempts     INTEGER NOT NULL DEFAULT 0,
-	last_error   TEXT NOT NULL DEFAULT '',
-	dead         INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS jobs_ready ON jobs(dead, run_after, leased_until);
-CREATE TABLE IF NOT EXISTS sessions (
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Migrations are the pipeline's PostgreSQL tables (memory_pipeline_*),
+// applied by New through pg.Migrate on the jobs Queue's pool.
+func Migrations() []pg.Migration { return pg.FromFS("memory_pipeline", migrationFS, "migrations") }
+
+// sqliteSchema is the same tables in the SQLite job database.
+const sqliteSchema = `
+CREATE TABLE IF NOT EXISTS memory_pipeline_sessions (
 	agent_id      TEXT NOT NULL,
 	actor_id      TEXT NOT NULL,
 	session_id    TEXT NOT NULL,
@@ -75,22 +105,21 @@ CREATE TABLE IF NOT EXISTS sessions (
 	idle_done     INTEGER NOT NULL DEFAULT 0,
 	cursor_id     TEXT NOT NULL DEFAULT '',
 	cursor_ts     INTEGER NOT NULL DEFAULT 0,
+	gen           INTEGER NOT NULL DEFAULT 0,
+	idle_gen      INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (agent_id, actor_id, session_id)
 );
-CREATE TABLE IF NOT EXISTS harvest (
+CREATE TABLE IF NOT EXISTS memory_pipeline_harvest (
 	agent_id  TEXT NOT NULL,
 	actor_id  TEXT NOT NULL,
 	cursor_ts INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (agent_id, actor_id)
 );
--- One row per actor ever forgotten: Forget increments epoch in the same
--- transaction that deletes the actor's jobs, and every write of extraction
--- runs in a transaction that first checks the epoch it started with.
-CREATE TABLE IF NOT EXISTS forgotten (
+CREATE TABLE IF NOT EXISTS memory_pipeline_forgotten (
 	actor_id TEXT PRIMARY KEY,
 	epoch    INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS rejections (
+CREATE TABLE IF NOT EXISTS memory_pipeline_rejections (
 	actor_id   TEXT NOT NULL,
 	hash       TEXT NOT NULL,
 	created_at INTEGER NOT NULL,
@@ -98,29 +127,193 @@ CREATE TABLE IF NOT EXISTS rejections (
 );
 `
 
-func openQueue(path string) (*queue, error) {
-	if path != ":memory:" {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, fmt.Errorf("extraction jobs: %w", err)
-		}
-	}
-	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open extraction jobs %s: %w", path, err)
-	}
-	// One connection: transactions are short, and it keeps ":memory:" one
-	// database and in-process writers from meeting SQLITE_BUSY; other
-	// processes (the CLI beside a server) wait on busy_timeout.
-	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(schema); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("extraction jobs schema %s: %w", path, err)
-	}
-	return &queue{db: db}, nil
+// txn is a transaction of the job database: SQL through one interface for
+// both backends, and the raw *sql.Tx or pgx.Tx for River (InsertTx,
+// CompleteTx, DeleteTx).
+type txn interface {
+	conn
+	raw() any
 }
 
-func (q *queue) close() error { return q.db.Close() }
+// conn runs SQL written with ? placeholders (rebound to $n on
+// PostgreSQL). A missing row is sql.ErrNoRows on both backends.
+type conn interface {
+	exec(ctx context.Context, q string, args ...any) error
+	queryRow(ctx context.Context, q string, args ...any) row
+	// each calls fn for every row of the query.
+	each(ctx context.Context, q string, args []any, fn func(r row) error) error
+}
+
+// queryStrings is the first column of every row of the query.
+func queryStrings(ctx context.Context, c conn, q string, args ...any) ([]string, error) {
+	var out []string
+	err := c.each(ctx, q, args, func(r row) error {
+		var s string
+		err := r.Scan(&s)
+		out = append(out, s)
+		return err
+	})
+	return out, err
+}
+
+type row interface{ Scan(dest ...any) error }
+
+// sqlConn is a *sql.DB or *sql.Tx.
+type sqlConn struct {
+	c interface {
+		ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+		QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+		QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+	}
+	tx *sql.Tx
+}
+
+func (c sqlConn) raw() any { return c.tx }
+func (c sqlConn) exec(ctx context.Context, q string, args ...any) error {
+	_, err := c.c.ExecContext(ctx, q, args...)
+	return err
+}
+func (c sqlConn) queryRow(ctx context.Context, q string, args ...any) row {
+	return c.c.QueryRowContext(ctx, q, args...)
+}
+func (c sqlConn) each(ctx context.Context, q string, args []any, fn func(r row) error) error {
+	rows, err := c.c.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// pgConn is a *pgxpool.Pool or pgx.Tx.
+type pgConn struct {
+	c interface {
+		Exec(ctx context.Context, q string, args ...any) (pgconn.CommandTag, error)
+		QueryRow(ctx context.Context, q string, args ...any) pgx.Row
+		Query(ctx context.Context, q string, args ...any) (pgx.Rows, error)
+	}
+	tx pgx.Tx
+}
+
+func (c pgConn) raw() any { return c.tx }
+func (c pgConn) exec(ctx context.Context, q string, args ...any) error {
+	_, err := c.c.Exec(ctx, rebind(q), args...)
+	return err
+}
+func (c pgConn) queryRow(ctx context.Context, q string, args ...any) row {
+	return pgRow{c.c.QueryRow(ctx, rebind(q), args...)}
+}
+func (c pgConn) each(ctx context.Context, q string, args []any, fn func(r row) error) error {
+	rows, err := c.c.Query(ctx, rebind(q), args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+type pgRow struct{ r pgx.Row }
+
+func (r pgRow) Scan(dest ...any) error {
+	err := r.r.Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sql.ErrNoRows
+	}
+	return err
+}
+
+// rebind turns ? placeholders into $1, $2, … (the SQL here has no ? in
+// literals).
+func rebind(q string) string {
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteByte(q[i])
+	}
+	return b.String()
+}
+
+// queue is the pipeline's view of the job database: its state tables and
+// River.
+type queue struct {
+	jobs  *jobs.Queue
+	owned bool // opened by New: Close closes it
+}
+
+func openState(ctx context.Context, q *jobs.Queue) error {
+	if db := q.DB(); db != nil {
+		if _, err := db.ExecContext(ctx, sqliteSchema); err != nil {
+			return fmt.Errorf("memory pipeline schema: %w", err)
+		}
+		return nil
+	}
+	if _, err := pg.Migrate(ctx, q.Pool(), Migrations()); err != nil {
+		return fmt.Errorf("memory pipeline schema: %w", err)
+	}
+	return nil
+}
+
+func (q *queue) db() conn {
+	if db := q.jobs.DB(); db != nil {
+		return sqlConn{c: db}
+	}
+	return pgConn{c: q.jobs.Pool()}
+}
+
+// tx runs fn in a write transaction of the job database (BEGIN IMMEDIATE
+// on SQLite). On PostgreSQL, when actorID is set, the transaction first
+// takes the actor's advisory lock, which serialises guard and forget per
+// actor as SQLite's write lock does. fn must not use q.db(): on SQLite the
+// pool has one connection, held by the transaction.
+func (q *queue) tx(ctx context.Context, actorID string, fn func(tx txn) error) error {
+	if db := q.jobs.DB(); db != nil {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if err := fn(sqlConn{c: tx, tx: tx}); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}
+	tx, err := q.jobs.Pool().Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if actorID != "" {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('memory_pipeline:' || $1, 0))`, actorID); err != nil {
+			return fmt.Errorf("actor lock: %w", err)
+		}
+	}
+	if err := fn(pgConn{c: tx, tx: tx}); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+func (q *queue) close() error {
+	if q.owned {
+		return q.jobs.Close()
+	}
+	return nil
+}
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
@@ -131,131 +324,137 @@ func fromMS(v int64) time.Time {
 	return time.UnixMilli(v).UTC()
 }
 
-// noteTurn counts one turn of a session and, every `every` turns, enqueues
-// a job unless one is already waiting. It reports whether it enqueued.
-func (q *queue) noteTurn(ctx context.Context, agentID, actorID, sessionID string, every int, now time.Time) (bool, error) {
-	tx, err := q.db.BeginTx(ctx, nil)
-	if err != nil {
-		return false, err
-	}
-	defer tx.Rollback()
-	var pending int
-	err = tx.QueryRowContext(ctx, `INSERT INTO sessions(agent_id, actor_id, session_id, pending_turns, last_turn_at, idle_done)
-		VALUES(?,?,?,1,?,0)
-		ON CONFLICT(agent_id, actor_id, session_id) DO UPDATE SET pending_turns = pending_turns + 1, last_turn_at = excluded.last_turn_at, idle_done = 0
-		RETURNING pending_turns`, agentID, actorID, sessionID, ms(now)).Scan(&pending)
-	if err != nil {
-		return false, err
-	}
+func (q *queue) extractOpts(maxAttempts int) *river.InsertOpts {
+	return &river.InsertOpts{Queue: Queue, MaxAttempts: maxAttempts, UniqueOpts: uniqueWhileLive}
+}
+
+// noteTurn counts one turn of a session, makes sure an idle job waits for
+// the session, and every `every` turns enqueues an extraction job unless
+// one is already waiting — all in one transaction. It reports whether it
+// enqueued an extraction.
+func (q *queue) noteTurn(ctx context.Context, agentID, actorID, sessionID string, every, maxAttempts int, idleAfter time.Duration, now time.Time) (bool, error) {
 	enq := false
-	if pending >= every {
-		if enq, err = q.enqueueTx(ctx, tx, agentID, actorID, sessionID, reasonTurns, now); err != nil {
-			return false, err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET pending_turns = 0 WHERE agent_id=? AND actor_id=? AND session_id=?`, agentID, actorID, sessionID); err != nil {
-			return false, err
-		}
-	}
-	return enq, tx.Commit()
-}
-
-// enqueueTx adds a job unless an unclaimed, live job of the same reason is
-// already waiting for the session (it will read the same new events).
-func (q *queue) enqueueTx(ctx context.Context, tx *sql.Tx, agentID, actorID, sessionID, reason string, now time.Time) (bool, error) {
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs WHERE agent_id=? AND actor_id=? AND session_id=? AND reason=? AND dead=0 AND leased_until <= ?`,
-		agentID, actorID, sessionID, reason, ms(now)).Scan(&n); err != nil {
-		return false, err
-	}
-	if n > 0 {
-		return false, nil
-	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO jobs(agent_id, actor_id, session_id, reason, created_at, run_after) VALUES(?,?,?,?,?,?)`,
-		agentID, actorID, sessionID, reason, ms(now), ms(now))
-	return err == nil, err
-}
-
-// enqueueIdle enqueues an idle job for every session whose last turn is at
-// least idleAfter old and that has not had one since; it returns how many.
-func (q *queue) enqueueIdle(ctx context.Context, idleAfter time.Duration, now time.Time) (int, error) {
-	tx, err := q.db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, `SELECT agent_id, actor_id, session_id FROM sessions WHERE idle_done = 0 AND last_turn_at <= ?`, ms(now.Add(-idleAfter)))
-	if err != nil {
-		return 0, err
-	}
-	type key struct{ ag, ac, se string }
-	var ks []key
-	for rows.Next() {
-		var k key
-		if err := rows.Scan(&k.ag, &k.ac, &k.se); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		ks = append(ks, k)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, k := range ks {
-		ok, err := q.enqueueTx(ctx, tx, k.ag, k.ac, k.se, reasonIdle, now)
+	err := q.tx(ctx, "", func(tx txn) error {
+		var pending int
+		var gen, idleGen int64
+		err := tx.queryRow(ctx, `INSERT INTO memory_pipeline_sessions AS s (agent_id, actor_id, session_id, pending_turns, last_turn_at, idle_done)
+			VALUES(?,?,?,1,?,0)
+			ON CONFLICT(agent_id, actor_id, session_id) DO UPDATE SET pending_turns = s.pending_turns + 1, last_turn_at = excluded.last_turn_at, idle_done = 0
+			RETURNING pending_turns, gen, idle_gen`, agentID, actorID, sessionID, ms(now)).Scan(&pending, &gen, &idleGen)
 		if err != nil {
-			return 0, err
+			return err
 		}
-		if ok {
-			n++
+		// River schedules by the wall clock; the worker judges idleness by
+		// the pipeline's clock and snoozes when the session is not idle yet.
+		if _, err := q.jobs.InsertTx(ctx, tx.raw(), IdleArgs{AgentID: agentID, ActorID: actorID, SessionID: sessionID, IdleGen: idleGen},
+			&river.InsertOpts{Queue: Queue, ScheduledAt: time.Now().Add(idleAfter), UniqueOpts: uniqueWhileLive}); err != nil {
+			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET idle_done = 1, pending_turns = 0 WHERE agent_id=? AND actor_id=? AND session_id=?`, k.ag, k.ac, k.se); err != nil {
-			return 0, err
+		if pending < every {
+			return nil
 		}
-	}
-	return n, tx.Commit()
+		res, err := q.jobs.InsertTx(ctx, tx.raw(), ExtractArgs{AgentID: agentID, ActorID: actorID, SessionID: sessionID, Reason: reasonTurns, Gen: gen, QueuedAt: ms(now)}, q.extractOpts(maxAttempts))
+		if err != nil {
+			return err
+		}
+		enq = !res.UniqueSkippedAsDuplicate
+		return tx.exec(ctx, `UPDATE memory_pipeline_sessions SET pending_turns = 0 WHERE agent_id=? AND actor_id=? AND session_id=?`, agentID, actorID, sessionID)
+	})
+	return enq, err
 }
 
-// claim leases the oldest ready job for lease; ok is false when none is.
-// The actor's forget epoch is read in the same transaction, so a job
-// claimed before a forget always carries the epoch that forget replaces.
-func (q *queue) claim(ctx context.Context, lease time.Duration, now time.Time) (job, bool, error) {
-	tx, err := q.db.BeginTx(ctx, nil)
-	if err != nil {
-		return job{}, false, fmt.Errorf("claim extraction job: %w", err)
-	}
-	defer tx.Rollback()
-	var j job
-	var created int64
-	err = tx.QueryRowContext(ctx, `UPDATE jobs SET leased_until = ?, attempts = attempts + 1
-		WHERE id = (SELECT id FROM jobs WHERE dead = 0 AND run_after <= ? AND leased_until <= ? ORDER BY id LIMIT 1)
-		RETURNING id, agent_id, actor_id, session_id, reason, attempts, created_at`,
-		ms(now.Add(lease)), ms(now), ms(now)).Scan(&j.ID, &j.AgentID, &j.ActorID, &j.SessionID, &j.Reason, &j.Attempts, &created)
+type sessionKey struct{ ag, ac, se string }
+
+// enqueueIdle enqueues an idle extraction for every session whose last
+// turn is at least idleAfter old (by now) and that has not had one since;
+// it returns how many it enqueued. With only set, it looks at that one
+// session.
+func (q *queue) enqueueIdle(ctx context.Context, idleAfter time.Duration, now time.Time, maxAttempts int, only *sessionKey) (int, error) {
+	n := 0
+	err := q.tx(ctx, "", func(tx txn) error {
+		n = 0
+		sel := `SELECT agent_id, actor_id, session_id FROM memory_pipeline_sessions WHERE idle_done = 0 AND last_turn_at <= ?`
+		args := []any{ms(now.Add(-idleAfter))}
+		if only != nil {
+			sel += ` AND agent_id = ? AND actor_id = ? AND session_id = ?`
+			args = append(args, only.ag, only.ac, only.se)
+		}
+		var keys []sessionKey
+		if err := tx.each(ctx, sel, args, func(r row) error {
+			var k sessionKey
+			err := r.Scan(&k.ag, &k.ac, &k.se)
+			keys = append(keys, k)
+			return err
+		}); err != nil {
+			return err
+		}
+		for _, k := range keys {
+			var gen int64
+			if err := tx.queryRow(ctx, `UPDATE memory_pipeline_sessions SET idle_done = 1, pending_turns = 0, idle_gen = idle_gen + 1
+				WHERE agent_id=? AND actor_id=? AND session_id=? RETURNING gen`, k.ag, k.ac, k.se).Scan(&gen); err != nil {
+				return err
+			}
+			res, err := q.jobs.InsertTx(ctx, tx.raw(), ExtractArgs{AgentID: k.ag, ActorID: k.ac, SessionID: k.se, Reason: reasonIdle, Gen: gen, QueuedAt: ms(now)}, q.extractOpts(maxAttempts))
+			if err != nil {
+				return err
+			}
+			if !res.UniqueSkippedAsDuplicate {
+				n++
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
+// idleDue reports, for a session, when it becomes idle by the pipeline's
+// clock (zero when it has no pending idle extraction).
+func (q *queue) idleDue(ctx context.Context, k sessionKey, idleAfter time.Duration) (time.Time, error) {
+	var last int64
+	err := q.db().queryRow(ctx, `SELECT last_turn_at FROM memory_pipeline_sessions WHERE agent_id=? AND actor_id=? AND session_id=? AND idle_done = 0`,
+		k.ag, k.ac, k.se).Scan(&last)
 	if errors.Is(err, sql.ErrNoRows) {
-		return job{}, false, nil
+		return time.Time{}, nil
 	}
 	if err != nil {
-		return job{}, false, fmt.Errorf("claim extraction job: %w", err)
+		return time.Time{}, err
 	}
-	if j.Epoch, err = epochTx(ctx, tx, j.ActorID); err != nil {
-		return job{}, false, fmt.Errorf("claim extraction job: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return job{}, false, fmt.Errorf("claim extraction job: %w", err)
-	}
-	j.CreatedAt = fromMS(created)
-	return j, true, nil
+	return fromMS(last).Add(idleAfter), nil
 }
 
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+// pendingIdle lists the sessions waiting for an idle extraction (for
+// Start, which makes sure each has an idle job).
+func (q *queue) pendingIdle(ctx context.Context) ([]IdleArgs, error) {
+	var out []IdleArgs
+	err := q.db().each(ctx, `SELECT agent_id, actor_id, session_id, idle_gen FROM memory_pipeline_sessions WHERE idle_done = 0`, nil, func(r row) error {
+		var a IdleArgs
+		err := r.Scan(&a.AgentID, &a.ActorID, &a.SessionID, &a.IdleGen)
+		out = append(out, a)
+		return err
+	})
+	return out, err
 }
 
-// epochTx is the actor's forget epoch: 0 until the first forget.
-func epochTx(ctx context.Context, q querier, actorID string) (int64, error) {
+// begin is the start of a job's run: it advances the session's job
+// generation (when the job is of the current one), so turns from now on
+// queue a new job, and reads the actor's forget epoch, so a forget from
+// now on makes the job's writes no-ops.
+func (q *queue) begin(ctx context.Context, a ExtractArgs) (epoch int64, err error) {
+	err = q.tx(ctx, a.ActorID, func(tx txn) error {
+		if err := tx.exec(ctx, `UPDATE memory_pipeline_sessions SET gen = gen + 1 WHERE agent_id=? AND actor_id=? AND session_id=? AND gen = ?`,
+			a.AgentID, a.ActorID, a.SessionID, a.Gen); err != nil {
+			return err
+		}
+		epoch, err = epochOf(ctx, tx, a.ActorID)
+		return err
+	})
+	return epoch, err
+}
+
+// epochOf is the actor's forget epoch: 0 until the first forget.
+func epochOf(ctx context.Context, c conn, actorID string) (int64, error) {
 	var e int64
-	err := q.QueryRowContext(ctx, `SELECT epoch FROM forgotten WHERE actor_id = ?`, actorID).Scan(&e)
+	err := c.queryRow(ctx, `SELECT epoch FROM memory_pipeline_forgotten WHERE actor_id = ?`, actorID).Scan(&e)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -265,7 +464,7 @@ func epochTx(ctx context.Context, q querier, actorID string) (int64, error) {
 // epoch reads the actor's forget epoch outside a transaction. Read it
 // before reading the events the work is based on.
 func (q *queue) epoch(ctx context.Context, actorID string) (int64, error) {
-	e, err := epochTx(ctx, q.db, actorID)
+	e, err := epochOf(ctx, q.db(), actorID)
 	if err != nil {
 		return 0, fmt.Errorf("forget epoch of %s: %w", actorID, err)
 	}
@@ -274,75 +473,35 @@ func (q *queue) epoch(ctx context.Context, actorID string) (int64, error) {
 
 // guard runs fn — the writes of work on actorID that began at epoch —
 // inside a write transaction of the job database that first checks the
-// actor's epoch; fn's queue changes go through tx and commit with it. When
-// the actor was forgotten since, fn does not run and guard returns
-// errForgotten. Forget takes the same write lock (SQLite's, so across
-// processes too), so a write either completes before a forget starts, and
-// the forget removes it, or sees the new epoch and is not made.
-//
-// fn must not use q.db: the pool has one connection, held by tx.
-func (q *queue) guard(ctx context.Context, actorID string, epoch int64, fn func(tx *sql.Tx) error) error {
-	tx, err := q.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	cur, err := epochTx(ctx, tx, actorID)
-	if err != nil {
-		return fmt.Errorf("forget epoch of %s: %w", actorID, err)
-	}
-	if cur != epoch {
-		return errForgotten
-	}
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
+// actor's epoch; fn's changes to the job database go through tx and commit
+// with it. When the actor was forgotten since, fn does not run and guard
+// returns errForgotten. Forget takes the same lock (SQLite's write lock,
+// across processes too; the actor's advisory lock on PostgreSQL, across
+// instances), so a write either completes before a forget starts, and the
+// forget removes it, or sees the new epoch and is not made.
+func (q *queue) guard(ctx context.Context, actorID string, epoch int64, fn func(tx txn) error) error {
+	return q.tx(ctx, actorID, func(tx txn) error {
+		cur, err := epochOf(ctx, tx, actorID)
+		if err != nil {
+			return fmt.Errorf("forget epoch of %s: %w", actorID, err)
+		}
+		if cur != epoch {
+			return errForgotten
+		}
+		return fn(tx)
+	})
 }
 
-// completeTx deletes the job and moves the session's cursor.
-func completeTx(ctx context.Context, tx *sql.Tx, j job, cur sessionState, moved bool) error {
-	if _, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE id = ?`, j.ID); err != nil {
-		return err
-	}
-	if moved {
-		return setCursorTx(ctx, tx, j.AgentID, j.ActorID, j.SessionID, cur)
-	}
-	return nil
-}
-
-func setCursorTx(ctx context.Context, tx *sql.Tx, agentID, actorID, sessionID string, cur sessionState) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO sessions(agent_id, actor_id, session_id, cursor_id, cursor_ts) VALUES(?,?,?,?,?)
+func setCursorTx(ctx context.Context, tx txn, agentID, actorID, sessionID string, cur sessionState) error {
+	return tx.exec(ctx, `INSERT INTO memory_pipeline_sessions(agent_id, actor_id, session_id, cursor_id, cursor_ts) VALUES(?,?,?,?,?)
 		ON CONFLICT(agent_id, actor_id, session_id) DO UPDATE SET cursor_id = excluded.cursor_id, cursor_ts = excluded.cursor_ts`,
 		agentID, actorID, sessionID, cur.CursorID, cur.CursorTS.UnixNano())
-	return err
-}
-
-// fail releases the job for a retry after a backoff of attempts² seconds
-// (capped at 10 minutes), or marks it dead after maxAttempts; a dead job
-// stays in the table with its last error for inspection.
-func (q *queue) fail(ctx context.Context, j job, cause error, maxAttempts int, now time.Time) error {
-	backoff := time.Duration(j.Attempts*j.Attempts) * time.Second
-	if backoff > 10*time.Minute {
-		backoff = 10 * time.Minute
-	}
-	dead := 0
-	if j.Attempts >= maxAttempts {
-		dead = 1
-	}
-	msg := cause.Error()
-	if len(msg) > 2000 {
-		msg = msg[:2000]
-	}
-	_, err := q.db.ExecContext(ctx, `UPDATE jobs SET leased_until = 0, run_after = ?, last_error = ?, dead = ? WHERE id = ?`,
-		ms(now.Add(backoff)), msg, dead, j.ID)
-	return err
 }
 
 func (q *queue) cursor(ctx context.Context, agentID, actorID, sessionID string) (sessionState, error) {
 	var id string
 	var ts int64
-	err := q.db.QueryRowContext(ctx, `SELECT cursor_id, cursor_ts FROM sessions WHERE agent_id=? AND actor_id=? AND session_id=?`,
+	err := q.db().queryRow(ctx, `SELECT cursor_id, cursor_ts FROM memory_pipeline_sessions WHERE agent_id=? AND actor_id=? AND session_id=?`,
 		agentID, actorID, sessionID).Scan(&id, &ts)
 	if errors.Is(err, sql.ErrNoRows) {
 		return sessionState{}, nil
@@ -357,17 +516,25 @@ func (q *queue) cursor(ctx context.Context, agentID, actorID, sessionID string) 
 	return sessionState{CursorID: id, CursorTS: t}, nil
 }
 
-// lag is the number of live jobs and the age of the oldest.
+// lag is the number of live extraction jobs (waiting, running or waiting
+// for a retry; discarded ones are not counted) and the age of the oldest
+// by the pipeline's clock, read from River's job table.
 func (q *queue) lag(ctx context.Context, now time.Time) (int, time.Duration, error) {
 	var n int
 	var oldest sql.NullInt64
-	if err := q.db.QueryRowContext(ctx, `SELECT COUNT(*), MIN(created_at) FROM jobs WHERE dead = 0`).Scan(&n, &oldest); err != nil {
+	var err error
+	const live = `state IN ('available','pending','running','retryable','scheduled')`
+	if db := q.jobs.DB(); db != nil {
+		err = db.QueryRowContext(ctx, `SELECT count(*), min(json_extract(args, '$.queued_at')) FROM river_job WHERE kind = ? AND `+live, KindExtract).Scan(&n, &oldest)
+	} else {
+		err = q.jobs.Pool().QueryRow(ctx, `SELECT count(*), min((args->>'queued_at')::bigint) FROM river_job WHERE kind = $1 AND `+live, KindExtract).Scan(&n, &oldest)
+	}
+	if err != nil {
 		return 0, 0, err
 	}
 	var age time.Duration
 	if oldest.Valid {
-		age = now.Sub(fromMS(oldest.Int64))
-		if age < 0 {
+		if age = now.Sub(fromMS(oldest.Int64)); age < 0 {
 			age = 0
 		}
 	}
@@ -375,42 +542,16 @@ func (q *queue) lag(ctx context.Context, now time.Time) (int, time.Duration, err
 }
 
 func (q *queue) agentsOf(ctx context.Context, actorID string) ([]string, error) {
-	rows, err := q.db.QueryContext(ctx, `SELECT DISTINCT agent_id FROM sessions WHERE actor_id = ? OR ? = '' ORDER BY agent_id`, actorID, actorID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var a string
-		if err := rows.Scan(&a); err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, rows.Err()
+	return queryStrings(ctx, q.db(), `SELECT DISTINCT agent_id FROM memory_pipeline_sessions WHERE actor_id = ? OR ? = '' ORDER BY agent_id`, actorID, actorID)
 }
 
 func (q *queue) actorsOf(ctx context.Context, agentID string) ([]string, error) {
-	rows, err := q.db.QueryContext(ctx, `SELECT DISTINCT actor_id FROM sessions WHERE agent_id = ? ORDER BY actor_id`, agentID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var a string
-		if err := rows.Scan(&a); err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, rows.Err()
+	return queryStrings(ctx, q.db(), `SELECT DISTINCT actor_id FROM memory_pipeline_sessions WHERE agent_id = ? ORDER BY actor_id`, agentID)
 }
 
 func (q *queue) harvestCursor(ctx context.Context, agentID, actorID string) (time.Time, error) {
 	var ts int64
-	err := q.db.QueryRowContext(ctx, `SELECT cursor_ts FROM harvest WHERE agent_id=? AND actor_id=?`, agentID, actorID).Scan(&ts)
+	err := q.db().queryRow(ctx, `SELECT cursor_ts FROM memory_pipeline_harvest WHERE agent_id=? AND actor_id=?`, agentID, actorID).Scan(&ts)
 	if errors.Is(err, sql.ErrNoRows) || ts == 0 {
 		return time.Time{}, nil
 	}
@@ -420,70 +561,66 @@ func (q *queue) harvestCursor(ctx context.Context, agentID, actorID string) (tim
 	return time.Unix(0, ts).UTC(), nil
 }
 
-func setHarvestCursorTx(ctx context.Context, tx *sql.Tx, agentID, actorID string, t time.Time) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO harvest(agent_id, actor_id, cursor_ts) VALUES(?,?,?)
+func setHarvestCursorTx(ctx context.Context, tx txn, agentID, actorID string, t time.Time) error {
+	return tx.exec(ctx, `INSERT INTO memory_pipeline_harvest(agent_id, actor_id, cursor_ts) VALUES(?,?,?)
 		ON CONFLICT(agent_id, actor_id) DO UPDATE SET cursor_ts = excluded.cursor_ts`, agentID, actorID, t.UnixNano())
-	return err
 }
 
 func (q *queue) isRejected(ctx context.Context, actorID, hash string) (bool, error) {
 	var n int
-	err := q.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM rejections WHERE actor_id=? AND hash=?`, actorID, hash).Scan(&n)
+	err := q.db().queryRow(ctx, `SELECT COUNT(*) FROM memory_pipeline_rejections WHERE actor_id=? AND hash=?`, actorID, hash).Scan(&n)
 	return n > 0, err
 }
 
 func (q *queue) markRejected(ctx context.Context, actorID, hash string, now time.Time) error {
-	_, err := q.db.ExecContext(ctx, `INSERT OR IGNORE INTO rejections(actor_id, hash, created_at) VALUES(?,?,?)`, actorID, hash, ms(now))
-	return err
+	return q.db().exec(ctx, `INSERT INTO memory_pipeline_rejections(actor_id, hash, created_at) VALUES(?,?,?) ON CONFLICT DO NOTHING`, actorID, hash, ms(now))
 }
 
 // forget makes the actor forgotten in one transaction: it increments the
 // actor's forget epoch, so that work begun before can no longer write
-// (guard), deletes every row of the actor — jobs (queued, running or dead),
-// session cursors and turn counters, harvest cursors, rejection hashes —
-// and, before committing, calls also(agents), where agents are the agents
-// the actor has rows with. also must not use q.db. An error from also
-// rolls everything back.
+// (guard), deletes every row of the actor — its River jobs that are not
+// running (waiting, retrying, finished or discarded), session cursors and
+// turn counters, harvest cursors, rejection hashes — and, before
+// committing, calls also(agents), where agents are the agents the actor
+// has rows with. also must not use the job database. An error from also
+// rolls everything back. A job running meanwhile is dropped by its worker
+// (its epoch is stale), which deletes its own row.
 func (q *queue) forget(ctx context.Context, actorID string, also func(agents []string) error) error {
-	tx, err := q.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO forgotten(actor_id, epoch) VALUES(?, 1)
-		ON CONFLICT(actor_id) DO UPDATE SET epoch = epoch + 1`, actorID); err != nil {
-		return err
-	}
-	rows, err := tx.QueryContext(ctx, `SELECT agent_id FROM sessions WHERE actor_id = ?1 UNION SELECT agent_id FROM harvest WHERE actor_id = ?1
-		UNION SELECT agent_id FROM jobs WHERE actor_id = ?1 ORDER BY 1`, actorID)
-	if err != nil {
-		return err
-	}
-	var agents []string
-	for rows.Next() {
-		var a string
-		if err := rows.Scan(&a); err != nil {
-			rows.Close()
+	return q.tx(ctx, actorID, func(tx txn) error {
+		if err := tx.exec(ctx, `INSERT INTO memory_pipeline_forgotten AS f (actor_id, epoch) VALUES(?, 1)
+			ON CONFLICT(actor_id) DO UPDATE SET epoch = f.epoch + 1`, actorID); err != nil {
 			return err
 		}
-		agents = append(agents, a)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, s := range []string{
-		`DELETE FROM jobs WHERE actor_id = ?`, `DELETE FROM sessions WHERE actor_id = ?`,
-		`DELETE FROM harvest WHERE actor_id = ?`, `DELETE FROM rejections WHERE actor_id = ?`,
-	} {
-		if _, err := tx.ExecContext(ctx, s, actorID); err != nil {
+		agents, err := queryStrings(ctx, tx, `SELECT agent_id FROM memory_pipeline_sessions WHERE actor_id = ? UNION SELECT agent_id FROM memory_pipeline_harvest WHERE actor_id = ? ORDER BY 1`, actorID, actorID)
+		if err != nil {
 			return err
 		}
-	}
-	if also != nil {
-		if err := also(agents); err != nil {
-			return err
+		for _, kind := range []string{KindExtract, KindIdle} {
+			if _, err := q.jobs.DeleteTx(ctx, tx.raw(), kind, "actor_id", actorID); err != nil {
+				return err
+			}
 		}
+		for _, s := range []string{
+			`DELETE FROM memory_pipeline_sessions WHERE actor_id = ?`, `DELETE FROM memory_pipeline_harvest WHERE actor_id = ?`,
+			`DELETE FROM memory_pipeline_rejections WHERE actor_id = ?`,
+		} {
+			if err := tx.exec(ctx, s, actorID); err != nil {
+				return err
+			}
+		}
+		if also != nil {
+			return also(agents)
+		}
+		return nil
+	})
+}
+
+// retryAfter is the backoff before attempt+1 of a failed job: attempt²
+// seconds, capped at 10 minutes.
+func retryAfter(attempt int) time.Duration {
+	d := time.Duration(attempt*attempt) * time.Second
+	if d > 10*time.Minute || d < 0 {
+		d = 10 * time.Minute
 	}
-	return tx.Commit()
+	return d
 }

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sort"
@@ -273,7 +272,7 @@ func (p *Pipeline) Harvest(ctx context.Context, agentID, actorID string) (n int,
 	if err != nil {
 		return 0, fmt.Errorf("harvest: %w", err)
 	}
-	err = p.q.guard(ctx, actorID, epoch, func(tx *sql.Tx) error {
+	err = p.q.guard(ctx, actorID, epoch, func(tx txn) error {
 		if err := b.flush(ctx, p.store); err != nil {
 			return err
 		}
@@ -297,7 +296,8 @@ func (p *Pipeline) Harvest(ctx context.Context, agentID, actorID string) (n int,
 }
 
 // Forget forgets actorID as far as memory goes, at once: when it returns
-// nil, the actor has no queued, running or dead extraction jobs, session
+// nil, the actor has no waiting, finished or discarded extraction jobs
+// (one running is dropped by its worker, row and all), session
 // cursors, harvest position or rejection hashes in the job database, and
 // memory.Store.Forget has removed the actor's events, records of every
 // status (staged ones included), rejection hashes kept by the store,

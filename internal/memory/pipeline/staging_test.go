@@ -19,7 +19,12 @@ func stagingFixture(t *testing.T, kind string) *fixture {
 	clk := newClock()
 	store := openStore(t, kind, clk)
 	f := &fixture{t: t, store: store, clk: clk, path: filepath.Join(t.TempDir(), "jobs.db")}
-	p, err := New(store, Options{JobsPath: f.path, Now: f.clk.Now, Thresholds: gate.Thresholds{Stage: 0.4, Store: 0.9}})
+	if onPG(kind) {
+		f.pool = pgPool(t)
+	}
+	o := f.options()
+	o.Thresholds = gate.Thresholds{Stage: 0.4, Store: 0.9}
+	p, err := New(store, o)
 	if err != nil {
 		t.Fatal(err)
 	}
