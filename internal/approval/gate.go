@@ -79,7 +79,8 @@ type Call struct {
 	Args json.RawMessage
 	// Resume is an opaque JSON payload (the agent's paused turn), at most
 	// Options.MaxResumeBytes. When the verdict is Ask it is written to
-	// <dir>/resume/<sha256hex>.json before the request is appended, and the
+	// <dir>/resume/<sha256hex>.json (PostgreSQL: a row of approval_resume)
+	// before the request is appended, and the
 	// request stores only {"ref":"<sha256hex>"} (see LoadResume). Not bound,
 	// and ignored (not even validated) for other verdicts.
 	Resume json.RawMessage
@@ -567,7 +568,8 @@ func (g *Gate) effectiveLocked(name string, class tool.Class, level state.Level)
 // appends a deny entry. For Ask with a non-empty c.Resume, the payload
 // must be valid JSON; it is first written durably to
 // <dir>/resume/<sha256hex>.json (temp file, fsync, rename, fsync of the
-// directory) and only then is the request appended, carrying just
+// directory; PostgreSQL: approval_resume, in the request's transaction)
+// and only then is the request appended, carrying just
 // {"ref":"<sha256hex>"} (Decision.Request.Resume). A closed (broken) gate
 // denies everything without appending. The error is for invalid calls
 // (ErrInvalidCall) and I/O; nothing is appended when it is non-nil.
@@ -824,7 +826,8 @@ func (g *Gate) RecordResult(ctx context.Context, ex Exec, output string, runErr 
 
 // Refresh applies entries other processes appended (decisions from the CLI,
 // rule changes, YOLO windows, a reset) and fires OnDecision for new
-// decisions. Call it periodically (e.g. every second) in the server. It
+// decisions. Call it periodically (e.g. every second) in the server, or
+// run Watch, which does and also wakes on PostgreSQL notifications. It
 // verifies every new entry; a tampered tail closes the gate.
 func (g *Gate) Refresh(ctx context.Context) error { return g.refresh(ctx, true) }
 

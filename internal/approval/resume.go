@@ -26,6 +26,10 @@ import (
 // once the turn has resumed, and ForgetActor deletes every file of an
 // actor. Identical payloads share one file; a file still referenced by
 // another open request is never deleted on behalf of a different one.
+//
+// That describes the file backend; a PostgreSQL gate (pgledger) keeps the
+// payloads in the table approval_resume (ref, payload BYTEA) instead,
+// stored in the same transaction as the request that references them.
 
 // ResumeDir is the directory, under a gate's directory, holding the paused
 // turns.

@@ -1,16 +1,18 @@
 // Package approval is the approval gate of SPEC §6.3: per-tool rules, the
 // effective decision (strictest of rule, breaker and floor), requests bound
-// to their exact call, and an append-only, hash-chained, fsynced JSONL ledger
-// of requests, decisions, executions and rule changes that fails closed on
-// any break.
+// to their exact call, and an append-only, hash-chained ledger of requests,
+// decisions, executions and rule changes that fails closed on any break.
 //
-// The ledger (<dir>/ledger.jsonl) is the only source of truth. Every line is
-// the RFC 8785 canonical JSON of one entry; entry.hash is the hex SHA-256 of
-// the canonical entry without its "hash" member, and entry.prev is the hash of
-// the line before (64 zeros for the first). Several processes (the server and
-// the CLI) may append: each append takes an exclusive flock on
-// <dir>/ledger.lock, first reads and verifies whatever other processes
-// appended, then writes and fsyncs its own line.
+// The ledger is the only source of truth. Every entry is the RFC 8785
+// canonical JSON of one object; entry.hash is the hex SHA-256 of the
+// canonical entry without its "hash" member, and entry.prev is the hash of
+// the entry before (64 zeros for the first). Where it is stored is a Log:
+// by default (Open) the file <dir>/ledger.jsonl, one entry per line, which
+// several processes (the server and the CLI) may append to: each append
+// takes an exclusive flock on <dir>/ledger.lock, first reads and verifies
+// whatever other processes appended, then writes and fsyncs its own line.
+// With PostgreSQL (package pgledger, OpenLog) the same happens in one
+// transaction under an advisory lock, one row per entry.
 package approval
 
 import (
