@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tendrilai/tendril/internal/channel/telegram"
 	"github.com/tendrilai/tendril/internal/pg"
+	"github.com/tendrilai/tendril/internal/session"
+	"github.com/tendrilai/tendril/internal/session/jsonl"
+	sessionpg "github.com/tendrilai/tendril/internal/session/pgstore"
 	"github.com/tendrilai/tendril/internal/state"
 	"github.com/tendrilai/tendril/internal/state/pgstate"
 )
@@ -64,10 +68,26 @@ func (a *Assistant) openState(ctx context.Context) error {
 	return nil
 }
 
+// openSessions opens the session store: Redis when TENDRIL_REDIS_URL is
+// set (it wins: SPEC §9 "Redis can back sessions"), else PostgreSQL with
+// a database, else JSONL files in the home.
+func (a *Assistant) openSessions(ctx context.Context) (session.Store, error) {
+	if a.db != nil && a.cfg.RedisURL == "" {
+		st, err := sessionpg.New(ctx, a.db)
+		if err != nil {
+			return nil, fmt.Errorf("open sessions: %w", err)
+		}
+		return st, nil
+	}
+	return OpenSessionStore(a.cfg, jsonl.Options{Logger: a.log})
+}
+
 // Migrations lists every PostgreSQL migration of the binary's stores, in
 // the order they are applied (for `tendril doctor`).
 func Migrations() []pg.Migration {
 	var ms []pg.Migration
+	ms = append(ms, sessionpg.Migrations()...)
 	ms = append(ms, pgstate.Migrations()...)
+	ms = append(ms, telegram.Migrations()...)
 	return ms
 }

@@ -93,7 +93,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Assistant, er
 		return nil, err
 	}
 	a.agent = ag
-	if err := a.openTelegram(); err != nil {
+	if err := a.openTelegram(ctx); err != nil {
 		return nil, err
 	}
 	a.registerMetricSources()
@@ -122,7 +122,7 @@ func (a *Assistant) openStores(ctx context.Context, opts Options) error {
 			a.log.Info("session retention", "archived", len(rep.Archived), "deleted", len(rep.Deleted), "bytes", rep.Bytes)
 		}
 	}
-	st, err := OpenSessionStore(cfg, jsonl.Options{Logger: a.log})
+	st, err := a.openSessions(ctx)
 	if err != nil {
 		return err
 	}
@@ -346,9 +346,22 @@ func (a *Assistant) wireTools(ctx context.Context, deps *agent.Deps) error {
 // openTelegram builds the Telegram channel when a bot token is set, and
 // otherwise opens its store if one exists, so pairing and forget still
 // reach the rows a bot left behind.
-func (a *Assistant) openTelegram() error {
+func (a *Assistant) openTelegram(ctx context.Context) error {
 	cfg := a.cfg
+	var pgStore *telegram.Store
+	if a.db != nil {
+		st, err := telegram.OpenPostgresStore(ctx, a.db)
+		if err != nil {
+			return fmt.Errorf("telegram store: %w", err)
+		}
+		pgStore = st
+		a.closers = append(a.closers, st.Close)
+	}
 	if cfg.Telegram.BotToken == "" {
+		if pgStore != nil {
+			a.tgStore = pgStore
+			return nil
+		}
 		dir := telegram.StoreDir(cfg.Home)
 		if _, err := os.Stat(dir); err != nil {
 			return nil
@@ -363,6 +376,9 @@ func (a *Assistant) openTelegram() error {
 	}
 	topts := telegram.OptionsFromConfig(cfg.Telegram, cfg.Home)
 	topts.Logger = a.log
+	if pgStore != nil {
+		topts.Store = pgStore // nothing is written to the home
+	}
 	ch, err := telegram.New(topts, telegram.Deps{
 		Invoker: a, Approver: telegramApprover{a}, Memory: telegramMemory{a},
 	})
