@@ -136,7 +136,7 @@ func newServer(a *assistant.Assistant, tr *runtime.Tracker, addr string, log *sl
 		return nil, err
 	}
 	srv.Mount(mgmt.Prefix+"/", mgmt.Handler(a), true)
-	srv.Mount("/", dashboard.Handler(a, dashboard.Options{AuthToken: cfg.AuthToken, Logger: log}), false) // own auth: token, cookie, CSRF
+	srv.MountSelfAuth("/", dashboard.Handler(a, dashboard.Options{AuthToken: cfg.AuthToken, Logger: log}))
 	if tg := a.Telegram(); tg != nil {
 		// The webhook authenticates with its own secret header.
 		srv.Mount("POST /telegram/webhook", tg.Handler(), false)

@@ -164,6 +164,18 @@ func (s *Server) Mount(pattern string, h http.Handler, auth bool) {
 	s.mux.Handle(pattern, h)
 }
 
+// MountSelfAuth adds a route that authenticates on its own (the dashboard:
+// bearer token or sign-in cookie, loopback Host/Origin without a token).
+// Like an auth route it is not mounted in AgentCore mode unless a token is
+// configured.
+func (s *Server) MountSelfAuth(pattern string, h http.Handler) {
+	if s.opt.AgentCore && s.opt.AuthToken == "" {
+		s.opt.Logger.Debug("agentcore mode without TENDRIL_AUTH_TOKEN: route not mounted", "pattern", pattern)
+		return
+	}
+	s.mux.Handle(pattern, h)
+}
+
 // contract guards the AgentCore contract's routes (/invocations, /ws):
 // open in AgentCore mode, where the platform has authenticated the caller,
 // else behind auth.
