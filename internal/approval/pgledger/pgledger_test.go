@@ -383,3 +383,35 @@ func TestWatchByNotify(t *testing.T) {
 		t.Fatalf("Watch returned %v", err)
 	}
 }
+
+// BenchmarkRoundVsBareCommits interleaves one PostgreSQL round with its
+// baseline (four bare one-row INSERT commits, the same number of WAL
+// flushes) in every iteration, so disk noise hits both alike; it reports
+// each mean and their ratio.
+func BenchmarkRoundVsBareCommits(b *testing.B) {
+	url := testenv.PostgresSchema(b)
+	g := openGate(b, url, approval.Options{})
+	db := pool(b, url)
+	ctx := b.Context()
+	if _, err := db.Exec(ctx, `CREATE TABLE bare (seq BIGINT PRIMARY KEY, line TEXT NOT NULL)`); err != nil {
+		b.Fatal(err)
+	}
+	line := strings.Repeat("x", 700)
+	var roundT, bareT time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		round(b, g, i)
+		t1 := time.Now()
+		for j := 0; j < 4; j++ {
+			if _, err := db.Exec(ctx, `INSERT INTO bare (seq, line) VALUES ($1, $2)`, i*4+j, line); err != nil {
+				b.Fatal(err)
+			}
+		}
+		bareT += time.Since(t1)
+		roundT += t1.Sub(t0)
+	}
+	b.ReportMetric(float64(roundT.Nanoseconds())/float64(b.N), "round-ns")
+	b.ReportMetric(float64(bareT.Nanoseconds())/float64(b.N), "bare4-ns")
+	b.ReportMetric(float64(roundT)/float64(bareT), "ratio")
+}
