@@ -28,3 +28,20 @@ func TestDevSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestDevSplitRecords runs the records level of the dev split when
+// LOCOMO_DATA is set.
+func TestDevSplitRecords(t *testing.T) {
+	path := os.Getenv("LOCOMO_DATA")
+	if path == "" {
+		t.Skip("set LOCOMO_DATA to the LoCoMo JSON file to run the dev split")
+	}
+	ev, err := Evaluate(context.Background(), EvalOptions{Data: path, Level: LevelRecords})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.WriteText(os.Stdout)
+	if ev.Tendril.Questions == 0 {
+		t.Fatal("no questions evaluated")
+	}
+}

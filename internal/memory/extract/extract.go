@@ -23,12 +23,14 @@ package extract
 import (
 	"context"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/memory/gate"
+	"github.com/tendrilai/tendril/internal/memory/search"
 )
 
 // Metadata keys written on candidates. "type", "section" and "plants" are
@@ -38,6 +40,15 @@ const (
 	KeySection = "section" // profile | garden | style | session | general
 	KeyPlants  = "plants"  // []string of canonical English plant names
 	KeyTopic   = "topic"   // contradiction key, see the package comment
+	// KeyDate is the ISO date (YYYY-MM-DD) of the first relative time
+	// expression of the clause ("yesterday", "지난주") resolved against the
+	// event's timestamp; KeyDateWords renders it ("7 May 2023", "week of 1
+	// May 2023", "April 2023", "2022"), and Content ends with it in
+	// parentheses so that both the model and a search see the date.
+	KeyDate      = "date"
+	KeyDateWords = "dateWords"
+	// KeySpeaker names who said it, when the event carries a "speaker".
+	KeySpeaker = "speaker"
 )
 
 // Candidate is a proposed long-term record before the gate and
@@ -90,7 +101,16 @@ func (Rules) Extract(ctx context.Context, events []memory.Event) ([]Candidate, e
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		out = append(out, ExtractText(ev.ID, ev.Role, ev.Text, ev.Timestamp)...)
+		cs := ExtractText(ev.ID, ev.Role, ev.Text, ev.Timestamp)
+		// In a conversation with several people (metadata "speaker", as in
+		// a group chat or a replayed dialogue) the record says who said it.
+		if sp, ok := ev.Metadata["speaker"].(string); ok && strings.TrimSpace(sp) != "" {
+			for i := range cs {
+				cs[i].Content = strings.TrimSpace(sp) + ": " + cs[i].Content
+				cs[i].Metadata[KeySpeaker] = strings.TrimSpace(sp)
+			}
+		}
+		out = append(out, cs...)
 	}
 	return out, nil
 }
@@ -113,6 +133,26 @@ func ExtractText(sourceID, role, text string, ts time.Time) []Candidate {
 		}
 		c.Role = role
 		c.Time = ts
+		if rs := search.ResolveRelative(clause, ts); len(rs) > 0 {
+			c.Metadata[KeyDate] = rs[0].Start.Format("2006-01-02")
+			c.Metadata[KeyDateWords] = rs[0].Words()
+			c.Content += " (" + rs[0].Words() + ")"
+		}
+		// Clauses of one utterance on the same topic state one standing
+		// choice ("저는 유기농 비료만 사용해요. 화학 비료는 절대 안 써요."):
+		// they become one record, so that consolidation does not let the
+		// second supersede the first.
+		if n := len(out); n > 0 && c.Topic != "" && out[n-1].Topic == c.Topic && out[n-1].Strategy == c.Strategy {
+			p := &out[n-1]
+			p.Content += ". " + c.Content
+			p.Evidence += " " + c.Evidence
+			for _, e := range c.Entities {
+				if !slices.Contains(p.Entities, e) {
+					p.Entities = append(p.Entities, e)
+				}
+			}
+			continue
+		}
 		out = append(out, c)
 	}
 	return out

@@ -20,9 +20,12 @@ type rule struct {
 
 func re(s string) *regexp.Regexp { return regexp.MustCompile(s) }
 
-// Rules are tried in order; the first match wins for a clause. Procedural
-// before preference before semantic, English before Korean.
-var rules = []rule{
+// rules are tried in order; the first match wins for a clause. Procedural
+// before preference before semantic, English before Korean; the broad
+// statement rules (general.go) come last so a specific rule always wins.
+var rules = append(baseRules[:len(baseRules):len(baseRules)], generalRules...)
+
+var baseRules = []rule{
 	// ---- PROCEDURAL, English
 	{memory.StrategyProcedural, "instruction", []string{" in "}, re(`(?i)\b(?:answer|reply|respond|talk|write|speak|explain|chat)(?:\s+to\s+me)?\s+(?:only\s+)?in\s+(\p{L}+)`),
 		func(m []string, _, lower string) (string, []string, bool) {
