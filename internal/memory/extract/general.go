@@ -21,7 +21,9 @@ var generalRules = []rule{
 		re(`(?i)\b(?:i|we)(?:'m|\s+am|'re|\s+are)\s+(?:also\s+|really\s+|so\s+)?(?:going\s+to|gonna|planning\s+(?:to|on)|thinking\s+(?:of|about)|hoping\s+to|about\s+to|looking\s+forward\s+to)\s+(.{3,})$` +
 			`|\b(?:i|we)\s+(?:also\s+|really\s+)?(?:plan|intend|hope|decided|'ve\s+decided|have\s+decided|want|wanna)\s+to\s+(.{3,})$` +
 			`|\b(?:i|we)(?:'ll|\s+will)\s+(?:be\s+)?(.{3,})$`),
-		func(m []string, _, _ string) (string, []string, bool) { return "", nil, contentful(firstNonEmpty(m[1:]...)) }},
+		func(m []string, _, _ string) (string, []string, bool) {
+			return "", nil, contentful(firstNonEmpty(m[1:]...))
+		}},
 	{memory.StrategySemantic, "event", []string{"i ", "we ", "i'", "we'"},
 		re(`(?i)\b(?:i|we)\s+(?:just\s+|recently\s+|finally\s+|also\s+|actually\s+|even\s+|already\s+|once\s+|last\s+\p{L}+\s+|really\s+|totally\s+|both\s+|all\s+)?` +
 			`(` + pastVerbs + `|\p{L}{2,}ed)\b\s*(.*)$` +
@@ -35,7 +37,9 @@ var generalRules = []rule{
 		}},
 	{memory.StrategyUserPreference, "preference", []string{"my favo", "my hobb", "my passion", "my dream", "my goal", "faves", "one of my"},
 		re(`(?i)\bmy\s+(?:main\s+|biggest\s+|all[-\s]time\s+|favou?rite\s+|big\s+|true\s+)?(favou?rites?|faves?|hobby|hobbies|passions?|dreams?|goals?)\b`),
-		func(m []string, clause, _ string) (string, []string, bool) { return "", nil, contentful(clause) && len(strings.Fields(clause)) >= 4 }},
+		func(m []string, clause, _ string) (string, []string, bool) {
+			return "", nil, contentful(clause) && len(strings.Fields(clause)) >= 4
+		}},
 	{memory.StrategySemantic, "activity", []string{"i'm", "i am", "we're", "we are", "into", "passionate", "interested", "working", "learning"},
 		re(`(?i)\b(?:i|we)(?:'m|\s+am|'re|\s+are)\s+(?:currently\s+|now\s+|still\s+|really\s+|also\s+|so\s+|very\s+|actually\s+)?` +
 			`(?:(\p{L}{3,}ing)\s+(.{3,})|(?:busy|thrilled|excited|proud|happy|grateful|lucky|glad|stoked|pumped|into|passionate\s+about|interested\s+in|keen\s+on|fond\s+of|part\s+of|a\s+member\s+of|involved\s+in)\s+(.{3,}))$`),
@@ -48,12 +52,16 @@ var generalRules = []rule{
 		}},
 	{memory.StrategySemantic, "person", []string{"my ", "our "},
 		re(`(?i)\b(?:my|our)\s+(?:\p{L}+\s+)?(wife|husband|partner|sons?|daughters?|kids?|children|child|mom|mum|mother|dad|father|parents|sisters?|brothers?|siblings?|friends?|family|grandma|grandmother|grandpa|grandfather|grandkids|aunt|uncle|cousins?|niece|nephew|boyfriend|girlfriend|fianc[eé]e?|dogs?|cats?|pets?|puppy|kitten|team|boss|colleagues?|coworkers?|neighbou?rs?|mentor|students?|classmates?|band|group|club)\b\s*(.{3,})$`),
-		func(m []string, _, _ string) (string, []string, bool) { return "", []string{strings.ToLower(m[1])}, contentful(m[2]) }},
+		func(m []string, _, _ string) (string, []string, bool) {
+			return "", []string{strings.ToLower(m[1])}, contentful(m[2])
+		}},
 
 	// ---- Korean (honorific -요/-습니다 and casual -어/-았어 endings)
 	{memory.StrategySemantic, "plan", []string{"거예요", "거에요", "겁니다", "거야", "예정", "계획", "려고"},
 		re(`(\S.*?)\s*(?:거예요|거에요|겁니다|거야|예정이에요|예정입니다|예정이야|계획이에요|계획입니다|계획이야|려고\s*해요|려고\s*합니다|려고\s*해|려고요)$`),
-		func(m []string, _, _ string) (string, []string, bool) { return "", nil, headWord(m[1]) != "" && len([]rune(m[1])) >= 3 }},
+		func(m []string, _, _ string) (string, []string, bool) {
+			return "", nil, headWord(m[1]) != "" && len([]rune(m[1])) >= 3
+		}},
 	{memory.StrategySemantic, "person", []string{"제 ", "저희", "우리", "내 ", "제", "내"},
 		re(`(?:^|\s)(?:제|저희|우리|내)\s*(아내|남편|아들|딸|아이들|아이|애들|엄마|어머니|아빠|아버지|부모님|언니|오빠|누나|형|동생|친구들|친구|가족|할머니|할아버지|강아지|고양이|남자친구|여자친구|동료|상사|이웃)(?:은|는|이|가|도|랑|와|하고)?\s+(.{2,})$`),
 		func(m []string, _, _ string) (string, []string, bool) { return "", []string{m[1]}, true }},
