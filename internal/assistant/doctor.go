@@ -12,12 +12,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/model"
 	"github.com/tendrilai/tendril/internal/persona"
+	"github.com/tendrilai/tendril/internal/pg"
 	"github.com/tendrilai/tendril/internal/skill"
 )
 
@@ -191,16 +194,28 @@ func (d *doctor) postgres(ctx context.Context) {
 		d.add("postgres", CheckSkip, "TENDRIL_DATABASE_URL unset: embedded files + SQLite")
 		return
 	}
-	conn, err := pgx.Connect(ctx, d.cfg.DatabaseURL)
-	if err == nil {
-		err = conn.Ping(ctx)
-		conn.Close(context.Background())
-	}
+	db, err := pg.Open(ctx, d.cfg.DatabaseURL, pg.Options{MaxConns: 2, ConnectTimeout: 5 * time.Second})
 	if err != nil {
 		d.add("postgres", CheckFail, err.Error())
 		return
 	}
-	d.add("postgres", CheckOK, "reachable")
+	defer db.Close()
+	var version string
+	if err := db.QueryRow(ctx, `SHOW server_version`).Scan(&version); err != nil {
+		d.add("postgres", CheckFail, err.Error())
+		return
+	}
+	d.add("postgres", CheckOK, "reachable, PostgreSQL "+version)
+	applied, pending, err := pg.Status(ctx, db, Migrations())
+	switch {
+	case err != nil:
+		d.add("migrations", CheckFail, err.Error())
+	case len(pending) > 0:
+		d.add("migrations", CheckWarn, fmt.Sprintf("%d applied, %d pending (applied at the next start): %s", len(applied), len(pending), strings.Join(pending, ", ")))
+	default:
+		d.add("migrations", CheckOK, fmt.Sprintf("all %d applied", len(applied)))
+	}
+	d.river(ctx, db)
 }
 
 func (d *doctor) redis(ctx context.Context) {
@@ -317,3 +332,25 @@ func (d *doctor) probe(ctx context.Context, rawURL, what string) (status, detail
 	resp.Body.Close()
 	return CheckOK, fmt.Sprintf("%s reachable at %s (HTTP %d)", what, shown, resp.StatusCode)
 }
+
+// river checks River's own migrations (its job tables) on the database.
+func (d *doctor) river(ctx context.Context, db *pgxpool.Pool) {
+	m, err := rivermigrate.New(riverpgxv5.New(db), nil)
+	if err != nil {
+		d.add("river", CheckFail, err.Error())
+		return
+	}
+	have, err := m.ExistingVersions(ctx)
+	if err != nil {
+		d.add("river", CheckWarn, "River's tables are not there yet (created at the next start): "+oneLine(err.Error()))
+		return
+	}
+	all := m.AllVersions()
+	if len(have) < len(all) {
+		d.add("river", CheckWarn, fmt.Sprintf("River schema at version %d of %d (migrated at the next start)", len(have), len(all)))
+		return
+	}
+	d.add("river", CheckOK, fmt.Sprintf("job queue schema at version %d", len(have)))
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -309,14 +309,35 @@ func TestDoctorServicesDown(t *testing.T) {
 }
 
 func TestDoctorServicesUp(t *testing.T) {
-	pg := testenv.Postgres(t)
+	pgURL := testenv.PostgresSchema(t)
 	rd := testenv.Redis(t)
 	cfg := doctorConfig(t)
-	cfg.DatabaseURL, cfg.RedisURL = pg, "redis://"+rd+"/0"
+	cfg.DatabaseURL, cfg.RedisURL = pgURL, "redis://"+rd+"/0"
 	rep := Doctor(context.Background(), cfg, DoctorOptions{Timeout: 5 * time.Second})
-	for _, n := range []string{"postgres", "redis"} {
-		if c := one(t, rep, n); c.Status != CheckOK || c.Detail != "reachable" {
-			t.Fatalf("%s: %+v", n, c)
+	if c := one(t, rep, "redis"); c.Status != CheckOK || c.Detail != "reachable" {
+		t.Fatalf("redis: %+v", c)
+	}
+	if c := one(t, rep, "postgres"); c.Status != CheckOK || !strings.HasPrefix(c.Detail, "reachable, PostgreSQL ") {
+		t.Fatalf("postgres: %+v", c)
+	}
+	// A fresh database: every migration pending, River's tables absent.
+	if c := one(t, rep, "migrations"); c.Status != CheckWarn || !strings.Contains(c.Detail, "0 applied") {
+		t.Fatalf("migrations before the first start: %+v", c)
+	}
+	if c := one(t, rep, "river"); c.Status != CheckWarn {
+		t.Fatalf("river before the first start: %+v", c)
+	}
+	// After an Open (what serve does), everything is applied.
+	cfg.RedisURL = ""
+	a, err := Open(context.Background(), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	rep = Doctor(context.Background(), cfg, DoctorOptions{Timeout: 5 * time.Second})
+	for _, n := range []string{"postgres", "migrations", "river"} {
+		if c := one(t, rep, n); c.Status != CheckOK {
+			t.Fatalf("%s after Open: %+v", n, c)
 		}
 	}
 }
