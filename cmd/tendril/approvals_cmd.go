@@ -15,8 +15,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tendrilai/tendril/internal/approval"
+	"github.com/tendrilai/tendril/internal/approval/pgledger"
 	"github.com/tendrilai/tendril/internal/assistant"
+	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/mgmt"
+	"github.com/tendrilai/tendril/internal/pg"
 )
 
 func init() {
@@ -181,8 +184,8 @@ func newAuditCmd(g *globals) *cobra.Command {
 	verify := &cobra.Command{
 		Use:   "verify",
 		Short: "Verify the approval ledger's hash chain; report the first bad entry",
-		Long: `verify reads <home>/approvals/ledger.jsonl without changing it (safe beside a running
-server) and checks every line's RFC 8785 form, SHA-256 hash, link, sequence and meaning.
+		Long: `verify reads the ledger (<home>/approvals/ledger.jsonl, or the approval_ledger table
+with TENDRIL_DATABASE_URL) without changing it (safe beside a running server) and checks every line's RFC 8785 form, SHA-256 hash, link, sequence and meaning.
 It exits 1 when the ledger is bad.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -190,7 +193,7 @@ It exits 1 when the ledger is bad.`,
 			if err != nil {
 				return err
 			}
-			rep, err := approval.VerifyLedger(filepath.Join(assistant.ApprovalDir(cfg), "ledger.jsonl"))
+			rep, err := verifyLedger(c.Context(), cfg)
 			if err != nil {
 				return err
 			}
@@ -213,4 +216,27 @@ It exits 1 when the ledger is bad.`,
 	verify.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
 	cmd.AddCommand(verify)
 	return cmd
+}
+
+// verifyLedger checks the configured ledger: the file in the home, or the
+// PostgreSQL table when a database is set.
+func verifyLedger(ctx context.Context, cfg *config.Config) (approval.VerifyReport, error) {
+	if cfg.DatabaseURL == "" {
+		return approval.VerifyLedger(filepath.Join(assistant.ApprovalDir(cfg), "ledger.jsonl"))
+	}
+	db, err := pg.Open(ctx, cfg.DatabaseURL, pg.Options{MaxConns: 2})
+	if err != nil {
+		return approval.VerifyReport{}, err
+	}
+	defer db.Close()
+	gopts, err := assistant.ApprovalOptions(cfg, false)
+	if err != nil {
+		return approval.VerifyReport{}, err
+	}
+	g, err := pgledger.OpenGate(ctx, db, gopts)
+	if err != nil {
+		return approval.VerifyReport{}, err
+	}
+	defer g.Close()
+	return g.Verify(ctx)
 }

@@ -289,23 +289,20 @@ func (a *Assistant) Start(ctx context.Context, so StartOptions) error {
 	return nil
 }
 
-// watchLedger re-reads the approval ledger every second so decisions
-// written by another process (an older CLI, a second instance) resume their
-// turns here; the gate fires OnDecision for each new one.
+// watchLedger re-reads the approval ledger when it changes — on a
+// PostgreSQL ledger through LISTEN/NOTIFY, with a 1 s poll as the
+// fallback (the only way on files) — so decisions made by another process
+// (the CLI, another instance) resume their paused turns here, and closes
+// paused turns whose requests expired.
 func (a *Assistant) watchLedger(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := a.gate.Refresh(ctx); err != nil && ctx.Err() == nil {
+	a.gate.Watch(ctx, approval.WatchOptions{
+		Tick: a.closeExpired,
+		OnError: func(err error) {
+			if ctx.Err() == nil {
 				a.log.Warn("approval ledger refresh failed", "err", err)
 			}
-			a.closeExpired(ctx)
-		}
-	}
+		},
+	})
 }
 
 // BeginShutdown ends waits that would hold requests open (messages behind

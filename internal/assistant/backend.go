@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tendrilai/tendril/internal/approval/pgledger"
 	"github.com/tendrilai/tendril/internal/channel/telegram"
 	"github.com/tendrilai/tendril/internal/pg"
 	"github.com/tendrilai/tendril/internal/session"
@@ -89,5 +90,6 @@ func Migrations() []pg.Migration {
 	ms = append(ms, sessionpg.Migrations()...)
 	ms = append(ms, pgstate.Migrations()...)
 	ms = append(ms, telegram.Migrations()...)
+	ms = append(ms, pgledger.Migrations()...)
 	return ms
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tendrilai/tendril/internal/agent"
 	"github.com/tendrilai/tendril/internal/approval"
+	"github.com/tendrilai/tendril/internal/approval/pgledger"
 	"github.com/tendrilai/tendril/internal/channel/telegram"
 	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/memory"
@@ -138,7 +139,12 @@ func (a *Assistant) openStores(ctx context.Context, opts Options) error {
 		return err
 	}
 	gopts.By = "serve"
-	if a.gate, err = approval.Open(ApprovalDir(cfg), gopts); err != nil {
+	if a.db != nil {
+		a.gate, err = pgledger.OpenGate(ctx, a.db, gopts)
+	} else {
+		a.gate, err = approval.Open(ApprovalDir(cfg), gopts)
+	}
+	if err != nil {
 		return fmt.Errorf("open approval gate: %w", err)
 	}
 	a.closers = append(a.closers, a.gate.Close)
