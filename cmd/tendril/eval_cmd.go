@@ -14,7 +14,7 @@ import (
 func init() { register(newEvalCmd) }
 
 func newEvalCmd(*globals) *cobra.Command {
-	o, ks, asJSON := locomo.EvalOptions{}, "", false
+	o, ks, asJSON, folds := locomo.EvalOptions{}, "", false, 0
 	cmd := &cobra.Command{
 		Use:   "locomo --data FILE",
 		Short: "Measure memory retrieval on LoCoMo conversations (no model needed)",
@@ -29,6 +29,10 @@ category, session-level recall@1/3/5, query latency p50/p95/p99 and ingest throu
 alphanumeric tokens, English stop words, no stemming) on the same data in the same run
 and prints both; with --json the document is then {"baseline_bm25": {…}, "tendril": {…}}.
 --baseline fts5 does the same with SQLite FTS5's bm25() over the same rows.
+--folds N cross-validates the ranking over conversations (N = number of conversations is
+leave-one-conversation-out): each fold's questions are ranked by the configuration best on
+the other folds; it prints the cross-validated, in-sample, default and plain BM25 figures of
+one run, per category, and the per-fold choices.
 
 Example:
   tendril eval locomo --data ../shared/data/locomo/locomo-dev.json --json`,
@@ -56,6 +60,24 @@ Example:
 					bar.Set(done)
 				}
 			}
+			if folds != 0 {
+				if folds < 2 {
+					return usagef("--folds must be at least 2")
+				}
+				convs, err := locomo.Load(o.Data)
+				if err != nil {
+					return err
+				}
+				cv, err := locomo.CrossValidate(c.Context(), convs, locomo.CVOptions{Folds: folds, Level: o.Level, Ks: o.Ks, Dir: o.Dir, Progress: o.Progress})
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(c.OutOrStdout(), cv.JSON())
+				}
+				cv.WriteText(c.OutOrStdout())
+				return nil
+			}
 			ev, err := locomo.Evaluate(c.Context(), o)
 			if err != nil {
 				return err
@@ -73,6 +95,7 @@ Example:
 	f.StringVar(&ks, "k", "5,10,20,50", "cut-offs k for recall@k, comma-separated")
 	f.StringVar(&o.Baseline, "baseline", "", "also run a reference ranking side by side: bm25 or fts5")
 	f.BoolVar(&asJSON, "json", false, "print one JSON document (SPEC §4.8)")
+	f.IntVar(&folds, "folds", 0, "cross-validate the ranking over conversations in N folds (5 = leave-one-conversation-out on the dev split)")
 	eval := &cobra.Command{Use: "eval", Short: "Run retrieval benchmarks"}
 	eval.AddCommand(cmd)
 	return eval

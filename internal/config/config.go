@@ -184,6 +184,14 @@ type MemoryConfig struct {
 	// takes more; lowest-ranked records are cut first, explicit ones last.
 	// 0 or absent means the default; a value above 1 counts as 1.
 	BlockShare float64 `json:"blockShare"`
+	// Embedder turns on hybrid search (BM25F fused with vector
+	// similarity): "<provider>/<model>" with provider openai (any
+	// OpenAI-compatible /v1/embeddings; providers.openaiBaseURL), ollama
+	// (/api/embed; providers.ollamaBaseURL) or bedrock (Titan InvokeModel),
+	// e.g. "openai/text-embedding-3-small", "ollama/nomic-embed-text",
+	// "bedrock/amazon.titan-embed-text-v2:0". Env EMBEDDING_MODEL_ID.
+	// Empty (the default): BM25F only.
+	Embedder string `json:"embedder,omitempty"`
 }
 
 // StateConfig is SPEC §6.1–6.2.
@@ -385,6 +393,7 @@ func (c *Config) applyEnv(get func(string) string) {
 	set(&c.RedisURL, "TENDRIL_REDIS_URL")
 	set(&c.Model.ID, "MODEL_ID")
 	set(&c.Model.VisionID, "VISION_MODEL_ID")
+	set(&c.Memory.Embedder, "EMBEDDING_MODEL_ID")
 	set(&c.Providers.AnthropicAPIKey, "ANTHROPIC_API_KEY")
 	set(&c.Providers.AnthropicBaseURL, "ANTHROPIC_BASE_URL")
 	set(&c.Providers.OpenAIAPIKey, "OPENAI_API_KEY")

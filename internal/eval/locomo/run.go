@@ -68,6 +68,9 @@ type Report struct {
 	IngestTPS  float64
 	Turns      int
 	Skipped    int
+	// PerQuestion holds every question's ranking, in run order (the input
+	// of cross-validation).
+	PerQuestion []QuestionResult
 }
 
 // SessionKs are the session-level cut-offs.
@@ -176,9 +179,6 @@ func Run(ctx context.Context, convs []Conversation, opts Options) (*Report, erro
 		}
 	}
 	var lat []float64
-	overall := newAcc()
-	cats := map[int]*acc{}
-	sess := map[int]float64{}
 	done := 0
 	for _, c := range convs {
 		scope := memory.MustNamespace(memory.EpisodicRootTemplate, memory.NamespaceVars{AgentID: agentID, ActorID: c.SampleID})
@@ -200,55 +200,77 @@ func Run(ctx context.Context, convs []Conversation, opts Options) (*Report, erro
 			if err != nil {
 				return nil, err
 			}
-			ranked := turnRanking(hits, c.SampleID, opts.Level)
-			if cats[q.Category] == nil {
-				cats[q.Category] = newAcc()
-			}
-			overall.add(ranked, q.Evidence, ks)
-			cats[q.Category].add(ranked, q.Evidence, ks)
-			// Session level: sessions in order of first appearance.
-			rel := map[int]bool{}
-			for _, e := range q.Evidence {
-				rel[SessionOf(e)] = true
-			}
-			var order []int
-			seen := map[int]bool{}
-			for _, id := range ranked {
-				n := SessionOf(id)
-				if !seen[n] {
-					seen[n] = true
-					order = append(order, n)
-				}
-			}
-			for _, k := range SessionKs {
-				found := 0
-				for i := 0; i < k && i < len(order); i++ {
-					if rel[order[i]] {
-						found++
-					}
-				}
-				sess[k] += float64(found) / float64(len(rel))
-			}
+			rep.PerQuestion = append(rep.PerQuestion, QuestionResult{Conversation: c.SampleID, Category: q.Category, Evidence: q.Evidence, Ranked: turnRanking(hits, c.SampleID, opts.Level)})
 			done++
 			if opts.Progress != nil {
 				opts.Progress(done, total)
 			}
 		}
 	}
-	rep.Questions = done
-	rep.Overall = overall.metrics(ks)
-	for cat, a := range cats {
-		m := a.metrics(ks)
-		rep.Categories[cat] = &m
-	}
-	for _, k := range SessionKs {
-		if done > 0 {
-			rep.Session[k] = sess[k] / float64(done)
-		}
-	}
+	rep.summarize()
 	sort.Float64s(lat)
 	rep.LatencyMS.P50, rep.LatencyMS.P95, rep.LatencyMS.P99 = pct(lat, 50), pct(lat, 95), pct(lat, 99)
 	return rep, nil
+}
+
+// QuestionResult is one question's ranking: the LoCoMo turn IDs retrieved,
+// best first (at most the largest k), and its evidence.
+type QuestionResult struct {
+	Conversation string
+	Category     int
+	Evidence     []string
+	Ranked       []string
+}
+
+// summarize fills Questions, Overall, Categories and Session from
+// PerQuestion.
+func (r *Report) summarize() {
+	overall := newAcc()
+	cats := map[int]*acc{}
+	sess := map[int]float64{}
+	for _, q := range r.PerQuestion {
+		if cats[q.Category] == nil {
+			cats[q.Category] = newAcc()
+		}
+		overall.add(q.Ranked, q.Evidence, r.Ks)
+		cats[q.Category].add(q.Ranked, q.Evidence, r.Ks)
+		// Session level: sessions in order of first appearance.
+		rel := map[int]bool{}
+		for _, e := range q.Evidence {
+			rel[SessionOf(e)] = true
+		}
+		var order []int
+		seen := map[int]bool{}
+		for _, id := range q.Ranked {
+			n := SessionOf(id)
+			if !seen[n] {
+				seen[n] = true
+				order = append(order, n)
+			}
+		}
+		for _, k := range SessionKs {
+			found := 0
+			for i := 0; i < k && i < len(order); i++ {
+				if rel[order[i]] {
+					found++
+				}
+			}
+			sess[k] += float64(found) / float64(len(rel))
+		}
+	}
+	r.Questions = len(r.PerQuestion)
+	r.Overall = overall.metrics(r.Ks)
+	r.Categories = map[int]*Metrics{}
+	for cat, a := range cats {
+		m := a.metrics(r.Ks)
+		r.Categories[cat] = &m
+	}
+	r.Session = map[int]float64{}
+	for _, k := range SessionKs {
+		if r.Questions > 0 {
+			r.Session[k] = sess[k] / float64(r.Questions)
+		}
+	}
 }
 
 // turnRanking maps hits to LoCoMo turn IDs, best first. At the records
@@ -378,6 +400,14 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "LoCoMo retrieval, level %s, ranking %s: %d questions (categories 1–4), %d turns, %d skipped without evidence\n",
 		r.Level, name, r.Questions, r.Turns, r.Skipped)
+	r.writeTable(w)
+	fmt.Fprintf(w, "session recall@1 %.3f  @3 %.3f  @5 %.3f\n", r.Session[1], r.Session[3], r.Session[5])
+	fmt.Fprintf(w, "query latency ms p50 %.3f  p95 %.3f  p99 %.3f\n", r.LatencyMS.P50, r.LatencyMS.P95, r.LatencyMS.P99)
+	fmt.Fprintf(w, "ingest %.0f turns/s\n", r.IngestTPS)
+}
+
+// writeTable prints recall@k, all@k and any@k overall and per category.
+func (r *Report) writeTable(w io.Writer) {
 	fmt.Fprintf(w, "%-16s %5s", "slice", "n")
 	for _, k := range r.Ks {
 		fmt.Fprintf(w, "  recall@%-3d all@%-3d any@%-3d", k, k, k)
@@ -396,7 +426,4 @@ func (r *Report) WriteText(w io.Writer) {
 			row(fmt.Sprintf("%d %s", c, catNames[c]), *m)
 		}
 	}
-	fmt.Fprintf(w, "session recall@1 %.3f  @3 %.3f  @5 %.3f\n", r.Session[1], r.Session[3], r.Session[5])
-	fmt.Fprintf(w, "query latency ms p50 %.3f  p95 %.3f  p99 %.3f\n", r.LatencyMS.P50, r.LatencyMS.P95, r.LatencyMS.P99)
-	fmt.Fprintf(w, "ingest %.0f turns/s\n", r.IngestTPS)
 }

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,6 +72,26 @@ type Params struct {
 	// GroupWeight adds GroupWeight × (best score of another document of the
 	// same Doc.Group); 0 disables it.
 	GroupWeight float64
+	// GroupTopN, when above 1, makes the group prior GroupWeight × the sum
+	// of the GroupTopN best scores of other documents of the group
+	// (session-level evidence: a session that matches in several turns
+	// lifts all of them).
+	GroupTopN int
+	// AddresseeBoost multiplies by (1+AddresseeBoost) the score of a
+	// document in the second person ("you", "your") said by someone else
+	// in a group (session) where a speaker the query names also speaks:
+	// "your kids" said to Melanie is about Melanie's kids.
+	AddresseeBoost float64
+	// Nicknames lets a query word of three or more letters that begins a
+	// speaker's name name that speaker ("Mel" → Melanie).
+	Nicknames bool
+	// PRFMinDocs is how many of the top PRFDocs documents must hold an
+	// expansion term (default 2; 1 makes feedback a second round seeded by
+	// each top document's own distinctive terms).
+	PRFMinDocs int
+	// QuestionWords drops words that phrase a question rather than its
+	// content ("kind", "likely", "think", "would", "many", …) from queries.
+	QuestionWords bool
 }
 
 // DefaultParams is Tendril's ranking: BM25F over text, neighbouring turns,
@@ -126,14 +147,16 @@ type Index struct {
 	groupIDs map[string]int32
 	fwd      [][]int32 // text-field terms per doc (for PRF)
 	keys     []string  // Doc.Key per doc (tie order)
-	dead     []bool    // removed documents
+	second   []bool    // text in the second person (AddresseeBoost)
+	groupSpk map[int32][]int32
+	dead     []bool // removed documents
 	ndead    int
 	pool     sync.Pool
 }
 
 // NewIndex returns an empty index ranking with p.
 func NewIndex(p Params) *Index {
-	return &Index{p: p, terms: map[string]int32{}, spkTerms: map[string][]int32{}, spkIDs: map[string]int32{}, groupIDs: map[string]int32{}}
+	return &Index{p: p, terms: map[string]int32{}, spkTerms: map[string][]int32{}, spkIDs: map[string]int32{}, groupIDs: map[string]int32{}, groupSpk: map[int32][]int32{}}
 }
 
 // Clone returns an independent copy of the index: later Add or Remove on
@@ -158,6 +181,11 @@ func (ix *Index) Clone() *Index {
 	for k, v := range ix.groupIDs {
 		c.groupIDs[k] = v
 	}
+	c.groupSpk = make(map[int32][]int32, len(ix.groupSpk))
+	for k, v := range ix.groupSpk {
+		c.groupSpk[k] = clip(v)
+	}
+	c.second = clip(ix.second)
 	c.termStr = clip(ix.termStr)
 	for f := range ix.post {
 		c.post[f] = make([][]posting, len(ix.post[f]))
@@ -279,6 +307,10 @@ func (ix *Index) Add(d Doc) int {
 		g = id
 	}
 	ix.group = append(ix.group, g)
+	ix.second = append(ix.second, ix.p.AddresseeBoost > 0 && secondPerson(d.Text))
+	if g >= 0 && spk >= 0 && !slices.Contains(ix.groupSpk[g], spk) {
+		ix.groupSpk[g] = append(ix.groupSpk[g], spk)
+	}
 	return int(doc)
 }
 
@@ -453,6 +485,15 @@ func (ix *Index) SearchScope(query string, sc0 *Scope, k int) []Result {
 			m *= 1 + ix.p.SpeakerBoost
 			why = append(why, fmt.Sprintf("speaker named in query ×%.3g", 1+ix.p.SpeakerBoost))
 		}
+		if len(spk) > 0 && ix.second[d] && ix.group[d] >= 0 && (ix.speaker[d] < 0 || !spk[ix.speaker[d]]) {
+			for _, o := range ix.groupSpk[ix.group[d]] {
+				if spk[o] {
+					m *= 1 + ix.p.AddresseeBoost
+					why = append(why, fmt.Sprintf("said to a speaker named in query ×%.3g", 1+ix.p.AddresseeBoost))
+					break
+				}
+			}
+		}
 		if when && ix.hasTime[d] {
 			m *= 1 + ix.p.TimeBoost
 			why = append(why, fmt.Sprintf("time cue for a when-question ×%.3g", 1+ix.p.TimeBoost))
@@ -498,6 +539,9 @@ func (ix *Index) queryTerms(sc *scratch, query string, st stats, allow []bool) [
 	var qs []qterm
 	pos := map[string]int{}
 	for _, t := range ix.p.Analyzer.Terms(query) {
+		if ix.p.QuestionWords && questionWords[t] {
+			continue
+		}
 		if i, ok := pos[t]; ok {
 			qs[i].weight++
 			continue
@@ -664,8 +708,12 @@ func (ix *Index) feedback(sc *scratch, top []scored, qs []qterm, st stats, allow
 		idf float64
 	}
 	var cs []cand
+	minDocs := float64(ix.p.PRFMinDocs)
+	if minDocs <= 0 {
+		minDocs = 2
+	}
 	for id, c := range weight {
-		if c < 2 {
+		if c < minDocs {
 			continue
 		}
 		df := ix.df(sc, id, allow)
@@ -691,6 +739,9 @@ func (ix *Index) feedback(sc *scratch, top []scored, qs []qterm, st stats, allow
 // groupPrior adds GroupWeight × the best score of another document of the
 // same group to each touched document.
 func (ix *Index) groupPrior(sc *scratch, touched []int32) []int32 {
+	if ix.p.GroupTopN > 1 {
+		return ix.groupPriorN(sc, touched, ix.p.GroupTopN)
+	}
 	type best2 struct {
 		d1     int32
 		s1, s2 float64
@@ -728,6 +779,80 @@ func (ix *Index) groupPrior(sc *scratch, touched []int32) []int32 {
 	}
 	return touched
 }
+
+// groupPriorN adds GroupWeight × the sum of the n best scores of other
+// documents of the same group to each touched document.
+func (ix *Index) groupPriorN(sc *scratch, touched []int32, n int) []int32 {
+	best := map[int32][]float64{} // per group, the n+1 best scores, descending
+	for _, d := range touched {
+		g := ix.group[d]
+		if g < 0 {
+			continue
+		}
+		b, s := best[g], sc.score[d]
+		i := sort.Search(len(b), func(i int) bool { return b[i] < s })
+		if i <= n {
+			b = slices.Insert(b, i, s)
+			if len(b) > n+1 {
+				b = b[:n+1]
+			}
+			best[g] = b
+		}
+	}
+	for _, d := range touched {
+		g := ix.group[d]
+		if g < 0 {
+			continue
+		}
+		b, s := best[g], sc.score[d]
+		sum, skipped := 0.0, false
+		for i, x := range b {
+			if !skipped && x == s {
+				skipped = true
+				continue
+			}
+			if i-btoi(skipped) >= n {
+				break
+			}
+			sum += x
+		}
+		sc.prior[d] = ix.p.GroupWeight * sum
+	}
+	for _, d := range touched {
+		sc.score[d] += sc.prior[d]
+	}
+	return touched
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// secondPerson reports whether text addresses someone ("you", "your").
+func secondPerson(text string) bool {
+	for _, t := range Tokenize(text) {
+		switch t {
+		case "you", "your", "yours", "yourself", "u", "ya":
+			return true
+		}
+	}
+	return false
+}
+
+// questionWords phrase a question rather than name its content (stemmed
+// and unstemmed forms; Snowball's stop list already drops what, when, did…).
+var questionWords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`kind kinds type types sort likely would might could think thing things something
+		many much often ever also one ones name names specific particular way ways happen happened`) {
+		m[w] = true
+		m[stem(w)] = true
+	}
+	return m
+}()
 
 // tf returns the term frequency of id in field f of doc (binary search).
 func (ix *Index) tf(f Field, id, doc int32) int {
@@ -827,7 +952,15 @@ func (ix *Index) namedSpeakers(query string) map[int32]bool {
 	}
 	var out map[int32]bool
 	for _, t := range ix.p.Analyzer.Terms(query) {
-		for _, id := range ix.spkTerms[t] {
+		ids := ix.spkTerms[t]
+		if ids == nil && ix.p.Nicknames && len(t) >= 3 && isASCIIWord(t) {
+			for name, nids := range ix.spkTerms {
+				if len(name) > len(t) && strings.HasPrefix(name, t) {
+					ids = append(ids, nids...)
+				}
+			}
+		}
+		for _, id := range ids {
 			if out == nil {
 				out = map[int32]bool{}
 			}

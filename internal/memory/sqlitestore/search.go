@@ -102,7 +102,9 @@ func (s *Store) search(ctx context.Context, q memory.Query, engine Engine) ([]me
 	// embedding server never blocks other turns.
 	var qvec []float32
 	if s.opts.Embedder != nil && text != "" && !fts {
-		v, err := s.opts.Embedder.Embed(ctx, []string{text})
+		ectx, cancel := s.queryEmbedContext(ctx)
+		v, err := s.opts.Embedder.Embed(ectx, []string{text})
+		cancel()
 		if err != nil {
 			s.opts.Logger.Warn("memory query embedding failed; BM25F only", "err", err)
 		} else if len(v) == 1 {

@@ -145,6 +145,9 @@ func TestHybridEmbedder(t *testing.T) {
 	ns := "/main/u/long_term/"
 	a, _ := s.Put(bg, memory.Record{Namespace: ns, Content: "tiny green insects on the roses"})
 	s.Put(bg, memory.Record{Namespace: ns, Content: "waters the lawn on sundays"})
+	if err := s.WaitEmbedded(bg); err != nil { // documents are embedded in the background
+		t.Fatal(err)
+	}
 	hits, err := s.Search(bg, memory.Query{NamespacePath: ns, Text: "bugs"})
 	if err != nil || len(hits) == 0 || hits[0].Record.ID != a.ID || !strings.Contains(hits[0].Explain, "rrf") || !strings.Contains(hits[0].Explain, "vector rank 1") {
 		t.Fatalf("hybrid: %+v, %v", hits, err)

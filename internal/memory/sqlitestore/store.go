@@ -63,6 +63,12 @@ type Options struct {
 	// Embedder, when set, adds vector similarity fused with BM25 by
 	// reciprocal rank fusion. Off by default.
 	Embedder search.Embedder
+	// QueryEmbedTimeout bounds the query's embedding call of a Search (1s);
+	// it also never takes more than half of the time left before the
+	// search context's deadline (the retrieval budget, memory.retrieveTimeout).
+	// On timeout or error the search ranks with BM25F alone. Documents are
+	// embedded in the background after each write, never on the turn.
+	QueryEmbedTimeout time.Duration
 	// Now is the clock (time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -95,6 +101,9 @@ type Store struct {
 
 	gate   sync.RWMutex
 	closed bool // written under gate exclusively
+
+	// emb is the background embedding worker (nil without an Embedder).
+	emb *embedWorker
 
 	mu        sync.Mutex
 	actors    map[string]*actorState
@@ -221,11 +230,15 @@ func Open(home string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if opts.Embedder != nil {
+		s.startEmbedWorker()
+	}
 	return s, nil
 }
 
 // Close closes the index.
 func (s *Store) Close() error {
+	s.stopEmbedWorker() // before the gate: the worker holds it shared
 	s.gate.Lock()
 	defer s.gate.Unlock()
 	if s.closed {
@@ -485,7 +498,7 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 		return s.compacted(ctx, a, x, &built)
 	})
 	if s.opts.Embedder != nil {
-		s.embedMissing(ctx, a)
+		s.scheduleEmbed(a.id)
 	}
 	return nil
 }
@@ -899,7 +912,7 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch
 		return s.compacted(ctx, a, x, &built)
 	})
 	if s.opts.Embedder != nil {
-		s.embedMissing(ctx, a)
+		s.scheduleEmbed(a.id)
 	}
 	return nil
 }

@@ -1,0 +1,330 @@
+package locomo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/tendrilai/tendril/internal/memory/search"
+)
+
+// Candidate is one ranking configuration cross-validation may choose.
+type Candidate struct {
+	Name   string
+	Params search.Params
+}
+
+// Candidates is the grid cross-validation chooses from: Tendril's
+// defaults and variants with each model-free technique of the ranking on
+// or off — the session prior's weight and depth (session-level evidence
+// fused into turn scores), second-person addressee resolution, nicknames,
+// question-word removal, pseudo-relevance feedback and a second round
+// seeded by the first round's top turns (feedback from one document
+// each), and the speaker boost.
+func Candidates() []Candidate {
+	var out []Candidate
+	type mod struct {
+		name string
+		f    func(*search.Params)
+	}
+	groups := []mod{
+		{"g.1", func(p *search.Params) { p.GroupWeight, p.GroupTopN = 0.1, 1 }},
+		{"g.1x3", func(p *search.Params) { p.GroupWeight, p.GroupTopN = 0.1, 3 }},
+		{"g.05x5", func(p *search.Params) { p.GroupWeight, p.GroupTopN = 0.05, 5 }},
+	}
+	addr := []mod{{"", func(p *search.Params) { p.AddresseeBoost = 0 }}, {"+addr", func(p *search.Params) { p.AddresseeBoost = 0.3 }}}
+	qw := []mod{{"", func(p *search.Params) { p.QuestionWords = false }}, {"+qw", func(p *search.Params) { p.QuestionWords = true }}}
+	prf := []mod{
+		{"", func(p *search.Params) { p.PRFDocs = 0 }},
+		{"+prf", func(p *search.Params) { p.PRFDocs, p.PRFTerms, p.PRFWeight, p.PRFMinDocs = 5, 5, 0.3, 2 }},
+		{"+round2", func(p *search.Params) { p.PRFDocs, p.PRFTerms, p.PRFWeight, p.PRFMinDocs = 3, 8, 0.15, 1 }},
+	}
+	spk := []mod{{"", func(p *search.Params) { p.SpeakerBoost = 0.4 }}, {"+spk.8", func(p *search.Params) { p.SpeakerBoost = 0.8 }}}
+	for _, g := range groups {
+		for _, a := range addr {
+			for _, q := range qw {
+				for _, r := range prf {
+					for _, s := range spk {
+						p := search.DefaultParams()
+						p.Nicknames = true
+						for _, m := range []mod{g, a, q, r, s} {
+							m.f(&p)
+						}
+						out = append(out, Candidate{Name: g.name + a.name + q.name + r.name + s.name, Params: p})
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// CVOptions configures CrossValidate.
+type CVOptions struct {
+	// Folds is the number of folds; conversation i goes to fold i mod
+	// Folds. Folds equal to the number of conversations (or ≤ 0) is
+	// leave-one-conversation-out.
+	Folds int
+	// Level, Ks, Extract and Dir are as in Options.
+	Level   string
+	Ks      []int
+	Extract func(dir string) ExtractFunc
+	Dir     string
+	// Candidates to choose from (default Candidates()).
+	Candidates []Candidate
+	// Progress is called after each candidate run (done, total).
+	Progress func(done, total int)
+}
+
+// FoldChoice is the candidate chosen on the training conversations of one
+// fold and scored on its held-out conversations.
+type FoldChoice struct {
+	HeldOut   []string
+	Candidate string
+	// TrainScore is the objective on the training questions.
+	TrainScore float64
+}
+
+// CVReport is the result of CrossValidate.
+type CVReport struct {
+	Folds int
+	// CrossValidated combines every fold's held-out questions, each ranked
+	// by the candidate chosen without it.
+	CrossValidated *Report
+	// InSample is the candidate best on all conversations, scored on
+	// them (the optimistic figure).
+	InSample *Report
+	// InSampleChoice names it; Choices are the per-fold choices.
+	InSampleChoice string
+	Choices        []FoldChoice
+	// Default is Tendril's shipped ranking (search.DefaultParams) on all
+	// conversations, Baseline the plain BM25 reference, in the same run.
+	Default  *Report
+	Baseline *Report
+	// Grid is every candidate's in-sample report, by name.
+	Grid map[string]*Report
+}
+
+// Objective is what cross-validation maximises: the mean of recall@10 and
+// all@10 over the questions (categories 1–4).
+func Objective(qs []QuestionResult) float64 {
+	if len(qs) == 0 {
+		return 0
+	}
+	a := newAcc()
+	for _, q := range qs {
+		a.add(q.Ranked, q.Evidence, []int{10})
+	}
+	m := a.metrics([]int{10})
+	return (m.Recall[10] + m.All[10]) / 2
+}
+
+// CrossValidate tunes the ranking by k-fold cross-validation over
+// conversations (leave-one-conversation-out by default): every candidate
+// runs once over all conversations; for each fold the candidate with the
+// best Objective on the other folds' questions ranks the fold's own. It
+// also runs Tendril's defaults and the plain BM25 baseline on the same
+// data, so that every figure of the report comes from one run.
+//
+// Errors: fewer than two conversations or folds; Run's errors.
+func CrossValidate(ctx context.Context, convs []Conversation, opts CVOptions) (*CVReport, error) {
+	if len(convs) < 2 {
+		return nil, errors.New("locomo: cross-validation needs at least two conversations")
+	}
+	k := opts.Folds
+	if k <= 0 || k > len(convs) {
+		k = len(convs)
+	}
+	if k < 2 {
+		return nil, errors.New("locomo: cross-validation needs at least two folds")
+	}
+	cands := opts.Candidates
+	if len(cands) == 0 {
+		cands = Candidates()
+	}
+	dir, cleanup, err := scratchDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	total := len(cands) + 2
+	done := 0
+	run := func(name, baseline string, p *search.Params) (*Report, error) {
+		d := filepath.Join(dir, fmt.Sprintf("run%d", done))
+		o := Options{Level: opts.Level, Ks: opts.Ks, Baseline: baseline, Ranking: p, Dir: d}
+		if o.Level == LevelRecords {
+			if opts.Extract != nil {
+				o.Extract = opts.Extract(d)
+			} else {
+				o.Extract = PipelineExtract(d)
+			}
+		}
+		if err := mkdir(d); err != nil {
+			return nil, err
+		}
+		r, err := Run(ctx, convs, o)
+		done++
+		if opts.Progress != nil {
+			opts.Progress(done, total)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return r, nil
+	}
+	cv := &CVReport{Folds: k, Grid: map[string]*Report{}}
+	if cv.Baseline, err = run("bm25", "bm25", nil); err != nil {
+		return nil, err
+	}
+	if cv.Default, err = run("default", "", nil); err != nil {
+		return nil, err
+	}
+	for _, c := range cands {
+		p := c.Params
+		r, err := run(c.Name, "", &p)
+		if err != nil {
+			return nil, err
+		}
+		cv.Grid[c.Name] = r
+	}
+	fold := map[string]int{}
+	for i, c := range convs {
+		fold[c.SampleID] = i % k
+	}
+	split := func(r *Report, f int) (train, test []QuestionResult) {
+		for _, q := range r.PerQuestion {
+			if fold[q.Conversation] == f {
+				test = append(test, q)
+			} else {
+				train = append(train, q)
+			}
+		}
+		return
+	}
+	best := func(f int) (string, float64) { // f < 0: all questions
+		bestName, bestScore := "", -1.0
+		for _, c := range cands {
+			qs := cv.Grid[c.Name].PerQuestion
+			if f >= 0 {
+				qs, _ = split(cv.Grid[c.Name], f)
+			}
+			if s := Objective(qs); s > bestScore+1e-12 {
+				bestName, bestScore = c.Name, s
+			}
+		}
+		return bestName, bestScore
+	}
+	any := cv.Default
+	cvRep := &Report{Level: any.Level, Ks: any.Ks, Turns: any.Turns, Skipped: any.Skipped, IngestTPS: any.IngestTPS, LatencyMS: any.LatencyMS}
+	for f := 0; f < k; f++ {
+		name, score := best(f)
+		_, test := split(cv.Grid[name], f)
+		cvRep.PerQuestion = append(cvRep.PerQuestion, test...)
+		var held []string
+		for _, c := range convs {
+			if fold[c.SampleID] == f {
+				held = append(held, c.SampleID)
+			}
+		}
+		cv.Choices = append(cv.Choices, FoldChoice{HeldOut: held, Candidate: name, TrainScore: score})
+	}
+	cvRep.summarize()
+	cv.CrossValidated = cvRep
+	cv.InSampleChoice, _ = best(-1)
+	cv.InSample = cv.Grid[cv.InSampleChoice]
+	return cv, nil
+}
+
+// WriteText prints the cross-validated, in-sample, default and BM25
+// figures side by side (overall and per category), the per-fold choices,
+// and the ten best candidates in sample.
+func (cv *CVReport) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "LoCoMo retrieval, level %s, %d-fold cross-validation over conversations (%d questions, categories 1–4)\n\n",
+		cv.CrossValidated.Level, cv.Folds, cv.CrossValidated.Questions)
+	cols := []struct {
+		name string
+		r    *Report
+	}{{"plain BM25", cv.Baseline}, {"default", cv.Default}, {"cross-validated", cv.CrossValidated}, {"in-sample best", cv.InSample}}
+	fmt.Fprintf(w, "%-22s", "recall@10 / all@10")
+	for _, c := range cols {
+		fmt.Fprintf(w, " %17s", c.name)
+	}
+	fmt.Fprintln(w)
+	line := func(label string, get func(*Report) (Metrics, bool)) {
+		fmt.Fprintf(w, "%-22s", label)
+		for _, c := range cols {
+			m, ok := get(c.r)
+			if !ok {
+				fmt.Fprintf(w, " %17s", "—")
+				continue
+			}
+			fmt.Fprintf(w, "     %.3f / %.3f", m.Recall[10], m.All[10])
+		}
+		fmt.Fprintln(w)
+	}
+	line("overall (1–4)", func(r *Report) (Metrics, bool) { return r.Overall, true })
+	for c := 1; c <= 4; c++ {
+		c := c
+		line(fmt.Sprintf("%d %s", c, catNames[c]), func(r *Report) (Metrics, bool) {
+			if m := r.Categories[c]; m != nil {
+				return *m, true
+			}
+			return Metrics{}, false
+		})
+	}
+	fmt.Fprintf(w, "%-22s", "recall@5 / @20 / @50")
+	for _, c := range cols {
+		fmt.Fprintf(w, " %5.3f/%.3f/%.3f", c.r.Overall.Recall[5], c.r.Overall.Recall[20], c.r.Overall.Recall[50])
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "\nchoices per fold (trained on the other folds):")
+	for _, f := range cv.Choices {
+		fmt.Fprintf(w, "  held out %v: %s (train objective %.4f)\n", f.HeldOut, f.Candidate, f.TrainScore)
+	}
+	fmt.Fprintf(w, "in-sample best: %s\n", cv.InSampleChoice)
+	type row struct {
+		name string
+		s    float64
+	}
+	var rows []row
+	for n, r := range cv.Grid {
+		rows = append(rows, row{n, Objective(r.PerQuestion)})
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].s != rows[j].s {
+			return rows[i].s > rows[j].s
+		}
+		return rows[i].name < rows[j].name
+	})
+	fmt.Fprintln(w, "\nbest candidates in sample (objective = mean of recall@10 and all@10):")
+	for i, r := range rows {
+		if i == 10 {
+			break
+		}
+		m := cv.Grid[r.name].Overall
+		fmt.Fprintf(w, "  %-30s %.4f  recall@10 %.3f all@10 %.3f  cat1 all@10 %.3f\n", r.name, r.s, m.Recall[10], m.All[10], cv.Grid[r.name].Categories[1].All[10])
+	}
+	fmt.Fprintln(w, "\nper-category tables:")
+	for _, c := range cols {
+		fmt.Fprintf(w, "\n[%s]\n", c.name)
+		c.r.writeTable(w)
+	}
+}
+
+// JSON is {"folds", "cross_validated", "in_sample", "in_sample_choice",
+// "choices", "default", "baseline_bm25"}, each report in Report.JSON's
+// shape.
+func (cv *CVReport) JSON() any {
+	var ch []map[string]any
+	for _, f := range cv.Choices {
+		ch = append(ch, map[string]any{"held_out": f.HeldOut, "candidate": f.Candidate, "train_objective": round(f.TrainScore)})
+	}
+	return map[string]any{"folds": cv.Folds, "cross_validated": cv.CrossValidated.JSON(), "in_sample": cv.InSample.JSON(),
+		"in_sample_choice": cv.InSampleChoice, "choices": ch, "default": cv.Default.JSON(), "baseline_bm25": cv.Baseline.JSON()}
+}
+
+func mkdir(d string) error { return os.MkdirAll(d, 0o755) }
