@@ -3,6 +3,7 @@ package assistant
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -69,21 +70,31 @@ func (l pgLocks) acquire(ctx context.Context, sqls []string, args [][]any) (func
 }
 
 const (
-	lockX = "pg_advisory_lock($1::int, hashtext($2))"
-	lockS = "pg_advisory_lock_shared($1::int, hashtext($2))"
+	lockX = "pg_advisory_lock($1::int, $2::int)"
+	lockS = "pg_advisory_lock_shared($1::int, $2::int)"
 )
 
 var unlockOf = map[string]string{
-	lockX: "pg_advisory_unlock($1::int, hashtext($2))",
-	lockS: "pg_advisory_unlock_shared($1::int, hashtext($2))",
+	lockX: "pg_advisory_unlock($1::int, $2::int)",
+	lockS: "pg_advisory_unlock_shared($1::int, $2::int)",
+}
+
+// lockKey hashes a name (any bytes, NUL included) to the second key of
+// a two-key advisory lock (FNV-1a, 32 bits). Two names that collide only
+// share a lock: a turn may wait for an unrelated session's, never run
+// beside its own.
+func lockKey(name string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return int32(h.Sum32())
 }
 
 func (l pgLocks) turn(ctx context.Context, session, actor string) (func(), error) {
 	// Session first, then actor, in every caller: no lock-order cycle.
 	return l.acquire(ctx, []string{lockX, lockS},
-		[][]any{{lockClassSession, session}, {lockClassActor, actor}})
+		[][]any{{lockClassSession, lockKey(session)}, {lockClassActor, lockKey(actor)}})
 }
 
 func (l pgLocks) forget(ctx context.Context, actor string) (func(), error) {
-	return l.acquire(ctx, []string{lockX}, [][]any{{lockClassActor, actor}})
+	return l.acquire(ctx, []string{lockX}, [][]any{{lockClassActor, lockKey(actor)}})
 }
