@@ -161,7 +161,7 @@ var baseRules = []rule{
 			n := strings.TrimPrefix(m[1], "저를")
 			return "name", []string{n}, n != "" && n != "뭐" && n != "이렇게"
 		}},
-	{memory.StrategyUserPreference, "preference", []string{"만"}, re(`(\S.*?)만\s*(?:써요|써|씁니다|쓰고\s*있어요|사용해요|사용합니다|사용해|사용하고\s*있어요|먹어요|먹습니다|키워요|줘요|줍니다|사요|삽니다|마셔요)`),
+	{memory.StrategyUserPreference, "preference", []string{"만"}, re(`(\S.*?)만\s*(?:써요|써|씁니다|쓰고\s*있어요|사용해요|사용합니다|사용해|사용하고\s*있어요|먹어요|먹습니다|키워요|줘요|줍니다|사요|삽니다|마셔요|마셔|먹어)`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			return objectTopic(lower, m[1], "uses"), nil, headWord(m[1]) != ""
 		}},
