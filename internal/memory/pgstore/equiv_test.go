@@ -315,6 +315,9 @@ func TestSameHybridRankingAsSQLite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := lite.WaitEmbedded(ctx); err != nil { // sqlitestore embeds in the background
+		t.Fatal(err)
+	}
 	sameHits(t, "hybrid round 1", lite, pgA, pgB)
 	for _, s := range []memory.Admin{lite, pgA} {
 		if _, err := s.PutBatch(ctx, c.recs[60:]); err != nil {
@@ -323,6 +326,9 @@ func TestSameHybridRankingAsSQLite(t *testing.T) {
 		if err := s.AppendEvents(ctx, c.evs[80:]); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := lite.WaitEmbedded(ctx); err != nil { // sqlitestore embeds in the background
+		t.Fatal(err)
 	}
 	sameHits(t, "hybrid round 2", lite, pgA, pgB)
 	hits, err := pgB.Search(ctx, memory.Query{NamespacePath: "/main/u1/", Text: "fig"})
