@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -52,7 +53,7 @@ func (g *globals) connect(ctx context.Context, host bool) (*conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		srv, err := newServer(a, tr, "127.0.0.1:0", log)
+		srv, err := newServer(a, tr, "127.0.0.1:0", log, nil)
 		if err != nil {
 			a.Close()
 			return nil, err
@@ -85,7 +86,7 @@ func (g *globals) connect(ctx context.Context, host bool) (*conn, error) {
 		release()
 		return nil, err
 	}
-	srv, err := newServer(a, tr, "127.0.0.1:0", log)
+	srv, err := newServer(a, tr, "127.0.0.1:0", log, nil)
 	if err != nil {
 		a.Close()
 		release()
@@ -125,7 +126,9 @@ func listenSocket(path string) (net.Listener, error) {
 
 // newServer builds the HTTP runtime over a with the management API and
 // the Telegram webhook mounted.
-func newServer(a *assistant.Assistant, tr *runtime.Tracker, addr string, log *slog.Logger) (*runtime.Server, error) {
+//
+// logs, when set, is the recent log the dashboard's settings page tails.
+func newServer(a *assistant.Assistant, tr *runtime.Tracker, addr string, log *slog.Logger, logs *dashboard.LogBuffer) (*runtime.Server, error) {
 	cfg := a.Config()
 	srv, err := runtime.New(withRuntimeMode(a, runtime.Options{
 		Addr: addr, AuthToken: cfg.AuthToken, MaxBodyBytes: cfg.MaxBodyBytes,
@@ -136,7 +139,18 @@ func newServer(a *assistant.Assistant, tr *runtime.Tracker, addr string, log *sl
 		return nil, err
 	}
 	srv.Mount(mgmt.Prefix+"/", mgmt.Handler(a), true)
-	srv.MountSelfAuth("/", dashboard.Handler(a, dashboard.Options{AuthToken: cfg.AuthToken, Logger: log}))
+	srv.MountSelfAuth("/", dashboard.Handler(a, dashboard.Options{AuthToken: cfg.AuthToken, Logger: log, Logs: logs,
+		Tools: func(ctx context.Context) ([]dashboard.ToolInfo, error) {
+			var out []dashboard.ToolInfo
+			for _, t := range a.Tools(ctx) {
+				server, _, ok := strings.Cut(t.Name(), "__")
+				if !ok {
+					server = ""
+				}
+				out = append(out, dashboard.ToolInfo{Name: t.Name(), Description: t.Description(), Class: t.Class(), Server: server})
+			}
+			return out, nil
+		}}))
 	if tg := a.Telegram(); tg != nil {
 		// The webhook authenticates with its own secret header.
 		srv.Mount("POST /telegram/webhook", tg.Handler(), false)

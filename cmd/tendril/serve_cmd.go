@@ -21,6 +21,7 @@ import (
 	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/mgmt"
 	"github.com/tendrilai/tendril/internal/runtime"
+	"github.com/tendrilai/tendril/internal/web/dashboard"
 )
 
 func init() {
@@ -97,13 +98,16 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer release()
+	// The dashboard's settings page tails the last 500 log lines.
+	logs := dashboard.NewLogBuffer(500)
+	log = slog.New(logs.Handler(log.Handler()))
 	tr := runtime.NewTracker(nil)
 	a, err := assistant.Open(ctx, cfg, assistant.Options{Logger: log, Owner: true, Busy: tr})
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	srv, err := newServer(a, tr, cfg.Addr, log)
+	srv, err := newServer(a, tr, cfg.Addr, log, logs)
 	if err != nil {
 		return err
 	}

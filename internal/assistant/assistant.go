@@ -34,6 +34,7 @@ import (
 	"github.com/tendrilai/tendril/internal/schedule"
 	"github.com/tendrilai/tendril/internal/session"
 	"github.com/tendrilai/tendril/internal/state"
+	"github.com/tendrilai/tendril/internal/tool"
 	"github.com/tendrilai/tendril/internal/tool/mcp"
 )
 
@@ -78,6 +79,10 @@ type Assistant struct {
 	// embedded stores); locks serialise turns across instances on it.
 	db    *pgxpool.Pool
 	locks turnLocks
+	// tools are the built-in tools; toolSource, when MCP servers are
+	// configured, lists built-in plus MCP tools at call time.
+	tools      []tool.Tool
+	toolSource func(context.Context) []tool.Tool
 	// sessionQueue keeps a session's messages in arrival order while they
 	// wait behind a paused turn; started says Start ran (only a started
 	// assistant resumes paused turns, so only it waits for them).
@@ -303,6 +308,16 @@ func (a *Assistant) watchLedger(ctx context.Context) {
 			}
 		},
 	})
+}
+
+// Tools lists the tools a turn is offered now: the built-in ones and,
+// when MCP servers are configured, theirs (named "<server>__<tool>";
+// connecting to them is bounded by 10 s).
+func (a *Assistant) Tools(ctx context.Context) []tool.Tool {
+	if a.toolSource != nil {
+		return a.toolSource(ctx)
+	}
+	return a.tools
 }
 
 // BeginShutdown ends waits that would hold requests open (messages behind

@@ -79,6 +79,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Assistant, er
 	if err := a.wireTools(ctx, &deps); err != nil {
 		return nil, err
 	}
+	a.tools, a.toolSource = deps.Tools, deps.ToolSource
 	ag, err := agent.New(agent.Options{
 		AgentID:           cfg.AgentID,
 		MaxToolIterations: cfg.Agent.MaxToolIterations,
