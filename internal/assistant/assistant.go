@@ -28,7 +28,6 @@ import (
 	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/memory/pipeline"
-	"github.com/tendrilai/tendril/internal/memory/sqlitestore"
 	"github.com/tendrilai/tendril/internal/metrics"
 	"github.com/tendrilai/tendril/internal/model"
 	"github.com/tendrilai/tendril/internal/schedule"
@@ -63,7 +62,7 @@ type Assistant struct {
 	sessions  session.Store
 	models    *model.Router
 	agent     *agent.Agent
-	memory    *sqlitestore.Store
+	memory    memory.Admin // sqlitestore in the home, or pgstore
 	retrieval *memory.Retrieval
 	pipeline  *pipeline.Pipeline
 	state     *state.Engine
@@ -116,7 +115,7 @@ func (a *Assistant) Metrics() *metrics.Metrics { return a.metrics }
 func (a *Assistant) Sessions() session.Store { return a.sessions }
 
 // Memory returns the memory store.
-func (a *Assistant) Memory() *sqlitestore.Store { return a.memory }
+func (a *Assistant) Memory() memory.Admin { return a.memory }
 
 // Gate returns the approval gate.
 func (a *Assistant) Gate() *approval.Gate { return a.gate }

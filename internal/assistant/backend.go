@@ -6,6 +6,9 @@ import (
 
 	"github.com/tendrilai/tendril/internal/approval/pgledger"
 	"github.com/tendrilai/tendril/internal/channel/telegram"
+	"github.com/tendrilai/tendril/internal/memory"
+	memorypg "github.com/tendrilai/tendril/internal/memory/pgstore"
+	"github.com/tendrilai/tendril/internal/memory/sqlitestore"
 	"github.com/tendrilai/tendril/internal/pg"
 	"github.com/tendrilai/tendril/internal/session"
 	"github.com/tendrilai/tendril/internal/session/jsonl"
@@ -83,11 +86,34 @@ func (a *Assistant) openSessions(ctx context.Context) (session.Store, error) {
 	return OpenSessionStore(a.cfg, jsonl.Options{Logger: a.log})
 }
 
+// openMemoryStore opens the memory store: Markdown files plus a SQLite
+// index in the home, or rows in PostgreSQL, ranked the same way.
+func (a *Assistant) openMemoryStore(ctx context.Context) (memory.Admin, error) {
+	mo := MemoryStoreOptions(a.cfg)
+	mo.Logger = a.log
+	if a.db == nil {
+		st, err := sqlitestore.Open(a.cfg.Home, mo)
+		if err != nil {
+			return nil, fmt.Errorf("open memory: %w", err)
+		}
+		return st, nil
+	}
+	st, err := memorypg.New(ctx, a.db, memorypg.Options{
+		AgentID: mo.AgentID, IndexedKeys: mo.IndexedKeys, EventExpiryDays: mo.EventExpiryDays,
+		Ranking: mo.Ranking, Embedder: mo.Embedder, Logger: a.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open memory: %w", err)
+	}
+	return st, nil
+}
+
 // Migrations lists every PostgreSQL migration of the binary's stores, in
 // the order they are applied (for `tendril doctor`).
 func Migrations() []pg.Migration {
 	var ms []pg.Migration
 	ms = append(ms, sessionpg.Migrations()...)
+	ms = append(ms, memorypg.Migrations()...)
 	ms = append(ms, pgstate.Migrations()...)
 	ms = append(ms, telegram.Migrations()...)
 	ms = append(ms, pgledger.Migrations()...)

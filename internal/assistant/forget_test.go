@@ -14,8 +14,10 @@ import (
 	"github.com/tendrilai/tendril/internal/channel/telegram"
 	"github.com/tendrilai/tendril/internal/channel/telegram/telegramtest"
 	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/sqlitestore"
 	"github.com/tendrilai/tendril/internal/model/modeltest"
 	"github.com/tendrilai/tendril/internal/schedule"
+	"github.com/tendrilai/tendril/internal/testenv"
 )
 
 // Forget is one operation: after it, every store is searched and holds
@@ -23,12 +25,24 @@ import (
 // state, paused turns and pending approvals, jobs, Telegram updates and
 // pairing, sessions — while another actor keeps everything.
 func TestForgetRemovesEveryItem(t *testing.T) {
+	t.Run("embedded", func(t *testing.T) { testForgetRemovesEveryItem(t) })
+	t.Run("postgres", func(t *testing.T) {
+		t.Setenv("TENDRIL_DATABASE_URL", testenv.PostgresSchema(t))
+		home := testForgetRemovesEveryItem(t)
+		if files := userDataInHome(t, home); len(files) > 0 {
+			t.Fatalf("with a database, user data was written to the home: %v", files)
+		}
+	})
+}
+
+func testForgetRemovesEveryItem(t *testing.T) (home string) {
 	fake := modeltest.NewOpenAI(t)
 	bot := telegramtest.New(t)
 	t.Setenv("TELEGRAM_BOT_TOKEN", telegramtest.Token)
 	t.Setenv("TELEGRAM_WEBHOOK_SECRET", "forget-secret")
 	t.Setenv("TELEGRAM_API_URL", bot.URL)
 	a := openTestApp(t, fake)
+	home = a.Config().Home
 	ctx := context.Background()
 	if err := a.Start(ctx, StartOptions{Telegram: true}); err != nil {
 		t.Fatal(err)
@@ -86,8 +100,10 @@ func TestForgetRemovesEveryItem(t *testing.T) {
 	if evs, _ := a.memory.Events(ctx, actor, ""); len(evs) != 0 {
 		t.Fatalf("events left: %v", evs)
 	}
-	if _, err := os.Stat(filepath.Join(a.memory.MemoryDir(), "telegram%3A555")); !os.IsNotExist(err) {
-		t.Fatalf("Markdown directory left: %v", err)
+	if sq, ok := a.memory.(*sqlitestore.Store); ok {
+		if _, err := os.Stat(filepath.Join(sq.MemoryDir(), "telegram%3A555")); !os.IsNotExist(err) {
+			t.Fatalf("Markdown directory left: %v", err)
+		}
 	}
 	if actors, _ := a.StateActors(ctx); strings.Contains(strings.Join(actors, ","), actor) {
 		t.Fatalf("state left: %v", actors)
@@ -126,4 +142,27 @@ func TestForgetRemovesEveryItem(t *testing.T) {
 	if rows, _ := a.ListSessions(ctx, ""); len(rows) != 2 {
 		t.Fatalf("the other actor's sessions: %v", rows)
 	}
+	return home
+}
+
+// userDataInHome lists the files under home other than configuration,
+// persona, skills and the management socket: with a database there must
+// be none (SPEC §9).
+func userDataInHome(t *testing.T, home string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(home, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel(home, p)
+		top := strings.Split(rel, string(filepath.Separator))[0]
+		switch {
+		case rel == "tendril.json", rel == "tendril.sock", rel == "serve.lock", rel == "persona.md", rel == "skills.json", top == "persona", top == "skills":
+		default:
+			out = append(out, rel)
+		}
+		return nil
+	})
+	return out
 }

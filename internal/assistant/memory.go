@@ -99,7 +99,14 @@ func (a *Assistant) Search(ctx context.Context, q SearchQuery) ([]memory.Hit, er
 	if mq.NamespacePath, err = actorPath(a.agentID(q.AgentID), q.ActorID); err != nil {
 		return nil, err
 	}
-	hits, err := a.memory.SearchEngine(ctx, mq, eng)
+	var hits []memory.Hit
+	if sq, ok := a.memory.(*sqlitestore.Store); ok {
+		hits, err = sq.SearchEngine(ctx, mq, eng)
+	} else if eng == sqlitestore.EngineFTS5 {
+		return nil, fmt.Errorf("%w: engine fts5 is SQLite's; the PostgreSQL store ranks with bm25f", ErrInvalid)
+	} else {
+		hits, err = a.memory.Search(ctx, mq)
+	}
 	if errors.Is(err, memory.ErrInvalidFilter) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
@@ -362,8 +369,10 @@ func (a *Assistant) remaining(ctx context.Context, agentID, actorID string) (int
 	}
 	n := len(left) + len(evs)
 	if enc, err := markdown.EncodeActor(actorID); err == nil {
-		if _, err := os.Stat(filepath.Join(a.memory.MemoryDir(), enc)); err == nil {
-			n++
+		if sq, ok := a.memory.(*sqlitestore.Store); ok {
+			if _, err := os.Stat(filepath.Join(sq.MemoryDir(), enc)); err == nil {
+				n++
+			}
 		}
 	}
 	jobs, err := a.scheduler.List(ctx, schedule.Filter{ActorID: actorID})

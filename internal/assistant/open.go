@@ -18,7 +18,6 @@ import (
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/memory/extract"
 	"github.com/tendrilai/tendril/internal/memory/pipeline"
-	"github.com/tendrilai/tendril/internal/memory/sqlitestore"
 	"github.com/tendrilai/tendril/internal/metrics"
 	"github.com/tendrilai/tendril/internal/model"
 	"github.com/tendrilai/tendril/internal/model/providers"
@@ -68,7 +67,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Assistant, er
 		return nil, err
 	}
 	a.models = router
-	if err := a.openMemory(router); err != nil {
+	if err := a.openMemory(ctx, router); err != nil {
 		return nil, err
 	}
 	deps := agent.Deps{Sessions: a.sessions, Models: router, State: a.state, Gate: a.gate, Deliverer: a,
@@ -172,13 +171,11 @@ func (a *Assistant) openStores(ctx context.Context, opts Options) error {
 
 // openMemory opens the memory store, the extraction pipeline and the
 // retrieval component.
-func (a *Assistant) openMemory(router *model.Router) error {
+func (a *Assistant) openMemory(ctx context.Context, router *model.Router) error {
 	cfg := a.cfg
-	mo := MemoryStoreOptions(cfg)
-	mo.Logger = a.log
-	st, err := sqlitestore.Open(cfg.Home, mo)
+	st, err := a.openMemoryStore(ctx)
 	if err != nil {
-		return fmt.Errorf("open memory: %w", err)
+		return err
 	}
 	a.memory = st
 	a.closers = append(a.closers, st.Close)
