@@ -7,6 +7,7 @@ import (
 	"github.com/tendrilai/tendril/internal/approval/pgledger"
 	"github.com/tendrilai/tendril/internal/channel/telegram"
 	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/embed"
 	memorypg "github.com/tendrilai/tendril/internal/memory/pgstore"
 	"github.com/tendrilai/tendril/internal/memory/sqlitestore"
 	"github.com/tendrilai/tendril/internal/pg"
@@ -23,19 +24,22 @@ import (
 
 // openDatabase opens the shared pool, and a second one for the turn
 // locks (each in-flight turn holds one connection of it, so locks never
-// starve the stores), when a database is configured.
+// starve the stores), when a database is configured. Each pool holds at
+// most 12 connections (pool_max_conns in the URL overrides both), so
+// three instances stay well inside PostgreSQL's default 100; the 13th
+// concurrent turn of an instance waits for a lock connection.
 func (a *Assistant) openDatabase(ctx context.Context) error {
 	if a.cfg.DatabaseURL == "" {
 		return nil
 	}
-	db, err := pg.Open(ctx, a.cfg.DatabaseURL, pg.Options{MaxConns: 32})
+	db, err := pg.Open(ctx, a.cfg.DatabaseURL, pg.Options{MaxConns: 12})
 	if err != nil {
 		return err
 	}
 	// Closers run last-first: the pool closes after every store on it.
 	a.closers = append(a.closers, func() error { db.Close(); return nil })
 	a.db = db
-	locks, err := pg.Open(ctx, a.cfg.DatabaseURL, pg.Options{MaxConns: 256})
+	locks, err := pg.Open(ctx, a.cfg.DatabaseURL, pg.Options{MaxConns: 12})
 	if err != nil {
 		return err
 	}
@@ -91,6 +95,17 @@ func (a *Assistant) openSessions(ctx context.Context) (session.Store, error) {
 func (a *Assistant) openMemoryStore(ctx context.Context) (memory.Admin, error) {
 	mo := MemoryStoreOptions(a.cfg)
 	mo.Logger = a.log
+	// memory.embedder (EMBEDDING_MODEL_ID) turns on hybrid search; unset,
+	// nothing changes.
+	p := a.cfg.Providers
+	emb, err := embed.New(ctx, a.cfg.Memory.Embedder, embed.Options{OpenAIBaseURL: p.OpenAIBaseURL, OpenAIAPIKey: p.OpenAIAPIKey,
+		OllamaBaseURL: p.OllamaBaseURL, AWSRegion: p.AWSRegion, BedrockEndpoint: p.BedrockEndpoint})
+	if err != nil {
+		return nil, fmt.Errorf("memory.embedder: %w", err)
+	}
+	if emb != nil {
+		mo.Embedder = emb
+	}
 	if a.db == nil {
 		st, err := sqlitestore.Open(a.cfg.Home, mo)
 		if err != nil {

@@ -17,10 +17,17 @@ import (
 // openTestApp wires the real stores in a temp home against a fake model.
 func openTestApp(t *testing.T, fake *modeltest.Server) *Assistant {
 	t.Helper()
+	return openTestAppWith(t, fake, func() {})
+}
+
+// openTestAppWith is openTestApp with env set by env() after the defaults.
+func openTestAppWith(t *testing.T, fake *modeltest.Server, env func()) *Assistant {
+	t.Helper()
 	t.Setenv("TENDRIL_HOME", t.TempDir())
 	t.Setenv("MODEL_ID", "openai/gpt-test")
 	t.Setenv("OPENAI_BASE_URL", fake.BaseURL())
 	t.Setenv("OPENAI_API_KEY", "k")
+	env()
 	cfg, err := config.Load("")
 	if err != nil {
 		t.Fatal(err)
