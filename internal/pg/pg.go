@@ -148,7 +148,8 @@ func Status(ctx context.Context, db *pgxpool.Pool, ms []Migration) (applied, pen
 
 // Options tune Open. The zero value is usable.
 type Options struct {
-	// MaxConns caps the pool (default: pgxpool's, max(4, GOMAXPROCS)).
+	// MaxConns caps the pool (default: pgxpool's, max(4, GOMAXPROCS)). A
+	// pool_max_conns parameter in the URL wins over it.
 	MaxConns int32
 	// ConnectTimeout bounds the first ping (default 10 s).
 	ConnectTimeout time.Duration
@@ -165,7 +166,7 @@ func Open(ctx context.Context, url string, opts Options) (*pgxpool.Pool, error) 
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
-	if opts.MaxConns > 0 {
+	if opts.MaxConns > 0 && !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = opts.MaxConns
 	}
 	cfg.MaxConnIdleTime = 5 * time.Minute
