@@ -159,8 +159,9 @@ type Queue struct {
 	mu      sync.Mutex
 	workers *river.Workers
 	kinds   map[string]bool
-	queues  map[string]int
-	built   bool
+	queues   map[string]int
+	periodic []*river.PeriodicJob
+	built    bool
 	lite    *river.Client[*sql.Tx]
 	pgc     *river.Client[pgx.Tx]
 	started bool
@@ -317,6 +318,25 @@ func (q *Queue) AddQueue(name string, maxWorkers int) error {
 	return nil
 }
 
+// AddPeriodic makes River insert the job that construct returns every
+// interval. Only the elected leader among the clients sharing the
+// database inserts periodic jobs, so the job is inserted once per interval
+// across instances (give it uniqueness if a late leader change must not
+// double it). id names the periodic job. It fails with ErrBuilt after
+// first use.
+func (q *Queue) AddPeriodic(id string, interval time.Duration, construct func() (river.JobArgs, *river.InsertOpts)) error {
+	if id == "" || interval <= 0 || construct == nil {
+		return fmt.Errorf("%w: periodic job %q every %v", ErrInvalid, id, interval)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.built {
+		return ErrBuilt
+	}
+	q.periodic = append(q.periodic, river.NewPeriodicJob(river.PeriodicInterval(interval), construct, &river.PeriodicJobOpts{ID: id}))
+	return nil
+}
+
 func (q *Queue) build() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -338,6 +358,7 @@ func (q *Queue) build() error {
 		FetchCooldown:               o.FetchCooldown,
 		CompletedJobRetentionPeriod: o.CompletedJobRetention,
 		Logger:                      o.Logger,
+		PeriodicJobs:                q.periodic,
 	}
 	// Without workers the client only inserts (a CLI command), possibly
 	// kinds another process works.
@@ -556,6 +577,24 @@ func (q *Queue) List(ctx context.Context, params *river.JobListParams) ([]*river
 		return nil, fmt.Errorf("jobs: list: %w", err)
 	}
 	return res.Jobs, nil
+}
+
+// Delete deletes the job with id unless it is running (River refuses
+// that: the error then says so).
+func (q *Queue) Delete(ctx context.Context, id int64) error {
+	if err := q.build(); err != nil {
+		return err
+	}
+	var err error
+	if q.lite != nil {
+		_, err = q.lite.JobDelete(ctx, id)
+	} else {
+		_, err = q.pgc.JobDelete(ctx, id)
+	}
+	if err != nil {
+		return fmt.Errorf("jobs: delete job %d: %w", id, err)
+	}
+	return nil
 }
 
 // DeleteJobTx deletes the job with id in the caller's transaction. A

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Add validates spec (see NewJob) and stores the new job. The running loop
-// is woken so an earlier NextRun is honoured.
+// Add validates spec (see NewJob), stores the new job and queues its first
+// run.
 func (s *Scheduler) Add(ctx context.Context, spec JobSpec) (Job, error) {
 	j, err := NewJob(spec, s.clock.Now())
 	if err != nil {
@@ -17,7 +17,7 @@ func (s *Scheduler) Add(ctx context.Context, spec JobSpec) (Job, error) {
 	if err := s.store.Create(ctx, j); err != nil {
 		return Job{}, fmt.Errorf("add job: %w", err)
 	}
-	s.poke()
+	s.enqueueLogged(ctx, j)
 	return j, nil
 }
 
@@ -85,8 +85,8 @@ func (s *Scheduler) Due(ctx context.Context) (int, error) {
 }
 
 // RunNow makes the job due at once: NextRun = now, Attempts = 0, status
-// active. The running server (this one, or whichever instance polls the
-// store first, within Options.PollInterval) runs it; after that run the job
+// active, and queues that run; River hands it to a started instance (this
+// one or another on the same queue) at once; after that run the job
 // continues on its regular schedule (an `at` job is deleted on success).
 // While a run of the job is in flight, the request is absorbed by that run.
 func (s *Scheduler) RunNow(ctx context.Context, id string) (Job, error) {
@@ -100,7 +100,7 @@ func (s *Scheduler) RunNow(ctx context.Context, id string) (Job, error) {
 	if err := s.store.Update(ctx, j); err != nil {
 		return Job{}, fmt.Errorf("run job %s now: %w", id, err)
 	}
-	s.poke()
+	s.enqueueLogged(ctx, j)
 	return j, nil
 }
 
@@ -157,17 +157,22 @@ func (s *Scheduler) SyncConfigJobs(ctx context.Context, specs []JobSpec) error {
 				continue
 			}
 		}
+		created := false
 		if ok {
 			j.ID = cur.ID // CreatedAt = now: an every job's grid restarts
 			err = s.store.Update(ctx, j)
 		} else {
 			err = s.store.Create(ctx, j)
+			created = err == nil
 			if errors.Is(err, ErrExists) {
 				err = nil // another instance created it meanwhile
 			}
 		}
 		if err != nil {
 			return fmt.Errorf("sync config job %q: %w", j.Name, err)
+		}
+		if ok || created {
+			s.enqueueLogged(ctx, j)
 		}
 	}
 	for _, cur := range existing {
@@ -177,7 +182,6 @@ func (s *Scheduler) SyncConfigJobs(ctx context.Context, specs []JobSpec) error {
 			}
 		}
 	}
-	s.poke()
 	return errors.Join(errs...)
 }
 

@@ -12,6 +12,10 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/tendrilai/tendril/internal/jobs"
 )
 
 // Clock is the scheduler's source of time; tests inject a fake
@@ -74,13 +78,45 @@ type Options struct {
 	// a run still in progress; a run whose instance dies is retried by
 	// another once the lease expires (then at-least-once, not exactly-once).
 	Lease time.Duration
-	// PollInterval bounds how long the loop sleeps without reading the
-	// store, so changes from other processes (tendril cron run, another
-	// instance) are seen (default 15s).
-	PollInterval time.Duration
-	// MaxConcurrent bounds runs in flight in this instance (default 4).
+	// MaxConcurrent bounds runs in flight in this instance (default 4):
+	// the River queue "schedule" runs this many at once.
 	MaxConcurrent int
+	// Jobs is the job queue the runs go through (River, shared with the
+	// process's other background work; its owner starts and stops it).
+	// Each run of a job is a schedule.run River job scheduled at the job's
+	// NextRun, unique per (job, slot), so each run fires once across
+	// instances. When nil, New opens a queue of the store's own (a store
+	// implementing JobsOpener: the SQLite and PostgreSQL stores do) and
+	// the Scheduler owns it.
+	Jobs *jobs.Queue
+	// ReconcileInterval is how often the leader among the instances makes
+	// sure every active job has its run queued, catching definitions
+	// changed by a process without the queue (default 5m).
+	ReconcileInterval time.Duration
 }
+
+// JobsOpener is implemented by stores that can host a job queue of their
+// own, used when Options.Jobs is nil.
+type JobsOpener interface {
+	OpenJobs(ctx context.Context, opts jobs.Options) (*jobs.Queue, error)
+}
+
+// Queue is the River queue of scheduled runs.
+const Queue = "schedule"
+
+// RunArgs are a schedule.run job's args: the run of job JobID scheduled at
+// Slot (its NextRun, UTC, millisecond precision).
+type RunArgs struct {
+	JobID string    `json:"job_id" river:"unique"`
+	Slot  time.Time `json:"slot" river:"unique"`
+}
+
+func (RunArgs) Kind() string { return "schedule.run" }
+
+// ReconcileArgs are the periodic job that queues every active job's run.
+type ReconcileArgs struct{}
+
+func (ReconcileArgs) Kind() string { return "schedule.reconcile" }
 
 // Scheduler runs due jobs from a Store. Its methods are safe for concurrent
 // use; the management methods (Add, Remove, List, Get, RunNow,
@@ -92,7 +128,11 @@ type Scheduler struct {
 	log    *slog.Logger
 	clock  Clock
 
-	wake     chan struct{}
+	q        *jobs.Queue
+	ownedQ   bool // opened by New: Start/Stop run it, Close closes it
+	working  bool // the run worker is registered on q
+	setupErr error
+
 	sem      chan struct{}
 	inFlight atomic.Int64
 
@@ -100,10 +140,13 @@ type Scheduler struct {
 	runs   map[string]context.CancelCauseFunc // job ID → its run in flight here
 
 	mu      sync.Mutex
-	cancel  context.CancelFunc
+	started bool
 	done    chan struct{}
 	running sync.WaitGroup
 }
+
+// errStopping is the cancellation cause of runs cut short by Stop.
+var errStopping = errors.New("schedule: stopping")
 
 // New returns a Scheduler over store. runner may be nil for a scheduler that
 // only manages jobs (Start then fails).
@@ -124,100 +167,262 @@ func New(store Store, runner Runner, opts Options) *Scheduler {
 	if opts.Lease <= 0 {
 		opts.Lease = 10 * time.Minute
 	}
-	if opts.PollInterval <= 0 {
-		opts.PollInterval = 15 * time.Second
-	}
 	if opts.MaxConcurrent <= 0 {
 		opts.MaxConcurrent = 4
 	}
-	return &Scheduler{
+	if opts.ReconcileInterval <= 0 {
+		opts.ReconcileInterval = 5 * time.Minute
+	}
+	s := &Scheduler{
 		store:  store,
 		runner: runner,
 		opts:   opts,
 		log:    opts.Logger.With("component", "schedule", "instance", opts.InstanceID),
 		clock:  opts.Clock,
-		wake:   make(chan struct{}, 1),
 		sem:    make(chan struct{}, opts.MaxConcurrent),
 		runs:   map[string]context.CancelCauseFunc{},
+		q:      opts.Jobs,
 	}
+	s.setupErr = s.setupJobs()
+	if s.setupErr != nil {
+		s.log.Warn("schedule: runs cannot be queued", "err", s.setupErr)
+	}
+	return s
+}
+
+// setupJobs opens the store's own queue when none is given and registers
+// the run and reconcile workers. On a queue already in use, or already
+// working schedule runs (a second Scheduler), the Scheduler only queues
+// runs.
+func (s *Scheduler) setupJobs() error {
+	if s.q == nil {
+		o, ok := s.store.(JobsOpener)
+		if !ok {
+			return errors.New("no job queue: set Options.Jobs")
+		}
+		q, err := o.OpenJobs(context.Background(), jobs.Options{Logger: s.opts.Logger})
+		if err != nil {
+			return fmt.Errorf("open the store's job queue: %w", err)
+		}
+		s.q, s.ownedQ = q, true
+	}
+	if s.runner == nil {
+		return nil // manages jobs only: queues runs, never works them
+	}
+	err := s.q.AddQueue(Queue, s.opts.MaxConcurrent)
+	if err == nil {
+		err = jobs.Register[RunArgs](s.q, runWorker{s: s})
+	}
+	if err == nil {
+		err = jobs.Register[ReconcileArgs](s.q, reconcileWorker{s: s})
+	}
+	if err == nil {
+		err = s.q.AddPeriodic("schedule.reconcile", s.opts.ReconcileInterval, func() (river.JobArgs, *river.InsertOpts) {
+			return ReconcileArgs{}, &river.InsertOpts{Queue: Queue, UniqueOpts: river.UniqueOpts{ByState: jobs.LiveStates}}
+		})
+	}
+	if err != nil {
+		s.log.Info("schedule: this scheduler queues runs but does not work them", "reason", err)
+		return nil
+	}
+	s.working = true
+	return nil
+}
+
+// Close stops the Scheduler and closes the job queue it opened, if any
+// (not the store).
+func (s *Scheduler) Close() error {
+	s.Stop()
+	if s.ownedQ {
+		return s.q.Close()
+	}
+	return nil
 }
 
 // Store returns the scheduler's store.
 func (s *Scheduler) Store() Store { return s.store }
 
-// Start runs the scheduling loop until ctx ends or Stop is called. Its first
-// pass runs every job that fell due while the server was down, once each
-// (missed slots are not replayed). It fails if already started or if the
-// scheduler has no Runner.
+// Start lets this Scheduler's worker run the schedule.run jobs River hands
+// it, until ctx ends or Stop is called, and queues the run of every active
+// job, so a job that fell due while the server was down runs once (missed
+// slots are not replayed). When the Scheduler opened its own queue, Start
+// starts it. It fails if already started, without a Runner, or when the
+// Scheduler cannot work runs (its queue was used before New registered
+// the worker).
 func (s *Scheduler) Start(ctx context.Context) error {
 	if s.runner == nil {
 		return errors.New("schedule: start: no runner")
 	}
+	if s.setupErr != nil {
+		return fmt.Errorf("schedule: start: %w", s.setupErr)
+	}
+	if !s.working {
+		return errors.New("schedule: start: the job queue was used before this scheduler registered its worker")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cancel != nil {
+	if s.started {
 		return errors.New("schedule: already started")
 	}
-	ctx, s.cancel = context.WithCancel(ctx)
+	if err := s.reconcile(ctx); err != nil {
+		return fmt.Errorf("schedule: start: %w", err)
+	}
+	if s.ownedQ {
+		if err := s.q.Start(ctx); err != nil {
+			return fmt.Errorf("schedule: start: %w", err)
+		}
+	}
+	s.started = true
 	s.done = make(chan struct{})
-	go s.loop(ctx, s.done)
+	done := s.done
+	go func() {
+		select {
+		case <-ctx.Done():
+			s.Stop()
+		case <-done:
+		}
+	}()
 	return nil
 }
 
-// Stop ends the loop, cancels runs in flight and waits for them. A run
+// Stop cancels this instance's runs in flight and waits for them; a run
 // cancelled this way releases its lease with its schedule unchanged, so it
-// runs again at the next start. Stop is a no-op if not started.
+// runs again at the next start. When the Scheduler owns its queue, Stop
+// stops it too. Stop is a no-op if not started.
 func (s *Scheduler) Stop() {
 	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.cancel, s.done = nil, nil
-	s.mu.Unlock()
-	if cancel == nil {
+	if !s.started {
+		s.mu.Unlock()
 		return
 	}
-	cancel()
-	<-done
+	s.started = false
+	close(s.done)
+	s.mu.Unlock()
+	s.runsMu.Lock()
+	for _, cancel := range s.runs {
+		cancel(errStopping)
+	}
+	s.runsMu.Unlock()
 	s.running.Wait()
+	if s.ownedQ {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.q.Stop(ctx); err != nil {
+			s.log.Warn("schedule: stop job queue", "err", err)
+		}
+	}
 }
 
-func (s *Scheduler) poke() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
+// enqueue queues the run of j at its NextRun (a no-op for a job that is not
+// active or whose run is already queued). River's scheduled_at is the wall
+// clock: the slot is placed as far from now as it is from the scheduler's
+// clock's now (the same instant with the real clock).
+func (s *Scheduler) enqueue(ctx context.Context, j Job) error {
+	if j.Status != StatusActive || s.q == nil {
+		return nil
+	}
+	at := time.Now().Add(j.NextRun.Sub(s.clock.Now()))
+	args := RunArgs{JobID: j.ID, Slot: normTime(j.NextRun)}
+	opts := &river.InsertOpts{
+		Queue: Queue, ScheduledAt: at, MaxAttempts: 10,
+		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: jobs.LiveStates},
+	}
+	res, err := s.q.Insert(ctx, args, opts)
+	if err == nil && res.UniqueSkippedAsDuplicate && res.Job.State == rivertype.JobStateScheduled && res.Job.ScheduledAt.After(at.Add(time.Second)) {
+		// The slot's run waits for a later wall-clock time than the
+		// scheduler's clock now says (the clock jumped: a test's fake
+		// clock, a wall-clock step): queue it again at the right time.
+		if derr := s.q.Delete(ctx, res.Job.ID); derr == nil {
+			_, err = s.q.Insert(ctx, args, opts)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("queue run of job %s at %s: %w", j.ID, j.NextRun.Format(time.RFC3339), err)
+	}
+	return nil
+}
+
+// enqueueLogged is enqueue for paths that already succeeded in the store:
+// a failure is logged, and the next reconcile queues the run.
+func (s *Scheduler) enqueueLogged(ctx context.Context, j Job) {
+	if err := s.enqueue(ctx, j); err != nil {
+		s.log.Warn("schedule: queue run; the next reconcile retries", "err", err)
 	}
 }
 
-func (s *Scheduler) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
-	for {
-		n, err := s.dispatch(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("schedule pass failed", "err", err)
-		}
-		now := s.clock.Now()
-		d := s.opts.PollInterval
-		if t, ok, err := s.store.NextWake(ctx); err == nil && ok {
-			if dd := t.Sub(now); dd < d {
-				d = dd
-			}
-		}
-		if d <= 0 && n == 0 {
-			// Due but nothing claimed: all slots busy or lost to another
-			// instance. Don't spin.
-			d = time.Second
-		}
-		select {
-		case <-s.wake: // don't start a timer only to abandon it
-			continue
-		default:
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.wake:
-		case <-s.clock.After(d):
+// reconcile queues the run of every active job (uniqueness drops those
+// already queued).
+func (s *Scheduler) reconcile(ctx context.Context) error {
+	all, err := s.store.List(ctx, Filter{})
+	if err != nil {
+		return fmt.Errorf("list jobs: %w", err)
+	}
+	for _, j := range all {
+		if err := s.enqueue(ctx, j); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// runWorker works schedule.run jobs.
+type runWorker struct {
+	river.WorkerDefaults[RunArgs]
+	s *Scheduler
+}
+
+// Timeout is the run's lease: the run itself gives up at 90% of it.
+func (w runWorker) Timeout(*river.Job[RunArgs]) time.Duration { return w.s.opts.Lease }
+
+// Work runs the slot when it is still the job's NextRun and this instance
+// claims it in the store; a slot that moved on (the job was rescheduled,
+// run by RunDue or removed) is a no-op. Only a store failure is an error
+// (River retries it).
+func (w runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
+	s, a := w.s, job.Args
+	s.mu.Lock()
+	if !s.started {
+		s.mu.Unlock()
+		// This process manages jobs but does not run them (or is
+		// stopping): hand the run back for a started instance.
+		return river.JobSnooze(10 * time.Second)
+	}
+	s.running.Add(1) // under mu: Stop's Wait never races an Add
+	s.mu.Unlock()
+	defer s.running.Done()
+	j, err := s.store.Get(ctx, a.JobID)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("run %s: %w", a.JobID, err)
+	}
+	if j.Status != StatusActive || !j.NextRun.Equal(normTime(a.Slot)) {
+		return nil
+	}
+	now := s.clock.Now()
+	if d := j.NextRun.Sub(now); d > 0 {
+		return river.JobSnooze(d)
+	}
+	ok, err := s.store.Claim(ctx, Claim{ID: j.ID, NextRun: j.NextRun, Owner: s.opts.InstanceID, Now: now, Until: normTime(now.Add(s.opts.Lease))})
+	if err != nil {
+		return fmt.Errorf("claim job %s: %w", j.ID, err)
+	}
+	if !ok {
+		return nil // another instance (or RunDue) has this run
+	}
+	s.run(ctx, j)
+	return nil
+}
+
+// reconcileWorker works the periodic schedule.reconcile job.
+type reconcileWorker struct {
+	river.WorkerDefaults[ReconcileArgs]
+	s *Scheduler
+}
+
+func (w reconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs]) error {
+	return w.s.reconcile(ctx)
 }
 
 // RunDue claims and runs every job due now (bounded by MaxConcurrent at a
@@ -238,10 +443,6 @@ func (s *Scheduler) RunDue(ctx context.Context) (int, error) {
 		}
 		wg.Wait()
 	}
-}
-
-func (s *Scheduler) dispatch(ctx context.Context) (int, error) {
-	return s.dispatchInto(ctx, &s.running, false)
 }
 
 // dispatchInto claims due jobs while run slots are free and starts a
@@ -281,7 +482,7 @@ func (s *Scheduler) dispatchInto(ctx context.Context, wg *sync.WaitGroup, block 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-s.sem; s.poke() }()
+			defer func() { <-s.sem }()
 			s.run(ctx, j)
 		}()
 	}
@@ -310,6 +511,7 @@ func (s *Scheduler) run(ctx context.Context, j Job) {
 		s.runsMu.Unlock()
 	}()
 	err := s.invoke(rctx, j, log)
+	stopping := errors.Is(context.Cause(rctx), errStopping)
 	if errors.Is(context.Cause(rctx), ErrJobRemoved) {
 		log.Info("run cancelled: job removed")
 		return // the job is gone: there is no outcome to record
@@ -317,7 +519,7 @@ func (s *Scheduler) run(ctx context.Context, j Job) {
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer fcancel()
 	var o Outcome
-	if err != nil && ctx.Err() != nil {
+	if err != nil && (ctx.Err() != nil || stopping) {
 		// Shutdown, not a failure: give the slot back untouched.
 		o = Outcome{NextRun: j.NextRun, LastRun: j.LastRun, Attempts: j.Attempts, Status: j.Status, LastError: j.LastError}
 		log.Info("run interrupted by shutdown; will run again at start-up")
@@ -326,6 +528,12 @@ func (s *Scheduler) run(ctx context.Context, j Job) {
 	}
 	if ferr := s.store.Finish(fctx, j.ID, s.opts.InstanceID, o); ferr != nil {
 		log.Warn("record run outcome", "err", ferr)
+		return
+	}
+	if !o.Delete && !stopping && ctx.Err() == nil {
+		next := j
+		next.NextRun, next.LastRun, next.Attempts, next.Status, next.LastError = o.NextRun, o.LastRun, o.Attempts, o.Status, o.LastError
+		s.enqueueLogged(fctx, next)
 	}
 }
 

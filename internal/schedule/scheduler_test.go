@@ -80,8 +80,15 @@ func newEnv(t *testing.T, start time.Time) *env {
 	e := &env{clock: scheduletest.NewClock(start), path: path}
 	e.log = &runLog{clock: e.clock}
 	e.store = e.openStore(t)
-	e.s = schedule.New(e.store, e.log, schedule.Options{Clock: e.clock, Deliverer: e.log, InstanceID: "a"})
+	e.s = e.newScheduler(t, e.log, schedule.Options{Clock: e.clock, Deliverer: e.log, InstanceID: "a"})
 	return e
+}
+
+// newScheduler is schedule.New on e's store, closed with the test.
+func (e *env) newScheduler(t *testing.T, r schedule.Runner, o schedule.Options) *schedule.Scheduler {
+	s := schedule.New(e.store, r, o)
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 func (e *env) openStore(t *testing.T) schedule.Store {
@@ -221,27 +228,30 @@ func TestMissedRunsRunOnceAfterDowntime(t *testing.T) {
 
 	// The server is down for three days and ten minutes; then restarts on a
 	// fresh store handle and scheduler.
-	e.s.Stop()
+	e.s.Close()
 	e.store.Close()
 	e.clock.Advance(72*time.Hour + 10*time.Minute)
 	e.store = e.openStore(t)
-	e.s = schedule.New(e.store, e.log, schedule.Options{Clock: e.clock, Deliverer: e.log, InstanceID: "b", PollInterval: time.Hour})
+	e.s = e.newScheduler(t, e.log, schedule.Options{Clock: e.clock, Deliverer: e.log, InstanceID: "b"})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := e.s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Wait (in real time) until the start-up pass has run all three and the
-	// loop is asleep on the fake clock.
-	deadline := time.Now().Add(10 * time.Second)
+	// Wait (in real time) until the start-up runs of all three have
+	// finished: the one-shot is gone and the others moved past now.
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		runs, _ := e.log.snapshot()
-		if len(runs) >= 3 && e.clock.Waiters() > 0 {
+		_, onceErr := e.store.Get(ctx, once.ID)
+		h, _ := e.store.Get(ctx, hourly.ID)
+		d, _ := e.store.Get(ctx, daily.ID)
+		if len(runs) >= 3 && errors.Is(onceErr, schedule.ErrNotFound) && h.NextRun.After(e.clock.Now()) && d.NextRun.After(e.clock.Now()) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("start-up pass ran %d jobs", len(runs))
+			t.Fatalf("start-up ran %d jobs", len(runs))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -502,7 +512,7 @@ func TestStopReleasesRunInFlight(t *testing.T) {
 		<-ctx.Done()
 		return "", ctx.Err()
 	})
-	s := schedule.New(e.store, runner, schedule.Options{Clock: e.clock, InstanceID: "a"})
+	s := e.newScheduler(t, runner, schedule.Options{Clock: e.clock, InstanceID: "a"})
 	j := e.add(t, schedule.JobSpec{Every: "1h"})
 	e.clock.Set(j.NextRun)
 	if err := s.Start(context.Background()); err != nil {
@@ -555,43 +565,38 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func TestLoopSleepsUntilNextRun(t *testing.T) {
-	e := newEnv(t, time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
-	e.add(t, schedule.JobSpec{Every: "1h"})
-	if err := e.s.Start(context.Background()); err != nil {
+// A started scheduler runs nothing before it is due, and a run made due
+// from another process (tendril cron run: another Scheduler on the same
+// store, which only manages jobs) reaches it through River at once, with
+// no poll of the store.
+func TestRunsArriveThroughTheJobQueue(t *testing.T) {
+	e := newEnv(t, time.Now())
+	s := e.newScheduler(t, e.log, schedule.Options{Deliverer: e.log, InstanceID: "server"}) // the wall clock
+	e.log.clock = realClock{}
+	j := e.add(t, schedule.JobSpec{Every: "1h"})
+	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer e.s.Stop()
-	waitFor(t, "the loop to sleep", func() bool { return e.clock.Waiters() >= 1 })
-	e.clock.Advance(59 * time.Minute)
-	waitFor(t, "the loop to sleep", func() bool { return e.clock.Waiters() >= 1 })
-	if runs, _ := e.log.snapshot(); len(runs) != 0 {
-		t.Fatalf("ran %d jobs before they were due", len(runs))
-	}
-	// Nudge the fake clock forward a second at a time: a timer the loop
-	// registers just as the clock moves must not strand the test.
-	ranN := func(n int) func() bool {
-		return func() bool {
-			if runs, _ := e.log.snapshot(); len(runs) >= n {
-				return true
-			}
-			e.clock.Advance(time.Second)
-			return false
-		}
-	}
-	waitFor(t, "the run", ranN(1))
-	// A job made due from outside (tendril cron run) is picked up by the
-	// poll even without a wake-up from this process.
-	other := schedule.New(e.store, nil, schedule.Options{Clock: e.clock})
-	js, _ := other.List(context.Background(), schedule.Filter{})
-	if _, err := other.RunNow(context.Background(), js[0].ID); err != nil {
+	defer s.Stop()
+	other := e.newScheduler(t, nil, schedule.Options{InstanceID: "cli"})
+	if _, err := other.RunNow(context.Background(), j.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the manual run", ranN(2))
-	if runs, _ := e.log.snapshot(); len(runs) != 2 {
-		t.Fatalf("%d runs, want 2", len(runs))
+	waitFor(t, "the manual run", func() bool { runs, _ := e.log.snapshot(); return len(runs) == 1 })
+	// Its outcome moved the job to the next hourly slot, which waits.
+	waitFor(t, "the outcome", func() bool {
+		got, err := e.store.Get(context.Background(), j.ID)
+		return err == nil && !got.LastRun.IsZero() && got.NextRun.After(time.Now().Add(50*time.Minute))
+	})
+	if runs, _ := e.log.snapshot(); len(runs) != 1 {
+		t.Fatalf("%d runs, want 1", len(runs))
 	}
 }
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 func TestCrashedInstanceLeaseExpires(t *testing.T) {
 	e := newEnv(t, time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))

@@ -16,81 +16,65 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tendrilai/tendril/internal/jobs"
+	"github.com/tendrilai/tendril/internal/pg"
 	"github.com/tendrilai/tendril/internal/schedule"
 )
 
-//go:embed migrations/*.up.sql
+//go:embed migrations/*.sql
 var migrations embed.FS
 
 // Store is a schedule.Store on Postgres.
 type Store struct {
-	pool *pgxpool.Pool
+	pool    *pgxpool.Pool
+	ownPool bool
 }
 
 var _ schedule.Store = (*Store)(nil)
 
+// Migrations are the store's scripts (table schedule_jobs), for pg.Migrate
+// and `tendril doctor`.
+func Migrations() []pg.Migration { return pg.FromFS("schedule", migrations, "migrations") }
+
+// New returns a Store on the process's shared pool and applies pending
+// migrations (pg.Migrate). Close does not close the pool.
+func New(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
+	if _, err := pg.Migrate(ctx, pool, Migrations()); err != nil {
+		return nil, fmt.Errorf("open schedule store: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
 // Open connects to url ("postgres://...", libpq parameters such as
-// search_path allowed) and applies pending migrations under an advisory
-// lock, so instances starting together don't race.
+// search_path allowed) with a pool of its own (pg.Open), which Close
+// closes, and applies pending migrations. Prefer New with the shared pool.
 func Open(ctx context.Context, url string) (*Store, error) {
-	pool, err := pgxpool.New(ctx, url)
+	pool, err := pg.Open(ctx, url, pg.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("open schedule store: %w", err)
 	}
-	s := &Store{pool: pool}
-	if err := s.migrate(ctx); err != nil {
+	s, err := New(ctx, pool)
+	if err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("open schedule store: %w", err)
+		return nil, err
 	}
+	s.ownPool = true
 	return s, nil
 }
 
-func (s *Store) migrate(ctx context.Context) error {
-	entries, err := migrations.ReadDir("migrations")
-	if err != nil {
-		return err
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, "migrations/"+e.Name())
-	}
-	sort.Strings(names)
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(ctx)
-	// 0x7363686564 = "sched"
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(495857198436)`); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schedule_migrations (version INTEGER PRIMARY KEY)`); err != nil {
-		return err
-	}
-	var version int
-	if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schedule_migrations`).Scan(&version); err != nil {
-		return err
-	}
-	for i, name := range names {
-		if i+1 <= version {
-			continue
-		}
-		b, err := migrations.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, string(b)); err != nil {
-			return fmt.Errorf("migration %s: %w", name, err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schedule_migrations (version) VALUES ($1)`, i+1); err != nil {
-			return err
-		}
-	}
-	return tx.Commit(ctx)
+// OpenJobs implements schedule.JobsOpener: a River queue on the store's
+// pool, for a Scheduler given no shared queue.
+func (s *Store) OpenJobs(ctx context.Context, opts jobs.Options) (*jobs.Queue, error) {
+	return jobs.OpenPostgres(ctx, s.pool, opts)
 }
 
-// Close closes the pool.
-func (s *Store) Close() error { s.pool.Close(); return nil }
+// Close closes the pool when Open opened it.
+func (s *Store) Close() error {
+	if s.ownPool {
+		s.pool.Close()
+	}
+	return nil
+}
 
 const cols = `id, name, kind, spec, tz, task, actor_id, channel, chat_id, session_id,
 	created_at, next_run, last_run, attempts, status, source, last_error`

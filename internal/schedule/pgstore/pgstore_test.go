@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tendrilai/tendril/internal/pg"
 	"github.com/tendrilai/tendril/internal/schedule"
 	"github.com/tendrilai/tendril/internal/schedule/pgstore"
 	"github.com/tendrilai/tendril/internal/schedule/scheduletest"
@@ -70,4 +71,32 @@ func TestTwoInstancesOnPostgres(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	scheduletest.ExerciseInstances(t, a, b)
+}
+
+// Two started instances, River on one database: each run fires exactly
+// once.
+func TestStartedInstancesOnPostgres(t *testing.T) {
+	url := freshSchema(t)
+	a, b := open(t, url), open(t, url)
+	defer a.Close()
+	defer b.Close()
+	scheduletest.ExerciseStartedInstances(t, a, b)
+}
+
+// New on a shared pool does not close it.
+func TestNewOnSharedPool(t *testing.T) {
+	url := freshSchema(t)
+	pool, err := pg.Open(context.Background(), url, pg.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	s, err := pgstore.New(context.Background(), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := pool.Ping(context.Background()); err != nil {
+		t.Fatalf("the shared pool was closed: %v", err)
+	}
 }

@@ -19,6 +19,7 @@ import (
 
 	_ "modernc.org/sqlite" // driver "sqlite"
 
+	"github.com/tendrilai/tendril/internal/jobs"
 	"github.com/tendrilai/tendril/internal/schedule"
 )
 
@@ -30,10 +31,21 @@ func DefaultPath(home string) string { return filepath.Join(home, "schedule", "j
 
 // Store is a schedule.Store on SQLite.
 type Store struct {
-	db *sql.DB
+	db   *sql.DB
+	path string
 }
 
 var _ schedule.Store = (*Store)(nil)
+
+// RunsPath is the River job database OpenJobs opens beside the store's
+// file at path: <dir>/runs.db.
+func RunsPath(path string) string { return filepath.Join(filepath.Dir(path), "runs.db") }
+
+// OpenJobs implements schedule.JobsOpener: a River queue in RunsPath of
+// the store's file, for a Scheduler given no shared queue.
+func (s *Store) OpenJobs(ctx context.Context, opts jobs.Options) (*jobs.Queue, error) {
+	return jobs.OpenSQLite(ctx, RunsPath(s.path), opts)
+}
 
 // Open opens (creating if needed, with its directory at mode 0700) the
 // database at path and applies pending migrations.
@@ -49,7 +61,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open schedule db %s: %w", path, err)
 	}
-	s := &Store{db: db}
+	s := &Store{db: db, path: path}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open schedule db %s: %w", path, err)

@@ -69,3 +69,20 @@ func TestOpenBadPath(t *testing.T) {
 		}
 	}
 }
+
+// Two started instances on one file and one River database: each run
+// fires exactly once.
+func TestStartedInstancesOnOneFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	a, err := sqlitestore.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := sqlitestore.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	scheduletest.ExerciseStartedInstances(t, a, b)
+}
