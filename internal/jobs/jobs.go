@@ -156,16 +156,16 @@ type Queue struct {
 	pool    *pgxpool.Pool // PostgreSQL: shared, never closed here
 	opts    Options
 
-	mu      sync.Mutex
-	workers *river.Workers
-	kinds   map[string]bool
+	mu       sync.Mutex
+	workers  *river.Workers
+	kinds    map[string]bool
 	queues   map[string]int
 	periodic []*river.PeriodicJob
 	built    bool
-	lite    *river.Client[*sql.Tx]
-	pgc     *river.Client[pgx.Tx]
-	started bool
-	closed  bool
+	lite     *river.Client[*sql.Tx]
+	pgc      *river.Client[pgx.Tx]
+	started  bool
+	closed   bool
 }
 
 // OpenSQLite opens (creating when needed) the SQLite job database at path,
