@@ -14,7 +14,7 @@ import (
 
 var sqliteBackend = jobstest.Backend{
 	Name:        "sqlite",
-	NewDatabase: func(t *testing.T) string { return filepath.Join(t.TempDir(), "index", "jobs.db") },
+	NewDatabase: func(t testing.TB) string { return filepath.Join(t.TempDir(), "index", "jobs.db") },
 	Open: func(ctx context.Context, dsn string, opts jobs.Options) (*jobs.Queue, func(), error) {
 		q, err := jobs.OpenSQLite(ctx, dsn, opts)
 		return q, nil, err
@@ -23,7 +23,7 @@ var sqliteBackend = jobstest.Backend{
 
 var postgresBackend = jobstest.Backend{
 	Name:        "postgres",
-	NewDatabase: func(t *testing.T) string { return testenv.PostgresSchema(t) },
+	NewDatabase: func(t testing.TB) string { return testenv.PostgresSchema(t) },
 	Open: func(ctx context.Context, dsn string, opts jobs.Options) (*jobs.Queue, func(), error) {
 		pool, err := pg.Open(ctx, dsn, pg.Options{})
 		if err != nil {

@@ -36,7 +36,7 @@ type Backend struct {
 	Name string
 	// NewDatabase prepares an empty database for one test and returns its
 	// DSN (a SQLite file path, a PostgreSQL URL); the test cleans it up.
-	NewDatabase func(t *testing.T) string
+	NewDatabase func(t testing.TB) string
 	// Open opens another Queue — another instance — on dsn. It is also
 	// called in a child process (see Child), so it may use nothing but dsn.
 	// release frees what Open opened besides the Queue (a pool).
