@@ -1,0 +1,966 @@
+// Command tendril-soak is the soak benchmark of issue 14 (constant cost per
+// turn). It builds the real `tendril serve` binary from one or more source
+// trees, runs each against an in-process OpenAI-compatible fake model that
+// echoes the user, drives turns through POST /invocations and reads the
+// server's costs from /proc:
+//
+//   - RSS: VmRSS of /proc/PID/status, at every checkpoint (KiB, shown MiB);
+//   - added latency: the client's turn time minus the time the fake model
+//     spent answering that turn's model calls (ms, p50/p99 per window);
+//   - CPU time per turn: utime+stime of /proc/PID/stat over a window
+//     (clock ticks, shown ms), divided by the window's turns;
+//   - bytes reaching storage per turn: write_bytes of /proc/PID/io over a
+//     window (shown KiB per turn);
+//   - the first turn after a restart, for the actor of the single-actor run.
+//
+// Turn texts are the LoCoMo conversations (../shared/data/locomo), cycled, so
+// rule-based extraction and consolidation do real work; LLM extraction is
+// off because the echo model returns no JSON.
+//
+// Usage (one run, before and after side by side, writes Markdown):
+//
+//	go run ./cmd/tendril-soak -src before=/tmp/before -src after=. \
+//	    -turns 10000 -actors 100 -actor-turns 1000 -concurrent 16 -concurrent-turns 200 \
+//	    -out docs/bench/soak-run.md
+//
+// Scenarios are chosen with -scenarios single,restart,multi,concurrent
+// (restart reuses the home of single). Each source tree is built once with
+// `go build` (and `-ldflags=-s -w` for the stripped size). The fake model
+// answers after -model-delay (0); its own time is subtracted either way.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/model/modeltest"
+)
+
+type srcFlag []string
+
+func (s *srcFlag) String() string     { return strings.Join(*s, ",") }
+func (s *srcFlag) Set(v string) error { *s = append(*s, v); return nil }
+
+type config struct {
+	turns, window      int
+	actors, actorTurns int
+	multiClients       int
+	concurrent, concT  int
+	restartWarm        int
+	modelDelay         time.Duration
+	data               string
+	keep               bool
+	workDir            string
+	scenarios          map[string]bool
+	llmExtraction      bool
+	pause              time.Duration
+	quiesceMax         time.Duration
+}
+
+func main() {
+	var srcs srcFlag
+	var cfg config
+	var out, scen string
+	flag.Var(&srcs, "src", "NAME=DIR of a source tree to build and measure (repeatable; default after=.)")
+	flag.IntVar(&cfg.turns, "turns", 10000, "turns of the single actor")
+	flag.IntVar(&cfg.window, "window", 1000, "turns per reporting window of the single actor")
+	flag.IntVar(&cfg.actors, "actors", 100, "actors of the multi-actor run")
+	flag.IntVar(&cfg.actorTurns, "actor-turns", 1000, "turns per actor of the multi-actor run")
+	flag.IntVar(&cfg.multiClients, "multi-clients", 2, "concurrent clients of the multi-actor run (each owns a share of the actors)")
+	flag.IntVar(&cfg.concurrent, "concurrent", 16, "actors driven concurrently, back to back")
+	flag.IntVar(&cfg.concT, "concurrent-turns", 200, "turns per concurrent actor")
+	flag.IntVar(&cfg.restartWarm, "restart-warm", 50, "warm turns after the first turn after restart")
+	flag.DurationVar(&cfg.modelDelay, "model-delay", 0, "time the fake model waits before answering")
+	flag.DurationVar(&cfg.pause, "pause", 0, "pause between turns of the single actor")
+	flag.DurationVar(&cfg.quiesceMax, "quiesce", 3*time.Minute, "longest wait for background work to finish at the end of a run")
+	flag.StringVar(&cfg.data, "data", "", "LoCoMo JSON (default ../shared/data/locomo/locomo-dev.json, or /work/shared/data/locomo/locomo-dev.json)")
+	flag.StringVar(&scen, "scenarios", "single,restart,multi,concurrent", "comma-separated scenarios")
+	flag.StringVar(&out, "out", "", "write the Markdown report here too (default stdout only)")
+	flag.StringVar(&cfg.workDir, "work", "", "directory for binaries and homes (default a temp dir on the same disk as /tmp)")
+	flag.BoolVar(&cfg.keep, "keep", false, "keep homes and binaries")
+	flag.BoolVar(&cfg.llmExtraction, "llm-extraction", false, "leave LLM extraction on (the echo model returns no JSON)")
+	flag.Parse()
+	if len(srcs) == 0 {
+		srcs = srcFlag{"after=."}
+	}
+	cfg.scenarios = map[string]bool{}
+	for _, s := range strings.Split(scen, ",") {
+		switch s = strings.TrimSpace(s); s {
+		case "single", "restart", "multi", "concurrent":
+			cfg.scenarios[s] = true
+		case "":
+		default:
+			log.Fatalf("unknown scenario %q (want single, restart, multi, concurrent)", s)
+		}
+	}
+	if cfg.scenarios["restart"] && !cfg.scenarios["single"] {
+		log.Fatal("scenario restart needs single (it restarts the single actor's server)")
+	}
+	texts, err := loadTexts(cfg.data)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if cfg.workDir == "" {
+		cfg.workDir, err = os.MkdirTemp("", "tendril-soak-*")
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+	if !cfg.keep {
+		defer os.RemoveAll(cfg.workDir)
+	}
+	fake := newTimedFake(cfg.modelDelay)
+	defer fake.srv.Close()
+
+	var vs []*variant
+	for _, s := range srcs {
+		name, dir, ok := strings.Cut(s, "=")
+		if !ok {
+			name, dir = filepath.Base(s), s
+		}
+		v := &variant{name: name, src: dir}
+		if err := v.build(cfg.workDir); err != nil {
+			log.Fatal(err)
+		}
+		vs = append(vs, v)
+	}
+	r := &runner{cfg: cfg, texts: texts, fake: fake}
+	// Scenarios run variant after variant so that each pair shares the
+	// machine's load of that moment.
+	for _, sc := range []string{"single", "multi", "concurrent"} {
+		if !cfg.scenarios[sc] {
+			continue
+		}
+		for _, v := range vs {
+			log.Printf("%s: %s", v.name, sc)
+			var err error
+			switch sc {
+			case "single":
+				err = r.single(v)
+			case "multi":
+				err = r.multi(v)
+			case "concurrent":
+				err = r.concurrentRun(v)
+			}
+			if err != nil {
+				log.Fatalf("%s %s: %v", v.name, sc, err)
+			}
+		}
+	}
+	md := report(cfg, vs)
+	fmt.Print(md)
+	if out != "" {
+		if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+// ---- turn texts ----
+
+func loadTexts(path string) ([]string, error) {
+	if path == "" {
+		for _, p := range []string{"../shared/data/locomo/locomo-dev.json", "/work/shared/data/locomo/locomo-dev.json"} {
+			if _, err := os.Stat(p); err == nil {
+				path = p
+				break
+			}
+		}
+		if path == "" {
+			return nil, errors.New("LoCoMo data not found; pass -data FILE")
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var convs []struct {
+		Conversation map[string]json.RawMessage `json:"conversation"`
+	}
+	if err := json.Unmarshal(b, &convs); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var texts []string
+	for _, c := range convs {
+		for i := 1; ; i++ {
+			raw, ok := c.Conversation["session_"+strconv.Itoa(i)]
+			if !ok {
+				break
+			}
+			var turns []struct{ Text string }
+			if json.Unmarshal(raw, &turns) != nil {
+				continue
+			}
+			for _, t := range turns {
+				if t := strings.TrimSpace(t.Text); t != "" {
+					texts = append(texts, t)
+				}
+			}
+		}
+	}
+	if len(texts) == 0 {
+		return nil, fmt.Errorf("%s: no turns", path)
+	}
+	return texts, nil
+}
+
+// ---- fake model with timing ----
+
+// timedFake wraps the echo fake and records how long each answer took, by
+// the request's last user text, so a turn's model time can be subtracted.
+type timedFake struct {
+	f     *modeltest.Fake
+	srv   *httptest.Server
+	delay time.Duration
+	mu    sync.Mutex
+	spent map[string]time.Duration
+	n     int
+}
+
+func newTimedFake(delay time.Duration) *timedFake {
+	t := &timedFake{f: modeltest.NewFake(modeltest.OpenAI), delay: delay, spent: map[string]time.Duration{}}
+	t.f.Otherwise(func(s modeltest.Seen) modeltest.Reply {
+		return modeltest.Reply{Text: "echo: " + s.LastUserText()}
+	})
+	t.srv = httptest.NewServer(t)
+	return t
+}
+
+func (t *timedFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	key := lastUser(body)
+	if t.delay > 0 {
+		time.Sleep(t.delay)
+	}
+	t.f.ServeHTTP(w, r)
+	d := time.Since(start)
+	t.mu.Lock()
+	t.spent[key] += d
+	t.n++
+	if t.n%256 == 0 {
+		t.f.Reset() // the fake keeps every request; drop them
+	}
+	t.mu.Unlock()
+}
+
+// take returns and forgets the model time spent on turns whose user text
+// is text.
+func (t *timedFake) take(text string) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d := t.spent[text]
+	delete(t.spent, text)
+	return d
+}
+
+func lastUser(body []byte) string {
+	var req struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return ""
+	}
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		m := req.Messages[i]
+		if m.Role != "user" {
+			continue
+		}
+		var s string
+		if json.Unmarshal(m.Content, &s) == nil {
+			return s
+		}
+		var parts []struct {
+			Type, Text string
+		}
+		if json.Unmarshal(m.Content, &parts) == nil {
+			var b strings.Builder
+			for _, p := range parts {
+				b.WriteString(p.Text)
+			}
+			return b.String()
+		}
+		return ""
+	}
+	return ""
+}
+
+// ---- variants (source trees) ----
+
+type variant struct {
+	name, src      string
+	bin            string
+	size, stripped int64
+	single         *singleResult
+	restart        *restartResult
+	multi          *multiResult
+	conc           *concResult
+}
+
+func (v *variant) build(work string) error {
+	dir := filepath.Join(work, "bin-"+v.name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	v.bin = filepath.Join(dir, "tendril")
+	for _, b := range []struct {
+		out   string
+		flags []string
+		size  *int64
+	}{{v.bin, nil, &v.size}, {v.bin + "-stripped", []string{"-ldflags=-s -w"}, &v.stripped}} {
+		args := append([]string{"build", "-o", b.out}, b.flags...)
+		args = append(args, "./cmd/tendril")
+		cmd := exec.Command("go", args...)
+		cmd.Dir = v.src
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("build %s: %v\n%s", v.src, err, out)
+		}
+		fi, err := os.Stat(b.out)
+		if err != nil {
+			return err
+		}
+		*b.size = fi.Size()
+	}
+	log.Printf("%s: built %s (%.1f MB, stripped %.1f MB)", v.name, v.src, mb(v.size), mb(v.stripped))
+	return nil
+}
+
+func mb(n int64) float64 { return float64(n) / 1e6 }
+
+// ---- the server process ----
+
+type server struct {
+	cmd  *exec.Cmd
+	url  string
+	home string
+	logs *bytes.Buffer
+	mu   sync.Mutex
+	done chan error
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+func (r *runner) start(v *variant, home string) (*server, error) {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, err
+	}
+	cfgPath := filepath.Join(home, "tendril.json")
+	if _, err := os.Stat(cfgPath); err != nil {
+		c := fmt.Sprintf(`{"memory": {"llmExtraction": %v}}`, r.cfg.llmExtraction)
+		if err := os.WriteFile(cfgPath, []byte(c), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(v.bin, "serve", "--addr", addr)
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "TENDRIL_"), strings.HasPrefix(k, "TELEGRAM_"), strings.HasPrefix(k, "ANTHROPIC_"),
+			strings.HasPrefix(k, "OPENAI_"), strings.HasPrefix(k, "AWS_"), k == "MODEL_ID", k == "VISION_MODEL_ID",
+			k == "EMBEDDING_MODEL_ID", k == "DATABASE_URL":
+			continue
+		}
+		env = append(env, kv)
+	}
+	cmd.Env = append(env, "TENDRIL_HOME="+home, "MODEL_ID=openai/gpt-soak",
+		"OPENAI_BASE_URL="+r.fake.srv.URL+"/v1", "OPENAI_API_KEY=soak")
+	s := &server{cmd: cmd, url: "http://" + addr, home: home, logs: &bytes.Buffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = lockedWriter{s}, lockedWriter{s}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { s.done <- cmd.Wait() }()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-s.done:
+			return nil, fmt.Errorf("serve exited: %v\n%s", err, s.logText())
+		default:
+		}
+		resp, err := http.Get(s.url + "/ping")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return s, nil
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.cmd.Process.Kill()
+	return nil, fmt.Errorf("serve not healthy in 60s\n%s", s.logText())
+}
+
+type lockedWriter struct{ s *server }
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	if w.s.logs.Len() > 1<<20 { // keep the tail only
+		w.s.logs.Reset()
+	}
+	return w.s.logs.Write(p)
+}
+
+func (s *server) logText() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.logs.String()
+}
+
+func (s *server) pid() int { return s.cmd.Process.Pid }
+
+// stop sends SIGTERM and waits (60 s, then SIGKILL). Later calls return
+// the first call's result.
+func (s *server) stop() error {
+	s.stopOnce.Do(func() {
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case s.stopErr = <-s.done:
+		case <-time.After(60 * time.Second):
+			s.cmd.Process.Kill()
+			<-s.done
+			s.stopErr = errors.New("serve did not stop in 60s after SIGTERM")
+		}
+	})
+	return s.stopErr
+}
+
+// ---- /proc ----
+
+type sample struct {
+	rssKiB int64
+	cpu    int64 // clock ticks, utime+stime
+	wbytes int64
+}
+
+const clkTck = 100 // USER_HZ on Linux
+
+func readSample(pid int) (sample, error) {
+	var s sample
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return s, err
+	}
+	for _, l := range strings.Split(string(st), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			f := strings.Fields(l)
+			s.rssKiB, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return s, err
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	f := strings.Fields(string(stat[i+1:]))
+	// after ")": state(0) ... utime is field 14 overall = index 11 here.
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	stm, _ := strconv.ParseInt(f[12], 10, 64)
+	s.cpu = ut + stm
+	iob, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return s, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(iob))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "write_bytes: "); ok {
+			s.wbytes, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return s, nil
+}
+
+func mustSample(pid int) sample {
+	s, err := readSample(pid)
+	if err != nil {
+		log.Fatalf("read /proc/%d: %v", pid, err)
+	}
+	return s
+}
+
+// quiesce waits until the server has used at most 30 ms of CPU in a whole
+// second (background extraction and consolidation finished; the job
+// queue's pollers keep a trickle), at most max.
+func quiesce(pid int, max time.Duration) time.Duration {
+	start := time.Now()
+	last := mustSample(pid).cpu
+	for time.Since(start) < max {
+		time.Sleep(time.Second)
+		c := mustSample(pid).cpu
+		if c-last <= 3 {
+			return time.Since(start)
+		}
+		last = c
+	}
+	return time.Since(start)
+}
+
+// ---- turns ----
+
+type runner struct {
+	cfg   config
+	texts []string
+	fake  *timedFake
+}
+
+var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 5 * time.Minute}
+
+// turn runs one turn and returns its added latency (turn minus model time).
+func (r *runner) turn(s *server, actor, session, text string) (time.Duration, error) {
+	body, _ := json.Marshal(map[string]string{"message": text, "actor_id": actor, "session_id": session, "channel": "api"})
+	start := time.Now()
+	resp, err := client.Post(s.url+"/invocations", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	total := time.Since(start)
+	model := r.fake.take(text)
+	if resp.StatusCode != 200 {
+		return 0, fmt.Errorf("/invocations: %d %s", resp.StatusCode, raw)
+	}
+	var out struct {
+		OK bool `json:"ok"`
+	}
+	if json.Unmarshal(raw, &out) != nil || !out.OK {
+		return 0, fmt.Errorf("/invocations: %s", raw)
+	}
+	return total - model, nil
+}
+
+// text returns the i-th turn text of actor a (actors start at different
+// places of the corpus so concurrent turns rarely share a text).
+func (r *runner) text(a, i int) string {
+	return r.texts[(a*997+i)%len(r.texts)]
+}
+
+type window struct {
+	from, to   int
+	p50, p99   time.Duration
+	cpuPerTurn time.Duration
+	wPerTurn   float64 // bytes
+	rssKiB     int64
+}
+
+type singleResult struct {
+	idleRSS   int64
+	windows   []window
+	final     sample // after quiesce
+	quiesce   time.Duration
+	tailBytes int64 // bytes written while quiescing
+	tailCPU   int64
+	records   int
+	home      string
+	elapsed   time.Duration
+}
+
+func pct(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(p*float64(len(s))+0.5) - 1
+	if i < 0 {
+		i = 0
+	}
+	if i >= len(s) {
+		i = len(s) - 1
+	}
+	return s[i]
+}
+
+func (r *runner) single(v *variant) error {
+	home := filepath.Join(r.cfg.workDir, "home-single-"+v.name)
+	s, err := r.start(v, home)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	res := &singleResult{home: home}
+	time.Sleep(time.Second)
+	res.idleRSS = mustSample(s.pid()).rssKiB
+	actor, session := "soak:one", "soak-one"
+	prev := mustSample(s.pid())
+	var lat []time.Duration
+	begin := time.Now()
+	for i := 0; i < r.cfg.turns; i++ {
+		d, err := r.turn(s, actor, session, r.text(0, i))
+		if err != nil {
+			return fmt.Errorf("turn %d: %w\n%s", i, err, tail(s.logText()))
+		}
+		lat = append(lat, d)
+		if r.cfg.pause > 0 {
+			time.Sleep(r.cfg.pause)
+		}
+		if (i+1)%r.cfg.window == 0 || i+1 == r.cfg.turns {
+			cur := mustSample(s.pid())
+			n := len(lat)
+			res.windows = append(res.windows, window{
+				from: i + 1 - n, to: i + 1, p50: pct(lat, .5), p99: pct(lat, .99),
+				cpuPerTurn: time.Duration(cur.cpu-prev.cpu) * (time.Second / clkTck) / time.Duration(n),
+				wPerTurn:   float64(cur.wbytes-prev.wbytes) / float64(n), rssKiB: cur.rssKiB,
+			})
+			w := res.windows[len(res.windows)-1]
+			log.Printf("%s single %d–%d: p50 %.2f p99 %.2f ms, cpu %.2f ms/turn, %.1f KiB/turn, RSS %.1f MiB",
+				v.name, w.from+1, w.to, ms(w.p50), ms(w.p99), ms(w.cpuPerTurn), w.wPerTurn/1024, float64(w.rssKiB)/1024)
+			prev, lat = cur, lat[:0]
+		}
+	}
+	res.elapsed = time.Since(begin)
+	res.quiesce = quiesce(s.pid(), r.cfg.quiesceMax)
+	res.final = mustSample(s.pid())
+	res.tailBytes = res.final.wbytes - prev.wbytes
+	res.tailCPU = res.final.cpu - prev.cpu
+	res.records = countRecords(s, actor)
+	v.single = res
+	if err := s.stop(); err != nil {
+		return err
+	}
+	if r.cfg.scenarios["restart"] {
+		return r.restart(v, home, actor, session)
+	}
+	return nil
+}
+
+// countRecords counts the actor's active records with `tendril memory
+// list`, which talks to the running server over its socket (-1: failed).
+func countRecords(s *server, actor string) int {
+	cmd := exec.Command(s.cmd.Path, "memory", "list", "--actor", actor)
+	cmd.Env = s.cmd.Env
+	out, err := cmd.Output()
+	if err != nil {
+		return -1
+	}
+	n := strings.Count(string(out), "\n") - 1 // header line
+	if n < 0 {
+		n = 0
+	}
+	return n
+}
+
+type restartResult struct {
+	startup  time.Duration
+	idleRSS  int64
+	first    time.Duration
+	warmP50  time.Duration
+	warmP99  time.Duration
+	rssAfter int64
+}
+
+func (r *runner) restart(v *variant, home, actor, session string) error {
+	t0 := time.Now()
+	s, err := r.start(v, home)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	res := &restartResult{startup: time.Since(t0)}
+	time.Sleep(time.Second)
+	res.idleRSS = mustSample(s.pid()).rssKiB
+	first, err := r.turn(s, actor, session, r.text(0, r.cfg.turns))
+	if err != nil {
+		return err
+	}
+	res.first = first
+	var lat []time.Duration
+	for i := 1; i <= r.cfg.restartWarm; i++ {
+		d, err := r.turn(s, actor, session, r.text(0, r.cfg.turns+i))
+		if err != nil {
+			return err
+		}
+		lat = append(lat, d)
+	}
+	res.warmP50, res.warmP99 = pct(lat, .5), pct(lat, .99)
+	res.rssAfter = mustSample(s.pid()).rssKiB
+	log.Printf("%s restart: first turn %.2f ms added, warm p50 %.2f p99 %.2f, RSS %.1f → %.1f MiB",
+		v.name, ms(res.first), ms(res.warmP50), ms(res.warmP99), float64(res.idleRSS)/1024, float64(res.rssAfter)/1024)
+	v.restart = res
+	return nil
+}
+
+type multiResult struct {
+	actors, turns    int
+	p50, p99         time.Duration
+	rssEnd, rssQuiet int64
+	cpuPerTurn       time.Duration
+	wPerTurn         float64 // during the turns
+	wPerTurnAll      float64 // including the background tail
+	quiesce, elapsed time.Duration
+}
+
+// multi drives actors × actor-turns, round robin, with multiClients
+// clients each owning every multiClients-th actor.
+func (r *runner) multi(v *variant) error {
+	home := filepath.Join(r.cfg.workDir, "home-multi-"+v.name)
+	s, err := r.start(v, home)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	before := mustSample(s.pid())
+	lats, elapsed, err := r.drive(s, "soak:m", r.cfg.actors, r.cfg.actorTurns, r.cfg.multiClients)
+	if err != nil {
+		return err
+	}
+	end := mustSample(s.pid())
+	q := quiesce(s.pid(), r.cfg.quiesceMax)
+	quiet := mustSample(s.pid())
+	n := len(lats)
+	res := &multiResult{actors: r.cfg.actors, turns: n, p50: pct(lats, .5), p99: pct(lats, .99),
+		rssEnd: end.rssKiB, rssQuiet: quiet.rssKiB,
+		cpuPerTurn:  time.Duration(quiet.cpu-before.cpu) * (time.Second / clkTck) / time.Duration(n),
+		wPerTurn:    float64(end.wbytes-before.wbytes) / float64(n),
+		wPerTurnAll: float64(quiet.wbytes-before.wbytes) / float64(n), quiesce: q, elapsed: elapsed}
+	log.Printf("%s multi: %d turns, p50 %.2f p99 %.2f ms, RSS %.1f MiB (quiet %.1f), cpu %.2f ms/turn, %.1f KiB/turn",
+		v.name, n, ms(res.p50), ms(res.p99), float64(res.rssEnd)/1024, float64(res.rssQuiet)/1024, ms(res.cpuPerTurn), res.wPerTurnAll/1024)
+	v.multi = res
+	return nil
+}
+
+// drive runs actors × turns with clients workers; worker w owns actors
+// w, w+clients, ... and runs them round robin, one turn at a time.
+func (r *runner) drive(s *server, prefix string, actors, turns, clients int) ([]time.Duration, time.Duration, error) {
+	if clients > actors {
+		clients = actors
+	}
+	var mu sync.Mutex
+	var all []time.Duration
+	var firstErr error
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	begin := time.Now()
+	for w := 0; w < clients; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			var mine []time.Duration
+			for i := 0; i < turns; i++ {
+				for a := w; a < actors; a += clients {
+					if ctx.Err() != nil {
+						return
+					}
+					actor := fmt.Sprintf("%s%03d", prefix, a)
+					d, err := r.turn(s, actor, "sess-"+actor, r.text(a+1, i))
+					if err != nil {
+						mu.Lock()
+						if firstErr == nil {
+							firstErr = fmt.Errorf("%s turn %d: %w\n%s", actor, i, err, tail(s.logText()))
+						}
+						mu.Unlock()
+						cancel()
+						return
+					}
+					mine = append(mine, d)
+				}
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			mu.Unlock()
+		}(w)
+	}
+	wg.Wait()
+	return all, time.Since(begin), firstErr
+}
+
+type concResult struct {
+	actors, turns int
+	p50, p99      time.Duration
+	rss           int64
+	cpuPerTurn    time.Duration
+	wPerTurn      float64
+	elapsed       time.Duration
+}
+
+func (r *runner) concurrentRun(v *variant) error {
+	home := filepath.Join(r.cfg.workDir, "home-conc-"+v.name)
+	s, err := r.start(v, home)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	// a short warm-up so connection setup and first-use costs stay out
+	if _, _, err := r.drive(s, "soak:c", r.cfg.concurrent, 5, r.cfg.concurrent); err != nil {
+		return err
+	}
+	before := mustSample(s.pid())
+	lats, elapsed, err := r.drive(s, "soak:c", r.cfg.concurrent, r.cfg.concT, r.cfg.concurrent)
+	if err != nil {
+		return err
+	}
+	end := mustSample(s.pid())
+	n := len(lats)
+	res := &concResult{actors: r.cfg.concurrent, turns: n, p50: pct(lats, .5), p99: pct(lats, .99), rss: end.rssKiB,
+		cpuPerTurn: time.Duration(end.cpu-before.cpu) * (time.Second / clkTck) / time.Duration(n),
+		wPerTurn:   float64(end.wbytes-before.wbytes) / float64(n), elapsed: elapsed}
+	log.Printf("%s concurrent: %d actors, %d turns, p50 %.2f p99 %.2f ms", v.name, res.actors, n, ms(res.p50), ms(res.p99))
+	v.conc = res
+	return nil
+}
+
+func tail(s string) string {
+	if len(s) > 2000 {
+		return s[len(s)-2000:]
+	}
+	return s
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// ---- report ----
+
+func report(cfg config, vs []*variant) string {
+	var b strings.Builder
+	names := make([]string, len(vs))
+	for i, v := range vs {
+		names[i] = v.name
+	}
+	fmt.Fprintf(&b, "## Soak run %s\n\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "Variants: %s. Fake model delay %v; LLM extraction %v; turn texts: LoCoMo, cycled.\n\n",
+		strings.Join(func() []string {
+			var s []string
+			for _, v := range vs {
+				s = append(s, fmt.Sprintf("`%s` = %s", v.name, v.src))
+			}
+			return s
+		}(), ", "), cfg.modelDelay, cfg.llmExtraction)
+	hdr := func(cols ...string) {
+		fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(cols, " | "), strings.Repeat("---|", len(cols)))
+	}
+	hdr(append([]string{"Binary"}, names...)...)
+	row := func(label string, f func(v *variant) string) {
+		cells := []string{label}
+		for _, v := range vs {
+			cells = append(cells, f(v))
+		}
+		fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
+	}
+	row("size (MB)", func(v *variant) string { return fmt.Sprintf("%.1f", mb(v.size)) })
+	row("stripped size (MB)", func(v *variant) string { return fmt.Sprintf("%.1f", mb(v.stripped)) })
+	b.WriteString("\n")
+
+	if cfg.scenarios["single"] {
+		fmt.Fprintf(&b, "### One actor, %d turns back to back (windows of %d)\n\n", cfg.turns, cfg.window)
+		cols := []string{"turns"}
+		for _, n := range names {
+			cols = append(cols, n+" p50 / p99 added (ms)", n+" CPU/turn (ms)", n+" written/turn (KiB)", n+" RSS (MiB)")
+		}
+		hdr(cols...)
+		nw := 0
+		for _, v := range vs {
+			if v.single != nil && len(v.single.windows) > nw {
+				nw = len(v.single.windows)
+			}
+		}
+		for i := 0; i < nw; i++ {
+			var cells []string
+			for j, v := range vs {
+				if v.single == nil || i >= len(v.single.windows) {
+					cells = append(cells, "", "", "", "")
+					continue
+				}
+				w := v.single.windows[i]
+				if j == 0 {
+					cells = append([]string{fmt.Sprintf("%d–%d", w.from+1, w.to)}, cells...)
+				}
+				cells = append(cells, fmt.Sprintf("%.2f / %.2f", ms(w.p50), ms(w.p99)), fmt.Sprintf("%.2f", ms(w.cpuPerTurn)),
+					fmt.Sprintf("%.1f", w.wPerTurn/1024), fmt.Sprintf("%.1f", float64(w.rssKiB)/1024))
+			}
+			fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
+		}
+		b.WriteString("\n")
+		hdr(append([]string{"One actor, summary"}, names...)...)
+		row("idle RSS before the first turn (MiB)", func(v *variant) string { return fmt.Sprintf("%.1f", float64(v.single.idleRSS)/1024) })
+		row("RSS last window / first window", func(v *variant) string {
+			w := v.single.windows
+			return fmt.Sprintf("%.2f×", float64(w[len(w)-1].rssKiB)/float64(w[0].rssKiB))
+		})
+		row("p99 last window / second window", func(v *variant) string {
+			w := v.single.windows
+			if len(w) < 2 {
+				return "—"
+			}
+			return fmt.Sprintf("%.2f×", ms(w[len(w)-1].p99)/ms(w[1].p99))
+		})
+		row("CPU/turn last window / first window", func(v *variant) string {
+			w := v.single.windows
+			return fmt.Sprintf("%.2f×", ms(w[len(w)-1].cpuPerTurn)/ms(w[0].cpuPerTurn))
+		})
+		row("wall time of the turns (s)", func(v *variant) string { return fmt.Sprintf("%.1f", v.single.elapsed.Seconds()) })
+		row("background work after the last turn (s, CPU s)", func(v *variant) string {
+			return fmt.Sprintf("%.1f, %.2f", v.single.quiesce.Seconds(), float64(v.single.tailCPU)/clkTck)
+		})
+		row("written while it finished (KiB)", func(v *variant) string { return fmt.Sprintf("%.0f", float64(v.single.tailBytes)/1024) })
+		row("RSS when quiet (MiB)", func(v *variant) string { return fmt.Sprintf("%.1f", float64(v.single.final.rssKiB)/1024) })
+		row("active records of the actor", func(v *variant) string { return strconv.Itoa(v.single.records) })
+		b.WriteString("\n")
+	}
+	if cfg.scenarios["restart"] {
+		hdr(append([]string{"Restart (same home as the one-actor run)"}, names...)...)
+		row("exec → healthy /ping (ms)", func(v *variant) string { return fmt.Sprintf("%.0f", ms(v.restart.startup)) })
+		row("idle RSS after restart (MiB)", func(v *variant) string { return fmt.Sprintf("%.1f", float64(v.restart.idleRSS)/1024) })
+		row("first turn, added (ms)", func(v *variant) string { return fmt.Sprintf("%.2f", ms(v.restart.first)) })
+		row(fmt.Sprintf("next %d turns p50 / p99 added (ms)", cfg.restartWarm), func(v *variant) string {
+			return fmt.Sprintf("%.2f / %.2f", ms(v.restart.warmP50), ms(v.restart.warmP99))
+		})
+		row("RSS after them (MiB)", func(v *variant) string { return fmt.Sprintf("%.1f", float64(v.restart.rssAfter)/1024) })
+		b.WriteString("\n")
+	}
+	if cfg.scenarios["multi"] {
+		hdr(append([]string{fmt.Sprintf("%d actors × %d turns, %d clients", cfg.actors, cfg.actorTurns, cfg.multiClients)}, names...)...)
+		row("p50 / p99 added (ms)", func(v *variant) string { return fmt.Sprintf("%.2f / %.2f", ms(v.multi.p50), ms(v.multi.p99)) })
+		row("RSS after the last turn (MiB)", func(v *variant) string { return fmt.Sprintf("%.1f", float64(v.multi.rssEnd)/1024) })
+		row("RSS when quiet (MiB)", func(v *variant) string { return fmt.Sprintf("%.1f", float64(v.multi.rssQuiet)/1024) })
+		row("CPU per turn incl. background (ms)", func(v *variant) string { return fmt.Sprintf("%.2f", ms(v.multi.cpuPerTurn)) })
+		row("written per turn, during / incl. background (KiB)", func(v *variant) string {
+			return fmt.Sprintf("%.1f / %.1f", v.multi.wPerTurn/1024, v.multi.wPerTurnAll/1024)
+		})
+		row("wall time (s) + background after (s)", func(v *variant) string {
+			return fmt.Sprintf("%.1f + %.1f", v.multi.elapsed.Seconds(), v.multi.quiesce.Seconds())
+		})
+		b.WriteString("\n")
+	}
+	if cfg.scenarios["concurrent"] {
+		hdr(append([]string{fmt.Sprintf("%d actors concurrently, back to back, %d turns each", cfg.concurrent, cfg.concT)}, names...)...)
+		row("p50 / p99 added (ms)", func(v *variant) string { return fmt.Sprintf("%.2f / %.2f", ms(v.conc.p50), ms(v.conc.p99)) })
+		row("CPU per turn (ms)", func(v *variant) string { return fmt.Sprintf("%.2f", ms(v.conc.cpuPerTurn)) })
+		row("written per turn (KiB)", func(v *variant) string { return fmt.Sprintf("%.1f", v.conc.wPerTurn/1024) })
+		row("RSS at the end (MiB)", func(v *variant) string { return fmt.Sprintf("%.1f", float64(v.conc.rss)/1024) })
+		row("turns per second", func(v *variant) string { return fmt.Sprintf("%.0f", float64(v.conc.turns)/v.conc.elapsed.Seconds()) })
+		b.WriteString("\n")
+	}
+	return b.String()
+}
