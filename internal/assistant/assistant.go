@@ -26,6 +26,7 @@ import (
 	"github.com/tendrilai/tendril/internal/approval"
 	"github.com/tendrilai/tendril/internal/channel/telegram"
 	"github.com/tendrilai/tendril/internal/config"
+	"github.com/tendrilai/tendril/internal/jobs"
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/memory/pipeline"
 	"github.com/tendrilai/tendril/internal/metrics"
@@ -78,6 +79,7 @@ type Assistant struct {
 	// embedded stores); locks serialise turns across instances on it.
 	db    *pgxpool.Pool
 	locks turnLocks
+	jobs  *jobs.Queue // River: extraction and scheduled runs
 	// tools are the built-in tools; toolSource, when MCP servers are
 	// configured, lists built-in plus MCP tools at call time.
 	tools      []tool.Tool
@@ -290,6 +292,19 @@ func (a *Assistant) Start(ctx context.Context, so StartOptions) error {
 			a.telegram.Stop(sctx)
 		})
 	}
+	// The queue starts last, once every kind of job is registered, and
+	// stops first (stops run last-first): running jobs finish within the
+	// grace, the rest are retried by the next instance to start.
+	if err := a.jobs.Start(a.bg); err != nil {
+		return fmt.Errorf("job queue: %w", err)
+	}
+	a.stops = append(a.stops, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownGrace.D())
+		defer cancel()
+		if err := a.jobs.Stop(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			a.log.Warn("job queue stop", "err", err)
+		}
+	})
 	return nil
 }
 

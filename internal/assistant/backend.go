@@ -3,14 +3,21 @@ package assistant
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"time"
 
 	"github.com/tendrilai/tendril/internal/approval/pgledger"
 	"github.com/tendrilai/tendril/internal/channel/telegram"
+	"github.com/tendrilai/tendril/internal/jobs"
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/memory/embed"
 	memorypg "github.com/tendrilai/tendril/internal/memory/pgstore"
+	"github.com/tendrilai/tendril/internal/memory/pipeline"
 	"github.com/tendrilai/tendril/internal/memory/sqlitestore"
 	"github.com/tendrilai/tendril/internal/pg"
+	"github.com/tendrilai/tendril/internal/schedule"
+	schedpg "github.com/tendrilai/tendril/internal/schedule/pgstore"
+	schedsqlite "github.com/tendrilai/tendril/internal/schedule/sqlitestore"
 	"github.com/tendrilai/tendril/internal/session"
 	"github.com/tendrilai/tendril/internal/session/jsonl"
 	sessionpg "github.com/tendrilai/tendril/internal/session/pgstore"
@@ -123,6 +130,35 @@ func (a *Assistant) openMemoryStore(ctx context.Context) (memory.Admin, error) {
 	return st, nil
 }
 
+// openJobs opens the one job queue of the process (River): on the
+// database, or on <home>/index/jobs.db. Extraction and scheduled runs go
+// through it; Start starts it after every kind of job is registered.
+func (a *Assistant) openJobs(ctx context.Context) error {
+	opts := jobs.Options{Logger: a.log, CompletedJobRetention: time.Hour}
+	var q *jobs.Queue
+	var err error
+	if a.db != nil {
+		q, err = jobs.OpenPostgres(ctx, a.db, opts)
+	} else {
+		q, err = jobs.OpenSQLite(ctx, filepath.Join(a.cfg.Home, "index", "jobs.db"), opts)
+	}
+	if err != nil {
+		return fmt.Errorf("open job queue: %w", err)
+	}
+	a.jobs = q
+	a.closers = append(a.closers, q.Close)
+	return nil
+}
+
+// openScheduleStore opens the schedule's job definitions: PostgreSQL
+// (table schedule_jobs) on the database, else SQLite in the home.
+func (a *Assistant) openScheduleStore(ctx context.Context) (schedule.Store, error) {
+	if a.db != nil {
+		return schedpg.New(ctx, a.db)
+	}
+	return schedsqlite.Open(ctx, schedsqlite.DefaultPath(a.cfg.Home))
+}
+
 // Migrations lists every PostgreSQL migration of the binary's stores, in
 // the order they are applied (for `tendril doctor`).
 func Migrations() []pg.Migration {
@@ -132,5 +168,7 @@ func Migrations() []pg.Migration {
 	ms = append(ms, pgstate.Migrations()...)
 	ms = append(ms, telegram.Migrations()...)
 	ms = append(ms, pgledger.Migrations()...)
+	ms = append(ms, pipeline.Migrations()...)
+	ms = append(ms, schedpg.Migrations()...)
 	return ms
 }

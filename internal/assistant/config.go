@@ -1,7 +1,6 @@
 package assistant
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 
@@ -14,9 +13,7 @@ import (
 	"github.com/tendrilai/tendril/internal/memory/pipeline"
 	"github.com/tendrilai/tendril/internal/memory/sqlitestore"
 	"github.com/tendrilai/tendril/internal/schedule"
-	schedpg "github.com/tendrilai/tendril/internal/schedule/pgstore"
 	"github.com/tendrilai/tendril/internal/schedule/reminders"
-	schedsqlite "github.com/tendrilai/tendril/internal/schedule/sqlitestore"
 	"github.com/tendrilai/tendril/internal/session"
 	"github.com/tendrilai/tendril/internal/session/jsonl"
 	"github.com/tendrilai/tendril/internal/session/redisstore"
@@ -79,15 +76,6 @@ func PipelineOptions(cfg *config.Config) pipeline.Options {
 		IdleAfter:         cfg.Memory.IdleAfter.D(),
 		Thresholds:        gate.Thresholds{Stage: cfg.Memory.StageThreshold, Store: cfg.Memory.StoreThreshold},
 	}
-}
-
-// OpenScheduleStore opens the jobs store: PostgreSQL (table schedule_jobs)
-// when cfg.DatabaseURL is set, else SQLite at $TENDRIL_HOME/schedule/jobs.db.
-func OpenScheduleStore(ctx context.Context, cfg *config.Config) (schedule.Store, error) {
-	if cfg.DatabaseURL != "" {
-		return schedpg.Open(ctx, cfg.DatabaseURL)
-	}
-	return schedsqlite.Open(ctx, schedsqlite.DefaultPath(cfg.Home))
 }
 
 // JobSpecs maps tendril.json schedule.jobs onto scheduler specs. Channel

@@ -152,12 +152,15 @@ func (a *Assistant) openStores(ctx context.Context, opts Options) error {
 		a.log.Error("approval ledger failed verification: the gate is closed until `tendril approvals reset`", "report", fmt.Sprint(*r))
 	}
 
-	jobs, err := OpenScheduleStore(ctx, cfg)
+	if err := a.openJobs(ctx); err != nil {
+		return err
+	}
+	jobs, err := a.openScheduleStore(ctx)
 	if err != nil {
 		return fmt.Errorf("open schedule: %w", err)
 	}
 	a.closers = append(a.closers, jobs.Close)
-	so := schedule.Options{Logger: a.log, Deliverer: schedule.DelivererFunc(func(ctx context.Context, j schedule.Job, text string) error {
+	so := schedule.Options{Logger: a.log, Jobs: a.jobs, Deliverer: schedule.DelivererFunc(func(ctx context.Context, j schedule.Job, text string) error {
 		return a.deliverTo(ctx, j.Channel, j.ActorID, j.ChatID, text)
 	})}
 	if opts.Clock != nil {
@@ -181,6 +184,7 @@ func (a *Assistant) openMemory(ctx context.Context, router *model.Router) error 
 	a.closers = append(a.closers, st.Close)
 	popts := PipelineOptions(cfg)
 	popts.Logger = a.log
+	popts.Jobs = a.jobs
 	if router.Configured() && cfg.Memory.LLMExtraction {
 		popts.Extractor = extract.NewLLM(Completer(router))
 	}
