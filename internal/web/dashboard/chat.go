@@ -305,6 +305,10 @@ func (d *Dashboard) turnEvents(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	lt.mu.Lock()
+	if next > len(lt.events) {
+		// An ID this turn never sent: replay from the start.
+		next = 0
+	}
 	over := lt.done && next >= len(lt.events)
 	lt.mu.Unlock()
 	if over {

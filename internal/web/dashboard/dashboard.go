@@ -69,6 +69,10 @@ const SessionTTL = 12 * time.Hour
 // LinkTTL is how long a sign-in link from SignInLink stays valid.
 const LinkTTL = 10 * time.Minute
 
+// MaxFormBytes bounds the body of a state-changing request (a form post or
+// a fetch from /static/app.js); a larger body is refused with 413.
+const MaxFormBytes = 1 << 20
+
 // DefaultActor is the chat's actor when ?actor= is not given.
 const DefaultActor = "web:owner"
 
@@ -270,6 +274,27 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		d.fail(w, r, http.StatusUnauthorized, errors.New(t(lang(r), "Sign in first: the dashboard needs the auth token.")))
 		return
+	}
+	if unsafeMethod(r.Method) {
+		// Parse the form once, bounded, before the CSRF check and the
+		// handlers: a fetch that sends its token in X-CSRF-Token must still
+		// have its fields (actor, session, message) read.
+		r.Body = http.MaxBytesReader(w, r.Body, MaxFormBytes)
+		err := r.ParseForm() // ParseMultipartForm hides its errors behind ErrNotMultipart
+		if err == nil {
+			if err = r.ParseMultipartForm(MaxFormBytes); errors.Is(err, http.ErrNotMultipart) {
+				err = nil
+			}
+		}
+		if err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				d.fail(w, r, http.StatusRequestEntityTooLarge, fmt.Errorf("the form is over %d bytes", MaxFormBytes))
+				return
+			}
+			d.fail(w, r, http.StatusBadRequest, fmt.Errorf("%w: the form could not be read: %v", assistant.ErrInvalid, err))
+			return
+		}
 	}
 	if unsafeMethod(r.Method) && !bearer {
 		if err := sameOrigin(r); err != nil {

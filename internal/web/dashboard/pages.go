@@ -385,7 +385,7 @@ func (d *Dashboard) yolo(w http.ResponseWriter, r *http.Request) {
 	var dur time.Duration
 	if r.PostFormValue("close") == "" {
 		m, err := strconv.ParseFloat(r.PostFormValue("minutes"), 64)
-		if err != nil || m <= 0 || m > approval.MaxYolo.Minutes() {
+		if err != nil || !(m > 0 && m <= approval.MaxYolo.Minutes()) { // also refuses NaN
 			d.fail(w, r, http.StatusBadRequest, fmt.Errorf("%w: minutes must be a number in (0, %g]", assistant.ErrInvalid, approval.MaxYolo.Minutes()))
 			return
 		}

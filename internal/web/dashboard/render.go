@@ -190,7 +190,10 @@ func (d *Dashboard) done(w http.ResponseWriter, r *http.Request, to, msg string,
 		json.NewEncoder(w).Encode(map[string]any{"ok": true, "message": msg, "result": v})
 		return
 	}
-	u, _ := url.Parse(to)
+	u, err := url.Parse(to)
+	if err != nil {
+		u = &url.URL{Path: "/"}
+	}
 	q := u.Query()
 	if msg != "" {
 		q.Set("done", msg)
@@ -206,7 +209,18 @@ func back(r *http.Request, fallback string) string {
 	if b == "" || !strings.HasPrefix(b, "/") || strings.HasPrefix(b, "//") || strings.HasPrefix(b, "/\\") {
 		return fallback
 	}
-	return path.Clean(strings.SplitN(b, "?", 2)[0]) + queryOf(b)
+	// Browsers drop tabs and newlines from URLs ("/\t/evil" becomes
+	// "//evil") and read a backslash as "/", and url.Parse refuses control
+	// characters: keep only a back path that parses and names no host.
+	p := strings.SplitN(b, "?", 2)[0]
+	if strings.ContainsFunc(b, func(c rune) bool { return c < 0x20 || c == 0x7f }) || strings.ContainsRune(p, '\\') {
+		return fallback
+	}
+	out := path.Clean(p) + queryOf(b)
+	if u, err := url.Parse(out); err != nil || u.Scheme != "" || u.Host != "" {
+		return fallback
+	}
+	return out
 }
 
 func queryOf(s string) string {

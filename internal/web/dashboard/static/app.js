@@ -122,11 +122,12 @@
   }
 
   // ---- Countdowns (approval expiry, YOLO window) ----
-  var timers = document.querySelectorAll("[data-expires]");
-  if (timers.length) {
+  // Looked up on every tick: an approval card inserted by the chat after
+  // the page loaded counts down too.
+  if (document.querySelector("[data-expires]") || form) {
     var tick = function () {
       var now = Date.now() / 1000;
-      timers.forEach(function (t) {
+      document.querySelectorAll("[data-expires]").forEach(function (t) {
         var left = Math.round(Number(t.dataset.expires) - now);
         var base = t.dataset.base || (t.dataset.base = t.textContent);
         if (left <= 0) { t.textContent = base + " (0s)"; t.classList.add("error"); return; }

@@ -1,0 +1,143 @@
+package dashboard
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/tendrilai/tendril/internal/model/modeltest"
+)
+
+// A chat sent by the page's script (the CSRF token in X-CSRF-Token, the
+// fields in the body) is the actor's and session's the page names, not the
+// default actor's; an approval card the chat inserts counts down.
+func TestChatScriptKeepsActorAndSession(t *testing.T) {
+	ap := newApp(t)
+	tb := tab(t, ap.host())
+	ap.fake.Push(modeltest.Reply{Text: "Hello Alice.", StreamChunks: 3})
+	tb.do(chromedp.Navigate(ap.srv.URL + "/?actor=web:alice&session=s1"))
+	tb.send("I am Alice")
+	tb.waitFor(`document.querySelector('.msg.assistant[data-done]') !== null`)
+	if got := tb.eval(`document.querySelector('.msg.assistant[data-done]').dataset.done`); got != "ok" {
+		t.Fatalf("turn ended %q: %s", got, tb.text("#transcript"))
+	}
+	ctx := context.Background()
+	k, err := ap.a.ParseSessionKey("", "web:alice~s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := ap.a.Session(ctx, k)
+	if err != nil {
+		t.Fatalf("web:alice~s1: %v", err)
+	}
+	if len(tree.ActivePath) < 2 || tree.ActivePath[0].Text != "I am Alice" {
+		t.Fatalf("alice's session: %+v", tree.ActivePath)
+	}
+	ko, _ := ap.a.ParseSessionKey("", "web:owner")
+	if _, err := ap.a.Session(ctx, ko); err == nil {
+		t.Fatal("the chat went to web:owner's session too")
+	}
+
+	// The inline approval card's expiry counts down like the one on
+	// /approvals.
+	ap.fake.Push(modeltest.Reply{ToolCalls: []modeltest.ToolCall{{ID: "call_9", Name: "notes", Args: `{"action":"add","text":"Alice's roses"}`}}})
+	tb.send("Note my roses")
+	tb.waitFor(`document.querySelector('#inline-approvals .approval time') !== null`)
+	tb.waitFor(`/\(\d+m \d+s\)|\(\d+s\)/.test(document.querySelector('#inline-approvals .approval time').textContent)`)
+	tb.clean()
+}
+
+// Hostile form input gets a clear 4xx, never a dropped connection: bodies
+// over MaxFormBytes, malformed encodings, a NaN YOLO window, "back" fields
+// with control characters; and a bogus Last-Event-ID does not wedge the
+// turn it names.
+func TestHostileFormInput(t *testing.T) {
+	ap := newApp(t)
+	jar, _ := cookiejar.New(nil)
+	c := noRedirect(jar)
+	_, body := get(t, c, ap.srv.URL+"/", nil)
+	m := csrfRE.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatal("no CSRF token in the page")
+	}
+	tok := m[1]
+
+	big := url.Values{"csrf": {tok}, "minutes": {"5"}, "pad": {strings.Repeat("a", MaxFormBytes+1)}}
+	if resp, body := postForm(t, c, ap.srv.URL+"/approvals/yolo", big, nil); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("oversized form: %d %s", resp.StatusCode, body)
+	}
+	req, _ := http.NewRequest("POST", ap.srv.URL+"/approvals/yolo", strings.NewReader("csrf="+tok+"&minutes=%zz"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if resp, err := c.Do(req); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("malformed form: %v %v", err, resp)
+	}
+	for _, v := range []string{"NaN", "Inf", "-1", "0", "31"} {
+		if resp, body := postForm(t, c, ap.srv.URL+"/approvals/yolo", url.Values{"csrf": {tok}, "minutes": {v}}, nil); resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("minutes=%s: %d %s", v, resp.StatusCode, body)
+		}
+	}
+	if _, open := ap.a.Gate().YoloUntil(); open {
+		t.Fatal("a refused YOLO form opened the window")
+	}
+
+	// A node to branch from, so the branch succeeds and "back" is used.
+	ap.fake.Push(modeltest.Reply{Text: "hi"})
+	if resp, body := postForm(t, c, ap.srv.URL+"/chat", url.Values{"csrf": {tok}, "message": {"hello"}}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("chat: %d %s", resp.StatusCode, body)
+	}
+	k, _ := ap.a.ParseSessionKey("", "web:owner")
+	tree, err := ap.a.Session(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"/\t/evil.example", "/\r\nSet-Cookie: x=1", "/\x00", "/a\\..\\/evil.example", "https://evil.example/"} {
+		resp, body := postForm(t, c, ap.srv.URL+"/sessions/web:owner/branch", url.Values{"csrf": {tok}, "node": {tree.Leaf}, "back": {b}}, nil)
+		loc := resp.Header.Get("Location")
+		if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/sessions/web:owner?") {
+			t.Fatalf("back %q: %d %q %s", b, resp.StatusCode, loc, body)
+		}
+	}
+	if resp, _ := postForm(t, c, ap.srv.URL+"/sessions/web:owner/branch", url.Values{"csrf": {tok}, "node": {tree.Leaf}, "back": {"/memory?actor=web%3Aowner"}}, nil); resp.Header.Get("Location") != "/memory?actor=web%3Aowner&done=The+next+message+continues+from+this+node." {
+		t.Fatalf("a good back path was not kept: %q", resp.Header.Get("Location"))
+	}
+
+	// A reconnect with an event ID the turn never sent replays the turn
+	// from the start, and the turn still finishes.
+	ap.fake.Push(modeltest.Reply{Text: "streamed to the end", StreamChunks: 4})
+	resp, body := postForm(t, c, ap.srv.URL+"/chat/turns", url.Values{"message": {"again"}}, map[string]string{"X-CSRF-Token": tok, "Accept": "application/json"})
+	var started struct {
+		OK     bool   `json:"ok"`
+		Events string `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(body), &started); err != nil || !started.OK {
+		t.Fatalf("start turn: %d %s", resp.StatusCode, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ = http.NewRequestWithContext(ctx, "GET", ap.srv.URL+started.Events, nil)
+	req.Header.Set("Last-Event-ID", "99999")
+	er, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("events with a bogus Last-Event-ID: %v", err)
+	}
+	defer er.Body.Close()
+	final := ""
+	sc := bufio.NewScanner(er.Body)
+	for sc.Scan() {
+		if line := sc.Text(); strings.Contains(line, `"type":"final"`) {
+			final = line
+			break
+		}
+	}
+	if !strings.Contains(final, "streamed to the end") {
+		t.Fatalf("no final event after a bogus Last-Event-ID (status %d, scan err %v)", er.StatusCode, sc.Err())
+	}
+}
