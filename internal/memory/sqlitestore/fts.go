@@ -272,6 +272,9 @@ func (s *Store) searchFTS(ctx context.Context, a *actorState, c cond, text strin
 	if q == "" {
 		return nil, nil
 	}
+	if err := s.ftsCatchUp(ctx, a); err != nil {
+		return nil, err
+	}
 	rows, err := s.db.QueryContext(ctx, `SELECT d.id, bm25(memory_fts) FROM memory_fts JOIN fts_docs d ON d.rowid=memory_fts.rowid WHERE memory_fts MATCH ? AND d.actor=?`, q, a.id)
 	if err != nil {
 		return nil, fmt.Errorf("memory full-text search: %w", err)
@@ -331,9 +334,68 @@ func (s *Store) searchFTS(ctx context.Context, a *actorState, c cond, text strin
 	return out, nil
 }
 
+// ftsCatchUp writes the full-text rows of a's events that have none: the
+// events appended while FTS5 was not the configured engine (writeEvents),
+// found once per process by an anti-join and afterwards only when
+// ftsBehind says an append skipped them. It holds a's writer lock, so no
+// append runs between the check and the write.
+func (s *Store) ftsCatchUp(ctx context.Context, a *actorState) error {
+	if !a.ftsBehind.Load() && a.ftsChecked.Load() {
+		return nil
+	}
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	if !a.ftsBehind.Load() && a.ftsChecked.Load() {
+		return nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT e.id,e.session,e.role,e.text,e.ts,e.metadata FROM events e LEFT JOIN fts_docs d ON d.id=e.id WHERE e.actor=? AND d.id IS NULL`, a.id)
+	if err != nil {
+		return fmt.Errorf("memory full-text index: %w", err)
+	}
+	var b ftsBatch
+	for rows.Next() {
+		e := memory.Event{ActorID: a.id}
+		var ts, md string
+		if err := rows.Scan(&e.ID, &e.SessionID, &e.Role, &e.Text, &ts, &md); err != nil {
+			rows.Close()
+			return fmt.Errorf("memory full-text index: %w", err)
+		}
+		e.Timestamp, _ = time.Parse(time.RFC3339Nano, ts)
+		e.Metadata = decodeJSONMetadata(md)
+		s.ftsEvent(&b, a.id, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("memory full-text index: %w", err)
+	}
+	if len(b.args) > 0 {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("memory full-text index: %w", err)
+		}
+		defer tx.Rollback()
+		if err := b.write(ctx, s, tx); err != nil {
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("memory full-text index: %w", err)
+		}
+	}
+	a.ftsBehind.Store(false)
+	a.ftsChecked.Store(true)
+	return nil
+}
+
 // ftsCount reports the full-text index's row count for one actor (tests
-// and diagnostics).
+// and diagnostics), after writing any rows still owed (ftsCatchUp).
 func (s *Store) ftsCount(ctx context.Context, actor string) (int, error) {
+	if a, release, err := s.acquire(ctx, actor); err == nil {
+		err = s.ftsCatchUp(ctx, a)
+		release()
+		if err != nil {
+			return 0, err
+		}
+	}
 	var n int
 	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM memory_fts WHERE actor=?`, actor).Scan(&n)
 	return n, err

@@ -68,6 +68,16 @@ func TestConformanceFTS5(t *testing.T) {
 // passes.
 func ftsState(t *testing.T, s *Store) map[string]string {
 	t.Helper()
+	// Event rows are owed until an FTS5 search (ftsCatchUp); write them.
+	actors, err := s.actorIDs(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range actors {
+		if _, err := s.ftsCount(bg, id); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := s.db.Exec(`INSERT INTO memory_fts(memory_fts, rank) VALUES('integrity-check', 1)`); err != nil {
 		t.Fatalf("fts5 integrity-check: %v", err)
 	}
@@ -460,5 +470,62 @@ func BenchmarkAppendTurn(b *testing.B) {
 		if err := s.AppendEvents(bg, evs); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestFTS5EventRowsDeferred: with the default engine a turn's events get
+// no full-text rows on the write path; the first FTS5 search writes them,
+// also for events appended before a restart. With EngineFTS5 configured
+// they are written with the events.
+func TestFTS5EventRowsDeferred(t *testing.T) {
+	home := t.TempDir()
+	opts := Options{NoFsync: true, SyncInterval: -1}
+	s, err := Open(home, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := func(s *Store) int {
+		var n int
+		if err := s.db.QueryRow(`SELECT count(*) FROM fts_docs`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	ev := func(id, text string) memory.Event {
+		return memory.Event{ID: id, ActorID: "u", SessionID: "s", Role: "user", Text: text, Timestamp: time.Now().Add(-time.Minute)}
+	}
+	if err := s.AppendEvents(bg, []memory.Event{ev("e1", "the fig tree by the wall")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := rows(s); n != 0 {
+		t.Fatalf("%d full-text rows written on the turn path, want 0", n)
+	}
+	if got := ftsIDs(t, s, EngineFTS5, memory.Query{NamespacePath: "/main/u/", Text: "fig"}); !reflect.DeepEqual(got, []string{"e1"}) {
+		t.Fatalf("fts5 search = %v, want [e1]", got)
+	}
+	if err := s.AppendEvents(bg, []memory.Event{ev("e2", "olive harvest in autumn")}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(home, opts) // e2's row is owed across the restart
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ftsIDs(t, s, EngineFTS5, memory.Query{NamespacePath: "/main/u/", Text: "olive"}); !reflect.DeepEqual(got, []string{"e2"}) {
+		t.Fatalf("after restart fts5 search = %v, want [e2]", got)
+	}
+	s.Close()
+
+	opts.Engine = EngineFTS5
+	s, err = Open(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.AppendEvents(bg, []memory.Event{ev("e3", "basil on the balcony")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := rows(s); n != 1 {
+		t.Fatalf("EngineFTS5: %d full-text rows after one event, want 1", n)
 	}
 }

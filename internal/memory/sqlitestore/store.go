@@ -146,6 +146,12 @@ type actorState struct {
 	slots  [2]ixSlot
 	active atomic.Int32
 
+	// ftsBehind is set when events were indexed without their full-text
+	// rows (see writeEvents); ftsCatchUp clears it. ftsChecked is set once
+	// ftsCatchUp has looked for rows missing since before this process.
+	ftsBehind  atomic.Bool
+	ftsChecked atomic.Bool
+
 	once    sync.Once // loads the state from the index
 	loadErr error
 
@@ -211,7 +217,11 @@ func Open(home string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Join(home, "index"), 0o700); err != nil {
 		return nil, fmt.Errorf("open memory: %w", err)
 	}
-	dsn := "file:" + filepath.Join(home, "index", "memory.db") + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	dbPath := filepath.Join(home, "index", "memory.db")
+	if err := createIndexFile(dbPath); err != nil {
+		return nil, fmt.Errorf("open memory index: %w", err)
+	}
+	dsn := "file:" + dbPath + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open memory index: %w", err)
@@ -234,6 +244,31 @@ func Open(home string, opts Options) (*Store, error) {
 		s.startEmbedWorker()
 	}
 	return s, nil
+}
+
+// indexPageSize is the page size of a new index database (bytes). A turn
+// changes a handful of rows in different B-trees (the event row, its ID
+// and actor indexes), and the write-ahead log stores every changed page
+// whole, so the page size sets the bytes a turn writes: with 1 KiB pages
+// a turn's commit is about a quarter of SQLite's default 4 KiB pages. An
+// existing index keeps the page size it was created with.
+const indexPageSize = 1024
+
+// createIndexFile creates a new, empty index database with indexPageSize
+// pages; the page size must be set before the first table and before the
+// switch to WAL (the driver runs _pragma values in lexical order, which
+// would put journal_mode first). An existing file is left alone.
+func createIndexFile(path string) error {
+	if _, err := os.Stat(path); err == nil || !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	db, err := sql.Open("sqlite", "file:"+path+fmt.Sprintf("?_pragma=page_size(%d)", indexPageSize))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.Exec(schema)
+	return err
 }
 
 // Close closes the index.
@@ -882,12 +917,22 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
+	// The full-text rows of events are written here only when FTS5 is the
+	// configured engine; otherwise the first FTS5 search of the actor
+	// writes them (ftsCatchUp), so a turn does not pay FTS5's segment and
+	// merge writes (about 43 KB per turn) for an engine it does not use.
+	eager := s.opts.Engine == EngineFTS5
 	var fts ftsBatch
 	for _, e := range fresh {
 		if err := insertEvent(ctx, stmt, a.id, e); err != nil {
 			return err
 		}
-		s.ftsEvent(&fts, a.id, e)
+		if eager {
+			s.ftsEvent(&fts, a.id, e)
+		}
+	}
+	if !eager {
+		a.ftsBehind.Store(true)
 	}
 	if err := fts.write(ctx, s, tx); err != nil {
 		return err
