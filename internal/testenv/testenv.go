@@ -10,9 +10,9 @@ package testenv
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"context"
 	"fmt"
 	"net"
 	"net/url"
