@@ -119,3 +119,56 @@ func BenchmarkActorHeap(b *testing.B) {
 		f.Close()
 	}
 }
+
+// TestEventsSince: the cursor rule (after the cursor event, else after its
+// timestamp), sessions kept apart, and Events of one session in order.
+func TestEventsSince(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{NoFsync: true, SyncInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
+	var evs []memory.Event
+	for i := 0; i < 6; i++ {
+		sess := "s1"
+		if i%3 == 2 {
+			sess = "s2"
+		}
+		evs = append(evs, memory.Event{ID: "e" + strconv.Itoa(i), ActorID: "a", SessionID: sess, Role: "user", Text: "turn " + strconv.Itoa(i), Timestamp: t0.Add(time.Duration(i) * time.Second)})
+	}
+	if err := s.AppendEvents(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(evs []memory.Event) string {
+		var b strings.Builder
+		for _, e := range evs {
+			b.WriteString(e.ID + " ")
+		}
+		return strings.TrimSpace(b.String())
+	}
+	for _, c := range []struct {
+		id   string
+		ts   time.Time
+		want string
+	}{
+		{"", time.Time{}, "e0 e1 e3 e4"},
+		{"e1", t0.Add(time.Second), "e3 e4"},
+		{"gone", t0.Add(time.Second), "e3 e4"}, // cursor event not listed: by timestamp
+		{"e2", t0.Add(2 * time.Second), "e3 e4"}, // another session's event: by timestamp
+		{"e4", t0.Add(4 * time.Second), ""},
+	} {
+		got, err := s.EventsSince(ctx, "a", "s1", c.id, c.ts)
+		if err != nil || ids(got) != c.want {
+			t.Errorf("EventsSince(s1, %q) = %q, %v; want %q", c.id, ids(got), err, c.want)
+		}
+	}
+	all, err := s.Events(ctx, "a", "s2")
+	if err != nil || ids(all) != "e2 e5" {
+		t.Errorf("Events(s2) = %q, %v", ids(all), err)
+	}
+	if got, err := s.EventsSince(ctx, "nobody", "s1", "", time.Time{}); err != nil || len(got) != 0 {
+		t.Errorf("unknown actor: %v, %v", got, err)
+	}
+}

@@ -539,30 +539,34 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 }
 
 // compacted returns x, or a's index built afresh when most of x's
-// documents are retired. The caller keeps a's maps still. Both copies of
-// the index compact on the same change: *built carries the first copy's
-// build so that the second is a clone.
+// documents are retired. The caller keeps a's maps still. built carries a
+// build between calls of one change (changeIndex applies f once; the
+// parameter stays for callers written for two copies).
 func (s *Store) compacted(ctx context.Context, a *actorState, x *actorIndex, built **actorIndex) *actorIndex {
 	if !x.compactable() {
 		return x
 	}
 	if *built == nil {
 		*built = s.buildIndex(ctx, a)
-		return (*built).clone()
 	}
 	return *built
 }
 
-// ixSlot is one copy of an actor's ranking index.
+// ixSlot is one of the two read locks over an actor's ranking index.
 type ixSlot struct {
 	mu sync.RWMutex
 	x  *actorIndex
 }
 
-// changeIndex applies f to both copies of a's ranking index, if built:
-// first to the inactive copy, which then becomes active, then to the
-// other once its readers are done. f returns the copy to keep (nil drops
-// the index); it must change both copies alike.
+// changeIndex applies f to a's ranking index, if built. f returns the
+// index to keep (nil drops it).
+//
+// There is one copy of the index (two copies, left-right, doubled an
+// actor's memory): both slots point to it, searches read it under the
+// active slot's read lock, and a change holds both slots' locks
+// exclusively, so it waits for the searches in flight and searches wait
+// for it. A change is an in-memory update of a few documents (tens of
+// microseconds), or a rebuild once most documents are retired.
 func (s *Store) changeIndex(a *actorState, f func(x *actorIndex) *actorIndex) {
 	a.ixw.Lock()
 	defer a.ixw.Unlock()
@@ -570,22 +574,24 @@ func (s *Store) changeIndex(a *actorState, f func(x *actorIndex) *actorIndex) {
 }
 
 // changeIndexLocked is changeIndex with a.ixw held; build runs f even
-// when the index is not built.
+// when the index is not built. A build's f (readIndex) was written for
+// two copies and returns a clone on its first call: it is called twice
+// and the second result, the build itself, is kept.
 func (s *Store) changeIndexLocked(a *actorState, f func(x *actorIndex) *actorIndex, build bool) {
 	cur := a.active.Load()
-	if a.slots[cur].x == nil && !build {
+	x := a.slots[cur].x
+	if x == nil && !build {
 		return
 	}
-	next := 1 - cur
-	for _, i := range []int32{next, cur} {
-		slot := &a.slots[i]
-		slot.mu.Lock()
-		slot.x = f(slot.x)
-		slot.mu.Unlock()
-		if i == next {
-			a.active.Store(next)
-		}
+	a.slots[0].mu.Lock()
+	a.slots[1].mu.Lock()
+	if x == nil {
+		f(nil)
 	}
+	x = f(x)
+	a.slots[0].x, a.slots[1].x = x, x
+	a.slots[1].mu.Unlock()
+	a.slots[0].mu.Unlock()
 }
 
 func insertRecord(ctx context.Context, stmt *sql.Stmt, actor string, r memory.Record) error {
@@ -985,6 +991,9 @@ func (s *Store) Events(ctx context.Context, actorID, sessionID string) ([]memory
 		return nil, err
 	}
 	defer release()
+	if sessionID != "" && !s.legacy {
+		return s.sessionEvents(ctx, a, sessionID, "", time.Time{}), nil
+	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	var out []memory.Event
@@ -995,6 +1004,91 @@ func (s *Store) Events(ctx context.Context, actorID, sessionID string) ([]memory
 	}
 	markdown.SortEvents(out)
 	return out, nil
+}
+
+// EventsSince returns the unexpired events of one session of the actor
+// that come after the cursor, oldest first: after the event afterID when
+// it is still indexed, else those with a timestamp after afterTS (afterID
+// "" and a zero afterTS: every event). It costs O(log n + new events), not
+// O(the actor's history), so an extraction that runs every few turns reads
+// only what is new. Errors: the store is closed.
+func (s *Store) EventsSince(ctx context.Context, actorID, sessionID, afterID string, afterTS time.Time) ([]memory.Event, error) {
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	if s.closed {
+		return nil, errors.New("memory store closed")
+	}
+	if !s.known(ctx, actorID) {
+		return nil, nil
+	}
+	a, release, err := s.acquire(ctx, actorID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if s.legacy {
+		a.mu.RLock()
+		defer a.mu.RUnlock()
+		var out []memory.Event
+		for _, e := range a.events {
+			if e.SessionID == sessionID && !s.expired(e) {
+				out = append(out, e)
+			}
+		}
+		markdown.SortEvents(out)
+		return eventsAfterCursor(out, afterID, afterTS), nil
+	}
+	return s.sessionEvents(ctx, a, sessionID, afterID, afterTS), nil
+}
+
+// eventsAfterCursor is the cursor rule of EventsSince over a sorted list.
+func eventsAfterCursor(evs []memory.Event, afterID string, afterTS time.Time) []memory.Event {
+	if afterID == "" && afterTS.IsZero() {
+		return evs
+	}
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].ID == afterID {
+			return evs[i+1:]
+		}
+	}
+	i := sort.Search(len(evs), func(i int) bool { return evs[i].Timestamp.After(afterTS) })
+	return evs[i:]
+}
+
+// sessionEvents reads one session's events through the ranking index's
+// per-session list (kept in (timestamp, ID) order), from the cursor on.
+// Lock order (a.mu is never taken while a slot lock is held): the cursor
+// event is looked up first, the list's tail is copied under the index's
+// read lock, then the events are read.
+func (s *Store) sessionEvents(ctx context.Context, a *actorState, sessionID, afterID string, afterTS time.Time) []memory.Event {
+	var cur *evRef
+	if afterID != "" {
+		a.mu.RLock()
+		if e, ok := a.events[afterID]; ok && e.SessionID == sessionID {
+			cur = &evRef{e.Timestamp, e.ID}
+		}
+		a.mu.RUnlock()
+	}
+	x, done := s.readIndex(ctx, a)
+	list := x.sess[sessionID]
+	start := 0
+	switch {
+	case cur != nil:
+		start = sort.Search(len(list), func(i int) bool { return cur.before(list[i]) })
+	case !afterTS.IsZero():
+		start = sort.Search(len(list), func(i int) bool { return list[i].ts.After(afterTS) })
+	}
+	refs := append([]evRef(nil), list[start:]...)
+	done()
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	out := make([]memory.Event, 0, len(refs))
+	for _, r := range refs {
+		if e, ok := a.events[r.id]; ok && !s.expired(e) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // known reports whether the actor has any state, without creating it.
