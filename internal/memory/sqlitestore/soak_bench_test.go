@@ -155,7 +155,7 @@ func TestEventsSince(t *testing.T) {
 	}{
 		{"", time.Time{}, "e0 e1 e3 e4"},
 		{"e1", t0.Add(time.Second), "e3 e4"},
-		{"gone", t0.Add(time.Second), "e3 e4"}, // cursor event not listed: by timestamp
+		{"gone", t0.Add(time.Second), "e3 e4"},   // cursor event not listed: by timestamp
 		{"e2", t0.Add(2 * time.Second), "e3 e4"}, // another session's event: by timestamp
 		{"e4", t0.Add(4 * time.Second), ""},
 	} {
