@@ -501,8 +501,8 @@ func (d *Dashboard) signout(w http.ResponseWriter, r *http.Request) {
 
 // safeNext keeps a post-sign-in redirect on this site.
 func safeNext(n string) string {
-	if n == "" || !strings.HasPrefix(n, "/") || strings.HasPrefix(n, "//") || strings.HasPrefix(n, "/\\") {
-		return "/"
+	if p, ok := localPath(n); ok {
+		return p
 	}
-	return n
+	return "/"
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/model/modeltest"
 )
 
@@ -139,5 +140,34 @@ func TestHostileFormInput(t *testing.T) {
 	}
 	if !strings.Contains(final, "streamed to the end") {
 		t.Fatalf("no final event after a bogus Last-Event-ID (status %d, scan err %v)", er.StatusCode, sc.Err())
+	}
+}
+
+// After sign-in the redirect stays on this site whatever "next" holds,
+// including a tab or newline a browser would drop ("/\t/evil" is
+// "//evil" to a browser).
+func TestSignInNextStaysLocal(t *testing.T) {
+	ap := newApp(t, func(cfg *config.Config) { cfg.AuthToken = "s3cret-token-value" })
+	for next, want := range map[string]string{
+		"/\t/evil.example":      "/",
+		"/\n/evil.example":      "/",
+		"/\\evil.example":       "/",
+		"//evil.example":        "/",
+		"https://evil.example/": "/",
+		"javascript:alert(1)":   "/",
+		"/a\\b":                 "/",
+		"/sessions?x=1":         "/sessions?x=1",
+		"/memory/../state":      "/state",
+	} {
+		jar, _ := cookiejar.New(nil)
+		resp, body := postForm(t, noRedirect(jar), ap.srv.URL+"/signin", url.Values{"token": {"s3cret-token-value"}, "next": {next}}, nil)
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
+			t.Errorf("next %q: %d Location %q, want %q\n%s", next, resp.StatusCode, resp.Header.Get("Location"), want, body)
+		}
+	}
+	// The sign-in page does not carry a hostile next into its form either.
+	_, body := get(t, noRedirect(nil), ap.srv.URL+"/signin?next="+url.QueryEscape("/\t/evil.example"), nil)
+	if !strings.Contains(body, `name="next" value="/"`) {
+		t.Fatalf("sign-in form keeps a hostile next:\n%s", body)
 	}
 }

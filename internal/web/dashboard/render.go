@@ -203,24 +203,33 @@ func (d *Dashboard) done(w http.ResponseWriter, r *http.Request, to, msg string,
 }
 
 // back is the page a form returns to: its "back" field when it is a local
-// path, else fallback.
+// path (see localPath), else fallback.
 func back(r *http.Request, fallback string) string {
-	b := r.PostFormValue("back")
-	if b == "" || !strings.HasPrefix(b, "/") || strings.HasPrefix(b, "//") || strings.HasPrefix(b, "/\\") {
-		return fallback
+	if p, ok := localPath(r.PostFormValue("back")); ok {
+		return p
 	}
-	// Browsers drop tabs and newlines from URLs ("/\t/evil" becomes
-	// "//evil") and read a backslash as "/", and url.Parse refuses control
-	// characters: keep only a back path that parses and names no host.
+	return fallback
+}
+
+// localPath cleans b, a redirect target from a form or query, and reports
+// whether it is a path on this site. Browsers drop tabs and newlines from
+// URLs ("/\t/evil" becomes "//evil") and read a backslash as "/", and
+// url.Parse refuses control characters: so b must start with one "/",
+// hold no control character, no backslash before its query, and parse
+// with no scheme or host.
+func localPath(b string) (string, bool) {
+	if b == "" || !strings.HasPrefix(b, "/") || strings.HasPrefix(b, "//") || strings.HasPrefix(b, "/\\") {
+		return "", false
+	}
 	p := strings.SplitN(b, "?", 2)[0]
 	if strings.ContainsFunc(b, func(c rune) bool { return c < 0x20 || c == 0x7f }) || strings.ContainsRune(p, '\\') {
-		return fallback
+		return "", false
 	}
 	out := path.Clean(p) + queryOf(b)
 	if u, err := url.Parse(out); err != nil || u.Scheme != "" || u.Host != "" {
-		return fallback
+		return "", false
 	}
-	return out
+	return out, true
 }
 
 func queryOf(s string) string {
