@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tendrilai/tendril/internal/assistant"
+	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/mgmt"
 	"github.com/tendrilai/tendril/internal/runtime"
 	"github.com/tendrilai/tendril/internal/web/dashboard"
@@ -47,18 +48,8 @@ func (g *globals) connect(ctx context.Context, host bool) (*conn, error) {
 	if cfg.DatabaseURL != "" && !host {
 		// Every store is in the database, shared with any running
 		// instance: open it in-process beside them, no home lock needed.
-		log := newLogger(os.Stderr, slog.LevelError)
-		tr := runtime.NewTracker(nil)
-		a, err := assistant.Open(ctx, cfg, assistant.Options{Logger: log, Busy: tr})
-		if err != nil {
-			return nil, err
-		}
-		srv, err := newServer(a, tr, "127.0.0.1:0", log, nil)
-		if err != nil {
-			a.Close()
-			return nil, err
-		}
-		return &conn{Client: mgmt.InProcess(srv.LocalHandler()), local: a, close: func() { a.Close() }}, nil
+		c, _, err := openLocal(ctx, cfg, false, func() {})
+		return c, err
 	}
 	release, err := lockHome(cfg.Home)
 	for i := 0; err != nil && i < 300; i++ {
@@ -77,22 +68,11 @@ func (g *globals) connect(ctx context.Context, host bool) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s is held by another tendril process that does not answer on %s: %w", cfg.Home, sock, err)
 	}
-	// Without a server the command's own errors are its output: only
-	// errors are logged, so a failure stays one line.
-	log := newLogger(os.Stderr, slog.LevelError)
-	tr := runtime.NewTracker(nil)
-	a, err := assistant.Open(ctx, cfg, assistant.Options{Logger: log, Owner: true, Busy: tr})
+	c, srv, err := openLocal(ctx, cfg, true, release)
 	if err != nil {
-		release()
 		return nil, err
 	}
-	srv, err := newServer(a, tr, "127.0.0.1:0", log, nil)
-	if err != nil {
-		a.Close()
-		release()
-		return nil, err
-	}
-	c := &conn{Client: mgmt.InProcess(srv.LocalHandler()), local: a, close: func() { a.Close(); release() }}
+	a := c.local
 	if host {
 		if err := a.Start(ctx, assistant.StartOptions{}); err != nil {
 			c.close()
@@ -107,6 +87,27 @@ func (g *globals) connect(ctx context.Context, host bool) (*conn, error) {
 		c.close = func() { srv.Shutdown(context.Background()); a.Close(); release() }
 	}
 	return c, nil
+}
+
+// openLocal opens the stores in-process and answers the management API
+// through them; release runs after the assistant closes (or on failure).
+// Without a server the command's own errors are its output: only errors
+// are logged, so a failure stays one line.
+func openLocal(ctx context.Context, cfg *config.Config, owner bool, release func()) (*conn, *runtime.Server, error) {
+	log := newLogger(os.Stderr, slog.LevelError)
+	tr := runtime.NewTracker(nil)
+	a, err := assistant.Open(ctx, cfg, assistant.Options{Logger: log, Owner: owner, Busy: tr})
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	srv, err := newServer(a, tr, "127.0.0.1:0", log, nil)
+	if err != nil {
+		a.Close()
+		release()
+		return nil, nil, err
+	}
+	return &conn{Client: mgmt.InProcess(srv.LocalHandler()), local: a, close: func() { a.Close(); release() }}, srv, nil
 }
 
 // listenSocket opens the management socket, replacing a stale file (the
