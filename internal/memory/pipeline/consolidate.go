@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -68,15 +69,17 @@ func (p *Pipeline) consolidateAll(ctx context.Context, actorID, ns string, cands
 // caller to flush (under queue.guard).
 func (p *Pipeline) consolidateInto(ctx context.Context, actorID, ns string, cands []extract.Candidate, existing []memory.Record, b *batch) ([]Result, error) {
 	sortByTime(cands)
-	existing = append([]memory.Record(nil), existing...)
+	ix := newCandIndex(existing)
 	var out []Result
 	for _, c := range cands {
-		r, err := p.consolidate(ctx, actorID, ns, c, existing, b)
+		r, err := p.consolidateIx(ctx, actorID, ns, c, ix, b)
 		if err != nil {
 			return out, err
 		}
 		out = append(out, r)
-		existing = applyWritten(existing, r.written)
+		for _, w := range r.written {
+			ix.put(w)
+		}
 	}
 	return out, nil
 }
@@ -135,24 +138,6 @@ func (b *batch) flush(ctx context.Context, st memory.Store) error {
 	return nil
 }
 
-// applyWritten replaces records by ID, appending new ones.
-func applyWritten(existing, written []memory.Record) []memory.Record {
-	for _, w := range written {
-		found := false
-		for i := range existing {
-			if existing[i].ID == w.ID {
-				existing[i] = w
-				found = true
-				break
-			}
-		}
-		if !found {
-			existing = append(existing, w)
-		}
-	}
-	return existing
-}
-
 // Lister is an optional fast path a memory.Store may implement: list the
 // records a Query with empty Text selects, without ranking. The pipeline
 // lists a namespace before every consolidation; a store whose Search
@@ -179,8 +164,28 @@ func (p *Pipeline) listQuery(ctx context.Context, q memory.Query) ([]memory.Reco
 	return out, nil
 }
 
-// list returns every active, staged and superseded record of a namespace.
+// RecordLister is an optional fast path a memory.Store may implement:
+// the records (never events) of one exact namespace with the given
+// statuses, in (createdAt, ID) order (sqlitestore.Store.ListRecords). A
+// listing through Lister also visits the actor's events to filter them
+// out, which costs O(the actor's history) on every extraction.
+type RecordLister interface {
+	ListRecords(ctx context.Context, namespace string, statuses []memory.Status) ([]memory.Record, error)
+}
+
+// list returns every active, staged and superseded record of a namespace
+// (at most Options.ListLimit).
 func (p *Pipeline) list(ctx context.Context, ns string) ([]memory.Record, error) {
+	if rl, ok := p.store.(RecordLister); ok {
+		recs, err := rl.ListRecords(ctx, ns, []memory.Status{memory.StatusActive, memory.StatusStaged, memory.StatusSuperseded})
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", ns, err)
+		}
+		if p.opts.ListLimit > 0 && len(recs) > p.opts.ListLimit {
+			recs = recs[:p.opts.ListLimit]
+		}
+		return recs, nil
+	}
 	recs, err := p.listQuery(ctx, memory.Query{Namespace: ns,
 		Statuses: []memory.Status{memory.StatusActive, memory.StatusStaged, memory.StatusSuperseded}, TopK: p.opts.ListLimit})
 	if err != nil {
@@ -231,7 +236,16 @@ func (p *Pipeline) markRejected(ctx context.Context, actorID, content string) er
 //     active records on other topics (an update on the same topic is news,
 //     not repetition): dropped, staged or stored;
 //  4. a stored candidate supersedes every active record on the same topic.
+//
+// The records a candidate is compared with are found through a candIndex
+// (by content hash, shared token and topic), not by comparing it with
+// every record of the namespace.
 func (p *Pipeline) consolidate(ctx context.Context, actorID, ns string, c extract.Candidate, existing []memory.Record, w sink) (Result, error) {
+	return p.consolidateIx(ctx, actorID, ns, c, newCandIndex(existing), w)
+}
+
+// consolidateIx is consolidate over an index of the namespace's records.
+func (p *Pipeline) consolidateIx(ctx context.Context, actorID, ns string, c extract.Candidate, ix *candIndex, w sink) (Result, error) {
 	if strings.TrimSpace(c.Content) == "" {
 		return Result{Outcome: OutcomeDropped}, nil
 	}
@@ -246,13 +260,8 @@ func (p *Pipeline) consolidate(ctx context.Context, actorID, ns string, c extrac
 		stated = now
 	}
 	hash := hashOf(c.Content)
-	ctoks := tokensOf(c.Content)
-	for _, r := range existing {
-		dup := hashOf(r.Content) == hash ||
-			(r.Strategy == c.Strategy && gate.Jaccard(ctoks, tokensOf(r.Content)) >= p.opts.DuplicateOverlap)
-		if !dup {
-			continue
-		}
+	for _, i := range ix.duplicates(hash, c.Strategy, tokensOf(c.Content), p.opts.DuplicateOverlap) {
+		r := ix.recs[i]
 		if r.Status == memory.StatusSuperseded {
 			if at, ok := timeMeta(r.Metadata[keySupersededAt]); ok && stated.After(at) {
 				continue // re-assertion after it was superseded
@@ -273,13 +282,18 @@ func (p *Pipeline) consolidate(ctx context.Context, actorID, ns string, c extrac
 		return Result{Outcome: OutcomeMerged, Score: r.Importance, Record: put, written: []memory.Record{put}}, nil
 	}
 
+	// Novelty is 1 − the highest token Jaccard with an active record on
+	// another topic; records sharing no token score 0 and cannot change
+	// it, so only the records sharing a token are passed.
+	gin := c.GateInput(nil)
 	var others []string
-	for _, r := range existing {
-		if r.Status == memory.StatusActive && (c.Topic == "" || topicOf(r) != c.Topic) {
+	for _, i := range ix.sharing(gate.Tokens(gin.Text)) {
+		if r := ix.recs[i]; r.Status == memory.StatusActive && (c.Topic == "" || topicOf(r) != c.Topic) {
 			others = append(others, r.Content)
 		}
 	}
-	_, score, outcome := p.opts.Thresholds.Evaluate(c.GateInput(others))
+	gin.Existing = others
+	_, score, outcome := p.opts.Thresholds.Evaluate(gin)
 	if outcome == gate.Dropped {
 		return Result{Outcome: OutcomeDropped, Score: score}, nil
 	}
@@ -288,7 +302,7 @@ func (p *Pipeline) consolidate(ctx context.Context, actorID, ns string, c extrac
 		rec, err := p.put(ctx, w, ns, c, score, outcome, now)
 		return Result{Outcome: OutcomeStaged, Score: score, Record: rec, written: []memory.Record{rec}}, err
 	}
-	rec, sup, written, err := p.storeAndSupersede(ctx, w, ns, c, score, now, existing)
+	rec, sup, written, err := p.storeAndSupersede(ctx, w, ns, c, score, now, ix.onTopic(c.Topic))
 	return Result{Outcome: OutcomeStored, Score: score, Record: rec, Superseded: sup, written: written}, err
 }
 
@@ -461,4 +475,155 @@ func tokensOf(content string) []string {
 	m.toks[content] = t
 	m.mu.Unlock()
 	return t
+}
+
+// candIndex is an inverted index over one namespace's records for
+// consolidation: by content hash, by token (each record's distinct
+// gate.Tokens) and by topic, so a candidate is compared only with the
+// records that can be its duplicate, lower its novelty or contradict it.
+// Record positions follow the listing order, new records appended, as the
+// linear scan it replaces saw them; a lookup returns positions in that
+// order. A replaced record keeps its position; postings of its old
+// content stay and are re-checked against the current record.
+type candIndex struct {
+	recs    []memory.Record
+	pos     map[string]int   // record ID → position
+	byHash  map[string][]int // memory.ContentHash → positions
+	byTok   map[string][]int // token → positions
+	byTopic map[string][]int // topic → positions
+	ntok    []int            // distinct tokens of each position's content
+}
+
+func newCandIndex(existing []memory.Record) *candIndex {
+	x := &candIndex{pos: make(map[string]int, len(existing)), byHash: make(map[string][]int, len(existing)),
+		byTok: map[string][]int{}, byTopic: map[string][]int{}}
+	for _, r := range existing {
+		x.put(r)
+	}
+	return x
+}
+
+// put adds r, or replaces the record with its ID.
+func (x *candIndex) put(r memory.Record) {
+	i, ok := x.pos[r.ID]
+	if ok {
+		old := x.recs[i]
+		x.recs[i] = r
+		if old.Content == r.Content && topicOf(old) == topicOf(r) {
+			return
+		}
+	} else {
+		i = len(x.recs)
+		x.pos[r.ID] = i
+		x.recs = append(x.recs, r)
+		x.ntok = append(x.ntok, 0)
+	}
+	addPosting(x.byHash, hashOf(r.Content), i)
+	toks := distinct(tokensOf(r.Content))
+	x.ntok[i] = len(toks)
+	for _, t := range toks {
+		addPosting(x.byTok, t, i)
+	}
+	if t := topicOf(r); t != "" {
+		addPosting(x.byTopic, t, i)
+	}
+}
+
+// addPosting appends i to m[k] unless it is already the last entry.
+func addPosting(m map[string][]int, k string, i int) {
+	l := m[k]
+	if n := len(l); n > 0 && l[n-1] == i {
+		return
+	}
+	m[k] = append(l, i)
+}
+
+func distinct(toks []string) []string {
+	seen := make(map[string]bool, len(toks))
+	out := make([]string, 0, len(toks))
+	for _, t := range toks {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// overlaps counts, for every position sharing a token with toks, how many
+// distinct tokens it shares (from the postings, without re-tokenising).
+func (x *candIndex) overlaps(toks []string) map[int]int {
+	cnt := map[int]int{}
+	for _, t := range distinct(toks) {
+		for _, i := range x.byTok[t] {
+			cnt[i]++
+		}
+	}
+	return cnt
+}
+
+// sharing lists, in order, the positions whose content shares a token
+// with toks.
+func (x *candIndex) sharing(toks []string) []int {
+	cnt := x.overlaps(toks)
+	out := make([]int, 0, len(cnt))
+	for i := range cnt {
+		out = append(out, i)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// duplicates lists, in order, the positions that are duplicates of a
+// candidate: the same content hash, or the same strategy and a token
+// Jaccard of at least overlap (gate.Jaccard, computed here from the
+// shared-token counts; a stale posting is re-checked on the record).
+func (x *candIndex) duplicates(hash string, st memory.Strategy, toks []string, overlap float64) []int {
+	set := map[int]bool{}
+	for _, i := range x.byHash[hash] {
+		if hashOf(x.recs[i].Content) == hash {
+			set[i] = true
+		}
+	}
+	ctoks := distinct(toks)
+	for i, n := range x.overlaps(ctoks) {
+		r := x.recs[i]
+		if set[i] || r.Strategy != st {
+			continue
+		}
+		j := float64(n) / float64(len(ctoks)+x.ntok[i]-n)
+		if j >= overlap && gate.Jaccard(toks, tokensOf(r.Content)) >= overlap {
+			set[i] = true
+		}
+	}
+	out := make([]int, 0, len(set))
+	for i := range set {
+		out = append(out, i)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// onTopic returns, in order, the records whose topic is topic (none for
+// ""): the only records a stored candidate can contradict.
+func (x *candIndex) onTopic(topic string) []memory.Record {
+	if topic == "" {
+		return nil
+	}
+	set := map[int]bool{}
+	for _, i := range x.byTopic[topic] {
+		if topicOf(x.recs[i]) == topic {
+			set[i] = true
+		}
+	}
+	pos := make([]int, 0, len(set))
+	for i := range set {
+		pos = append(pos, i)
+	}
+	sort.Ints(pos)
+	out := make([]memory.Record, len(pos))
+	for k, i := range pos {
+		out[k] = x.recs[i]
+	}
+	return out
 }

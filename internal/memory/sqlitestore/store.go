@@ -1041,6 +1041,48 @@ func (s *Store) EventsSince(ctx context.Context, actorID, sessionID, afterID str
 	return s.sessionEvents(ctx, a, sessionID, afterID, afterTS), nil
 }
 
+// ListRecords returns the records (never events) of the exact namespace
+// with one of statuses (none: active), in (createdAt, ID) order. It visits
+// only the actor's records, so consolidation's listing does not grow with
+// the actor's events (pipeline.RecordLister). Errors: a namespace naming
+// no actor is memory.ErrInvalidNamespace; the store is closed.
+func (s *Store) ListRecords(ctx context.Context, namespace string, statuses []memory.Status) ([]memory.Record, error) {
+	actor, err := recordActor(namespace)
+	if err != nil {
+		return nil, err
+	}
+	if len(statuses) == 0 {
+		statuses = []memory.Status{memory.StatusActive}
+	}
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	if s.closed {
+		return nil, errors.New("memory store closed")
+	}
+	if err := s.maybeSyncActor(ctx, actor); err != nil {
+		return nil, err
+	}
+	if !s.known(ctx, actor) {
+		return nil, nil
+	}
+	a, release, err := s.acquire(ctx, actor)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	ns := memory.CleanNamespace(namespace)
+	a.mu.RLock()
+	var out []memory.Record
+	for _, r := range a.records {
+		if hasStatus(statuses, r.Status) && memory.NamespaceEqual(r.Namespace, ns) {
+			out = append(out, r)
+		}
+	}
+	a.mu.RUnlock()
+	markdown.SortRecords(out)
+	return out, nil
+}
+
 // eventsAfterCursor is the cursor rule of EventsSince over a sorted list.
 func eventsAfterCursor(evs []memory.Event, afterID string, afterTS time.Time) []memory.Event {
 	if afterID == "" && afterTS.IsZero() {
