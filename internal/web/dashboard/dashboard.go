@@ -167,6 +167,10 @@ func (d *Dashboard) routes() {
 	static, _ := fs.Sub(staticFS, "static")
 	fileServer := http.StripPrefix("/static/", http.FileServer(http.FS(static)))
 	d.mux.Handle("GET /static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") { // no directory listings
+			d.fail(w, r, http.StatusNotFound, errors.New(t(lang(r), "No such page.")))
+			return
+		}
 		w.Header().Set("Cache-Control", "no-cache")
 		fileServer.ServeHTTP(w, r)
 	}))
@@ -206,7 +210,9 @@ func (d *Dashboard) routes() {
 
 	d.mux.HandleFunc("GET /settings", d.settingsPage)
 	d.mux.HandleFunc("GET /settings/log", d.logStream)
-	d.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	// GET only: a path some route serves, asked with another method,
+	// gets the mux's 405 with an Allow header rather than this 404.
+	d.mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusNotFound, errors.New(t(lang(r), "No such page.")))
 	})
 }

@@ -171,3 +171,37 @@ func TestSignInNextStaysLocal(t *testing.T) {
 		t.Fatalf("sign-in form keeps a hostile next:\n%s", body)
 	}
 }
+
+// A known path asked with the wrong method is 405 with Allow; an unknown
+// path is 404; /static/ lists no directory.
+func TestMethodsAndStatic(t *testing.T) {
+	ap := newApp(t)
+	jar, _ := cookiejar.New(nil)
+	c := noRedirect(jar)
+	_, body := get(t, c, ap.srv.URL+"/", nil)
+	tok := csrfRE.FindStringSubmatch(body)[1]
+	for _, tc := range []struct{ method, path, allow string }{
+		{"PUT", "/chat", "POST"},
+		{"DELETE", "/approvals/yolo", "POST"},
+		{"POST", "/sessions", "GET"},
+	} {
+		req, _ := http.NewRequest(tc.method, ap.srv.URL+tc.path, strings.NewReader(""))
+		req.Header.Set("X-CSRF-Token", tok)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(resp.Header.Get("Allow"), tc.allow) {
+			t.Errorf("%s %s: %d Allow %q", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Allow"))
+		}
+	}
+	for _, p := range []string{"/nope", "/static/", "/static/nope.js"} {
+		if resp, _ := get(t, c, ap.srv.URL+p, nil); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s: %d", p, resp.StatusCode)
+		}
+	}
+	if resp, _ := get(t, c, ap.srv.URL+"/static/app.js", nil); resp.StatusCode != 200 || resp.Header.Get("Content-Security-Policy") == "" {
+		t.Errorf("app.js: %d", resp.StatusCode)
+	}
+}
