@@ -205,3 +205,15 @@ func TestMethodsAndStatic(t *testing.T) {
 		t.Errorf("app.js: %d", resp.StatusCode)
 	}
 }
+
+// Stored tool arguments are shown with their real characters, not Go's
+// \u003c escapes, and an escaped backslash stays one.
+func TestPrettyJSONShowsRealCharacters(t *testing.T) {
+	got := prettyJSON(json.RawMessage(`{"cmd":"echo '\u003cb\u003e' \u0026\u0026 id","path":"C:\\u003c"}`))
+	if !strings.Contains(got, `"echo '<b>' && id"`) {
+		t.Fatalf("escapes left: %s", got)
+	}
+	if !strings.Contains(got, `"C:\\u003c"`) {
+		t.Fatalf("an escaped backslash was read as an escape: %s", got)
+	}
+}

@@ -247,7 +247,48 @@ func prettyJSON(raw json.RawMessage) string {
 	if err := json.Indent(&buf, raw, "", "  "); err != nil {
 		return string(raw)
 	}
-	return buf.String()
+	return unescapeHTMLEscapes(buf.String())
+}
+
+// unescapeHTMLEscapes turns the \u003c, \u003e and \u0026 escapes that Go's
+// JSON encoder writes for <, > and & (stored arguments are encoded that
+// way) back into the characters inside string literals, so a person
+// approving `echo '<b>' && id` reads exactly that. The page's template
+// escapes the result for HTML; other escapes are left as they are.
+func unescapeHTMLEscapes(s string) string {
+	if !strings.Contains(s, `\u00`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' || i+1 >= len(s) {
+			b.WriteByte(c)
+			continue
+		}
+		if s[i+1] == 'u' && i+6 <= len(s) {
+			switch strings.ToLower(s[i+2 : i+6]) {
+			case "003c":
+				b.WriteByte('<')
+				i += 5
+				continue
+			case "003e":
+				b.WriteByte('>')
+				i += 5
+				continue
+			case "0026":
+				b.WriteByte('&')
+				i += 5
+				continue
+			}
+		}
+		// Any other escape (\\, \", \n, \uXXXX) is copied whole, so an
+		// escaped backslash is never read as the start of another escape.
+		b.WriteByte(c)
+		b.WriteByte(s[i+1])
+		i++
+	}
+	return b.String()
 }
 
 // Segment is one part of a reply: text (escaped when rendered) or a
