@@ -1,0 +1,44 @@
+package assistant
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/model/modeltest"
+	"github.com/tendrilai/tendril/internal/schedule"
+)
+
+// "Run now" runs the job through the queue and records the run: the job
+// shows its last run afterwards and keeps its place in the schedule.
+func TestRunJobNowRecordsTheRun(t *testing.T) {
+	fake := modeltest.NewOpenAI(t)
+	fake.Otherwise(func(modeltest.Seen) modeltest.Reply { return modeltest.Reply{Text: "watered"} })
+	a := openTestApp(t, fake)
+	ctx := context.Background()
+	if err := a.Start(ctx, StartOptions{Scheduler: true}); err != nil {
+		t.Fatal(err)
+	}
+	j, err := a.AddJob(ctx, schedule.JobSpec{Name: "water", Every: "24h", Task: "water the figs", ActorID: "api:runner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.RunJobNow(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		jobs, err := a.Jobs(ctx, "api:runner")
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("jobs: %v %v", jobs, err)
+		}
+		if !jobs[0].LastRun.IsZero() {
+			if !jobs[0].NextRun.After(time.Now().Add(23 * time.Hour)) {
+				t.Fatalf("next run %v: not a day after the run", jobs[0].NextRun)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run was never recorded: %+v (model requests %d)", jobs[0], len(fake.Requests()))
+		}
+	}
+}
