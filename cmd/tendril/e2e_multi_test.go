@@ -154,7 +154,9 @@ func TestE2EMultiInstance(t *testing.T) {
 		t.FailNow()
 	}
 
-	// Telegram: every update answered exactly once, in order.
+	// Telegram: every update answered, in order, and once — except at most
+	// one reply per chat repeated after the kill (see below).
+	totalDups := 0
 	for c := range chats {
 		chat := int64(7000 + c)
 		// A chat the killed instance held is taken over once its lease
@@ -165,9 +167,22 @@ func TestE2EMultiInstance(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		msgs := bot.Messages(chat)
 		var got []string
+		dups := 0
 		for _, m := range msgs {
+			if n := len(got); n > 0 && got[n-1] == m.Plain() {
+				// Telegram has no idempotency key: an update whose reply
+				// was accepted by Telegram in the instant before the
+				// killed instance recorded it is answered again by the
+				// instance that takes the chat over (at-least-once).
+				dups++
+				continue
+			}
 			got = append(got, m.Plain())
 		}
+		if dups > 1 {
+			t.Fatalf("chat %d: %d repeated replies (at most the one in flight on the killed instance)", chat, dups)
+		}
+		totalDups += dups
 		var want []string
 		for k := range perChat {
 			want = append(want, fmt.Sprintf("echo: tg %d msg %d", chat, k))
@@ -211,7 +226,7 @@ func TestE2EMultiInstance(t *testing.T) {
 	for _, u := range unacked {
 		n += len(u)
 	}
-	t.Logf("%d turns sent; %d unacknowledged (in flight on the killed instance)", total, n)
+	t.Logf("%d turns sent; %d unacknowledged (in flight on the killed instance); %d Telegram replies repeated after the kill", total, n, totalDups)
 }
 
 // tryInvoke is invoke without failing the test on a transport error (the
