@@ -137,7 +137,10 @@ loop:
 			}
 		}
 	}
-	if err := stream.Err(); err != nil {
+	// A read error after messageStop (the connection torn down while the
+	// SDK's reader waited for more, seen under load) does not lose the
+	// answer: the message is complete; only trailing usage may be missing.
+	if err := stream.Err(); err != nil && !stopped {
 		return nil, streamError(err)
 	}
 	if ctx.Err() != nil {
