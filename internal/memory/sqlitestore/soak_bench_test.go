@@ -172,3 +172,39 @@ func TestEventsSince(t *testing.T) {
 		t.Errorf("unknown actor: %v, %v", got, err)
 	}
 }
+
+// TestWarmRecent: the most recently active actors get their ranking index
+// built; an actor beyond n does not.
+func TestWarmRecent(t *testing.T) {
+	home := t.TempDir()
+	opts := Options{NoFsync: true, SyncInterval: -1}
+	s, err := Open(home, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Hour)
+	for i, actor := range []string{"old", "mid", "new"} {
+		if err := s.AppendEvents(ctx, []memory.Event{{ActorID: actor, SessionID: "s", Role: "user", Text: "hello " + actor, Timestamp: t0.Add(time.Duration(i) * time.Minute)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	s, err = Open(home, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.WarmRecent(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	built := func(actor string) bool {
+		s.mu.Lock()
+		a := s.actors[actor]
+		s.mu.Unlock()
+		return a != nil && a.slots[a.active.Load()].x != nil
+	}
+	if !built("new") || !built("mid") || built("old") {
+		t.Fatalf("built: new %v mid %v old %v; want true true false", built("new"), built("mid"), built("old"))
+	}
+}

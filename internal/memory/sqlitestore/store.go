@@ -1083,6 +1083,45 @@ func (s *Store) ListRecords(ctx context.Context, namespace string, statuses []me
 	return out, nil
 }
 
+// WarmRecent loads, and builds the ranking index of, the n actors with the
+// most recent events (n ≤ 0: none; at most MaxCachedActors), most recent
+// first, so that their first search after a restart costs what a warm
+// search does. Meant to run in the background after Open; a search that
+// arrives while its actor is being warmed waits for that build instead of
+// starting its own. It stops at the first error (ctx done, store closed).
+func (s *Store) WarmRecent(ctx context.Context, n int) error {
+	n = min(n, s.opts.MaxCachedActors)
+	if n <= 0 {
+		return nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT actor FROM events GROUP BY actor ORDER BY max(ts) DESC LIMIT ?`, n)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	var actors []string
+	for rows.Next() {
+		var a string
+		if err := rows.Scan(&a); err != nil {
+			rows.Close()
+			return fmt.Errorf("memory index: %w", err)
+		}
+		actors = append(actors, a)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	for _, a := range actors {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := s.Prepare(ctx, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // eventsAfterCursor is the cursor rule of EventsSince over a sorted list.
 func eventsAfterCursor(evs []memory.Event, afterID string, afterTS time.Time) []memory.Event {
 	if afterID == "" && afterTS.IsZero() {
