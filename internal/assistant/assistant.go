@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -77,9 +78,10 @@ type Assistant struct {
 	actors actorLocks
 	// db is the shared pool when TENDRIL_DATABASE_URL is set (nil for the
 	// embedded stores); locks serialise turns across instances on it.
-	db    *pgxpool.Pool
-	locks turnLocks
-	jobs  *jobs.Queue // River: extraction and scheduled runs
+	db          *pgxpool.Pool
+	dbCheckedAt atomic.Int64 // unix ns of the last good ping (Ready)
+	locks       turnLocks
+	jobs        *jobs.Queue // River: extraction and scheduled runs
 	// tools are the built-in tools; toolSource, when MCP servers are
 	// configured, lists built-in plus MCP tools at call time.
 	tools      []tool.Tool
@@ -214,12 +216,27 @@ var ErrNotReady = errors.New("not ready")
 
 // Ready re-checks dependencies lazily, the analogue of Sprout's
 // ensure_openclaw_ready() after a frozen container thaws: the home
-// directory must still exist (a volume can vanish) and the approval ledger
-// is re-read so decisions made while we were stopped are seen. MCP servers
-// are re-checked, and restarted, per turn by the tool source.
+// directory must still exist (a volume can vanish), the database (when
+// set) must answer a ping at most every 5 s, which replaces connections
+// the server closed meanwhile, and the approval ledger is re-read so
+// decisions made while we were stopped are seen. MCP servers are
+// re-checked, and restarted, per turn by the tool source. Errors wrap
+// ErrNotReady.
 func (a *Assistant) Ready(ctx context.Context) error {
 	if _, err := os.Stat(a.cfg.Home); err != nil {
 		return fmt.Errorf("%w: home %s: %v", ErrNotReady, a.cfg.Home, err)
+	}
+	if a.db != nil && time.Since(time.Unix(0, a.dbCheckedAt.Load())) > 5*time.Second {
+		// After a freeze the server may have closed every connection: the
+		// ping makes the pool replace them now, and a database that is
+		// really gone fails the turn here, clearly, not half-way through.
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := a.db.Ping(pctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%w: database: %v", ErrNotReady, err)
+		}
+		a.dbCheckedAt.Store(time.Now().UnixNano())
 	}
 	if err := a.gate.Refresh(ctx); err != nil {
 		a.log.Warn("approval ledger refresh failed", "err", err)
