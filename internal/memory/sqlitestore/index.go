@@ -34,6 +34,45 @@ type actorIndex struct {
 
 	maskMu sync.RWMutex
 	masks  map[string]*mask
+
+	// shared holds one copy of the namespace and metadata that many
+	// event documents carry alike (same role, session and event
+	// metadata), so each event's hit record points to it instead of
+	// holding its own map and strings (docRecord).
+	shared map[string]sharedMeta
+}
+
+// sharedMeta is what docRecord shares between event records.
+type sharedMeta struct {
+	ns string
+	md map[string]any
+}
+
+// maxShared bounds actorIndex.shared: event metadata that differs per
+// event stops being shared past it.
+const maxShared = 4096
+
+// docRecord is the hit record of event e's document: s.eventRecord(e), its
+// namespace and metadata map shared with the earlier events alike (the
+// records handed out by a search must be treated as read-only, as the
+// index's own copies always were).
+func (s *Store) docRecord(x *actorIndex, e memory.Event) memory.Record {
+	r := s.eventRecord(e)
+	key, err := json.Marshal([]any{e.Role, e.SessionID, e.Metadata})
+	if err != nil {
+		return r
+	}
+	if sh, ok := x.shared[string(key)]; ok {
+		r.Namespace, r.Metadata = sh.ns, sh.md
+		return r
+	}
+	if x.shared == nil {
+		x.shared = map[string]sharedMeta{}
+	}
+	if len(x.shared) < maxShared {
+		x.shared[string(key)] = sharedMeta{r.Namespace, r.Metadata}
+	}
+	return r
 }
 
 type evRef struct {
@@ -128,7 +167,7 @@ func (s *Store) buildIndex(ctx context.Context, a *actorState) *actorIndex {
 	}
 	for _, r := range evs {
 		e := a.events[r.id]
-		x.add(s.eventDoc(a, x, e), s.eventRecord(e))
+		x.add(s.eventDoc(a, x, e), s.docRecord(x, e))
 	}
 	if len(evs) > 0 {
 		x.oldest = evs[0].ts
@@ -153,6 +192,10 @@ func (x *actorIndex) clone() *actorIndex {
 	}
 	if x.vecs != nil {
 		c.vecs = x.vecs[:len(x.vecs):len(x.vecs)]
+	}
+	c.shared = make(map[string]sharedMeta, len(x.shared))
+	for k, v := range x.shared {
+		c.shared[k] = v
 	}
 	return c
 }
@@ -270,7 +313,7 @@ func (s *Store) reindexEvents(a *actorState, x *actorIndex, ids map[string]bool)
 	})
 	for _, e := range evs {
 		x.remove(e.ID)
-		x.add(s.eventDoc(a, x, e), s.eventRecord(e))
+		x.add(s.eventDoc(a, x, e), s.docRecord(x, e))
 	}
 }
 

@@ -208,3 +208,47 @@ func TestWarmRecent(t *testing.T) {
 		t.Fatalf("built: new %v mid %v old %v; want true true false", built("new"), built("mid"), built("old"))
 	}
 }
+
+// BenchmarkManyActorsHeap spreads b.N turns over 100 actors (round robin),
+// searches each actor after each of its turns, as a turn does, and reports
+// the live heap per actor after a GC. Run with -benchtime 20000x.
+func BenchmarkManyActorsHeap(b *testing.B) {
+	const actors = 100
+	s, err := Open(b.TempDir(), Options{NoFsync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	runtime.GC()
+	var m0 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	t0 := time.Now().Add(-time.Hour)
+	for i := 0; i < b.N; i++ {
+		a := "a" + strconv.Itoa(i%actors)
+		ts := t0.Add(time.Duration(i) * time.Millisecond)
+		if err := s.AppendEvents(ctx, []memory.Event{
+			{ActorID: a, SessionID: "s", Role: "user", Text: soakTexts[i%len(soakTexts)] + " " + strconv.Itoa(i), Timestamp: ts},
+			{ActorID: a, SessionID: "s", Role: "assistant", Text: "echo: " + soakTexts[i%len(soakTexts)], Timestamp: ts.Add(time.Microsecond)},
+		}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Search(ctx, memory.Query{Text: "painting by the lake", NamespacePath: "/main/" + a + "/", TopK: 50}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	runtime.GC()
+	debug.FreeOSMemory()
+	var m1 runtime.MemStats
+	runtime.ReadMemStats(&m1)
+	b.ReportMetric(float64(m1.HeapInuse-m0.HeapInuse)/(1<<20), "MiB-heap")
+	if p := os.Getenv("HEAP_PROFILE"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pprof.WriteHeapProfile(f)
+		f.Close()
+	}
+}
