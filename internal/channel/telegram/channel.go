@@ -10,7 +10,10 @@
 // synchronous=FULL) or PostgreSQL shared by several instances
 // (OpenPostgresStore, SPEC §9): there a chat is processed by whichever
 // instance holds its lease, a new update is announced with NOTIFY, and the
-// chats of an instance that died are taken over when their leases expire.
+// chats of an instance that died are taken over when its database session
+// ends (the lease is an advisory lock, see lease_pg.go). Every update is
+// answered exactly once while the instances live; a reply in flight when
+// its instance died may be sent once more (see drainChat).
 // Updates left unprocessed by a crash are processed on the next Start, or
 // by another instance.
 package telegram
@@ -91,8 +94,13 @@ type Options struct {
 	// SendRetries bounds retries of one sendMessage after 429 answers.
 	SendRetries int
 	// LeaseTTL is how long a chat lease lasts without renewal (renewed
-	// every third of it while the chat is processed): the delay before
-	// another instance takes over the chats of one that died.
+	// every third of it while the chat is processed). On SQLite it is the
+	// delay before another process takes over the chats of one that died.
+	// On PostgreSQL a lease is an advisory lock that ends with its
+	// holder's database session, so a slow instance never loses a chat it
+	// is working on and a killed one loses its chats at once; LeaseTTL
+	// there is the period of the lock connection's health check and about
+	// how long the server takes to notice a lost host (TCP keepalives).
 	LeaseTTL time.Duration
 	// PollInterval is the period of the fallback scan for pending updates
 	// no worker has (a lost notification, an expired lease).
@@ -596,7 +604,16 @@ func (c *Channel) ProcessChat(ctx context.Context, chatID int64) (retryIn time.D
 var errLeaseLost = errors.New("telegram: chat lease lost")
 
 // drainChat processes chatID's pending updates while holding the chat's
-// lease (see lease.go), then releases it. It returns how long to wait when
+// lease (see lease.go), then releases it.
+//
+// Delivery is exactly once while the instances live: an update is taken
+// only under the chat's lease, and its outcome is recorded before the
+// lease is given up. It is at-least-once in one window: an instance that
+// dies (or loses its PostgreSQL lock connection) after Telegram accepted
+// a reply and before the outcome was recorded leaves the update pending,
+// and the instance that takes the chat over sends the reply again
+// (sendMessage has no idempotency key). The turn itself is not run again
+// when its result was saved (saveResult) before the holder died. It returns how long to wait when
 // an album is still collecting parts (waiting), and 0, false when the chat
 // is drained or another instance holds it (that instance will process what
 // is pending). It is the body a job queue worker would run per chat.
@@ -617,7 +634,7 @@ func (c *Channel) drainChat(ctx context.Context, chatID int64) (wait time.Durati
 			c.log.Debug("telegram: chat held by another instance", "chat_id", chatID)
 			return 0, false
 		}
-		wait, waiting, lost := c.drainHeld(ctx, chatID)
+		wait, waiting, lost := c.drainHeld(ctx, chatID, c.store.leaseLost())
 		if waiting || lost {
 			return wait, waiting
 		}
@@ -640,12 +657,12 @@ func (c *Channel) drainChat(ctx context.Context, chatID int64) (wait time.Durati
 // drainHeld runs drain under a claimed lease, renewing it every third of
 // LeaseTTL, and releases it at the end. lost reports that renewal failed
 // and processing was cancelled.
-func (c *Channel) drainHeld(ctx context.Context, chatID int64) (wait time.Duration, waiting, lost bool) {
+func (c *Channel) drainHeld(ctx context.Context, chatID int64, gone <-chan struct{}) (wait time.Duration, waiting, lost bool) {
 	lctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c.renewLoop(lctx, cancel, chatID)
+		c.renewLoop(lctx, cancel, chatID, gone)
 	}()
 	wait, waiting = c.drain(lctx, chatID)
 	lost = errors.Is(context.Cause(lctx), errLeaseLost)
@@ -668,9 +685,9 @@ func (c *Channel) release(ctx context.Context, chatID int64) {
 }
 
 // renewLoop keeps chatID's lease until ctx ends, cancelling ctx with
-// errLeaseLost when another owner has it or renewals kept failing until
-// it expired.
-func (c *Channel) renewLoop(ctx context.Context, cancel context.CancelCauseFunc, chatID int64) {
+// errLeaseLost when another owner has it, renewals kept failing until it
+// expired, or gone is closed (every lease of the store was lost at once).
+func (c *Channel) renewLoop(ctx context.Context, cancel context.CancelCauseFunc, chatID int64, gone <-chan struct{}) {
 	ttl := c.opts.LeaseTTL
 	t := time.NewTicker(max(ttl/3, time.Millisecond))
 	defer t.Stop()
@@ -678,6 +695,9 @@ func (c *Channel) renewLoop(ctx context.Context, cancel context.CancelCauseFunc,
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-gone:
+			cancel(errLeaseLost)
 			return
 		case <-t.C:
 		}

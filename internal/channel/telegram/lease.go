@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// A chat lease (table telegram_chat_leases) is how several instances on one
+// A chat lease (table telegram_chat_leases on SQLite, an advisory lock on
+// PostgreSQL: see lease_pg.go) is how several instances on one
 // database process each chat's updates one at a time, in update_id order:
 // a worker processes a chat only while it holds the chat's lease, renews it
 // while it works, and releases it when the chat has nothing left. A lease
@@ -33,9 +34,19 @@ func newOwner() string {
 
 // claimChat takes chatID's lease for ttl, or extends it when this store
 // already holds it. claimed is false when another owner holds an unexpired
-// lease. The insert-or-update is one statement, so of several instances
-// claiming at once exactly one wins.
+// lease. On SQLite the insert-or-update is one statement, so of several
+// claiming at once exactly one wins; on PostgreSQL it is
+// pg_try_advisory_lock on the store's lock connection, which holds the
+// chat until releaseChat or until that connection ends (ttl only sets its
+// keepalives, see keepaliveSQL).
 func (s *Store) claimChat(ctx context.Context, chatID int64, ttl time.Duration) (claimed bool, err error) {
+	if s.locks != nil {
+		ok, err := s.locks.claim(ctx, chatID, ttl)
+		if err != nil {
+			return false, fmt.Errorf("claim chat %d: %w", chatID, err)
+		}
+		return ok, nil
+	}
 	now := s.db.d.nowMS
 	res, err := s.db.ExecContext(ctx, `INSERT INTO telegram_chat_leases(chat_id, owner, expires_ms) VALUES(?, ?, `+now+` + ?)
 		ON CONFLICT(chat_id) DO UPDATE SET owner = excluded.owner, expires_ms = excluded.expires_ms
@@ -53,7 +64,12 @@ func (s *Store) claimChat(ctx context.Context, chatID int64, ttl time.Duration) 
 
 // renewChat extends this store's lease of chatID by ttl from now. held is
 // false when the lease is gone or another owner took it after it expired.
+// On PostgreSQL it checks that the lock connection is alive and holds the
+// chat (a lock does not expire).
 func (s *Store) renewChat(ctx context.Context, chatID int64, ttl time.Duration) (held bool, err error) {
+	if s.locks != nil {
+		return s.locks.renew(ctx, chatID)
+	}
 	res, err := s.db.ExecContext(ctx, `UPDATE telegram_chat_leases SET expires_ms = `+s.db.d.nowMS+` + ? WHERE chat_id = ? AND owner = ?`,
 		ttl.Milliseconds(), chatID, s.owner)
 	if err != nil {
@@ -68,6 +84,12 @@ func (s *Store) renewChat(ctx context.Context, chatID int64, ttl time.Duration) 
 
 // releaseChat gives up this store's lease of chatID (no-op when not held).
 func (s *Store) releaseChat(ctx context.Context, chatID int64) error {
+	if s.locks != nil {
+		if err := s.locks.release(ctx, chatID); err != nil {
+			return fmt.Errorf("release chat %d: %w", chatID, err)
+		}
+		return nil
+	}
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM telegram_chat_leases WHERE chat_id = ? AND owner = ?`, chatID, s.owner); err != nil {
 		return fmt.Errorf("release chat %d: %w", chatID, err)
 	}
@@ -78,9 +100,21 @@ func (s *Store) releaseChat(ctx context.Context, chatID int64) error {
 // expired or this store's own: the work of a dead instance, of a lost
 // notification, or left by this store's predecessor (SQLite).
 func (s *Store) claimableChats(ctx context.Context) ([]int64, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT u.chat_id FROM telegram_updates u
+	q, args := `SELECT DISTINCT u.chat_id FROM telegram_updates u
 		LEFT JOIN telegram_chat_leases l ON l.chat_id = u.chat_id
-		WHERE u.state = 'pending' AND (l.chat_id IS NULL OR l.owner = ? OR l.expires_ms <= `+s.db.d.nowMS+`)`, s.owner)
+		WHERE u.state = 'pending' AND (l.chat_id IS NULL OR l.owner = ? OR l.expires_ms <= `+s.db.d.nowMS+`)`, []any{s.owner}
+	if s.locks != nil {
+		// pg_locks shows a bigint advisory key as classid (high 32 bits)
+		// and objid (low 32 bits), with objsubid 1.
+		q, args = `SELECT DISTINCT u.chat_id FROM telegram_updates u
+		WHERE u.state = 'pending' AND NOT EXISTS (SELECT 1 FROM pg_locks l
+			WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+			AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			AND CAST(l.classid AS BIGINT) = (CAST(? AS BIGINT) + u.chat_id) >> 32
+			AND CAST(l.objid AS BIGINT) = (CAST(? AS BIGINT) + u.chat_id) & 4294967295
+			AND l.pid <> ?)`, []any{chatLockBase, chatLockBase, int64(s.locks.ownPID())}
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claimable chats: %w", err)
 	}

@@ -51,7 +51,7 @@ func (c *Channel) handle(ctx context.Context, batch []storedUpdate) (string, str
 	} else {
 		parts = []*message{m}
 	}
-	return c.handleMessage(ctx, first.Kind, parts)
+	return c.handleMessage(ctx, first.UpdateID, first.Kind, parts)
 }
 
 // sender describes who sent a message.
@@ -110,7 +110,9 @@ func (c *Channel) allowedChat(ctx context.Context, chatID, userID int64) (bool, 
 	return false, nil
 }
 
-func (c *Channel) handleMessage(ctx context.Context, kind string, parts []*message) (string, string, error) {
+// handleMessage answers a message (or an album, parts) of update
+// updateID, the first of its batch.
+func (c *Channel) handleMessage(ctx context.Context, updateID int64, kind string, parts []*message) (string, string, error) {
 	m := parts[0]
 	s := senderOf(m)
 	chatID := m.Chat.ID
@@ -235,7 +237,33 @@ func (c *Channel) handleMessage(ctx context.Context, kind string, parts []*messa
 	if m.Chat.Title != "" {
 		req.Metadata["telegram_chat_title"] = m.Chat.Title
 	}
-	res, err := c.deps.Invoker.Invoke(ctx, req)
+	// A previous holder of the chat that died after the turn and before
+	// recording the reply saved the turn's result: deliver it, do not run
+	// the turn again (its reply may have reached Telegram already; see
+	// drainChat on at-least-once).
+	var res *agent.Result
+	saved, err := c.store.savedResult(ctx, updateID)
+	if err != nil {
+		return "", "", err
+	}
+	if saved != nil {
+		var r agent.Result
+		if err := json.Unmarshal(saved, &r); err == nil {
+			c.log.Info("telegram: delivering the saved turn result of an earlier attempt", "update_id", updateID, "chat_id", chatID)
+			if err := c.deliverResult(ctx, chatID, s.actorID, &r); err != nil {
+				return "", "", err
+			}
+			return stateDone, "replied (turn result of an earlier attempt)", nil
+		}
+	}
+	res, err = c.deps.Invoker.Invoke(ctx, req)
+	if res != nil && (err == nil || res.PendingApproval != nil) {
+		if b, jerr := json.Marshal(res); jerr == nil {
+			if serr := c.store.saveResult(context.WithoutCancel(ctx), updateID, b); serr != nil {
+				c.log.Warn("telegram: save turn result", "update_id", updateID, "err", serr)
+			}
+		}
+	}
 	if err != nil && (res == nil || res.PendingApproval == nil) {
 		if ctx.Err() != nil {
 			return "", "", ctx.Err()

@@ -75,11 +75,26 @@ type Store struct {
 	db    sqlDB
 	pool  *pgxpool.Pool // PostgreSQL: source of the LISTEN connection; nil on SQLite
 	owner string        // lease owner of this instance (see claimChat)
+	locks *chatLocks    // PostgreSQL: chat leases as advisory locks; nil on SQLite
 }
 
 // Close releases the store's database handle. On PostgreSQL the shared
 // pool stays open: it belongs to the caller.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	if s.locks != nil {
+		s.locks.close()
+	}
+	return s.db.Close()
+}
+
+// leaseLost returns a channel closed when the chat leases held now are
+// lost all at once (PostgreSQL: the lock connection failed), or nil.
+func (s *Store) leaseLost() <-chan struct{} {
+	if s.locks == nil {
+		return nil
+	}
+	return s.locks.lostChan()
+}
 
 // insertUpdate stores u durably. inserted is false when update_id was
 // already seen (a redelivery) and nothing was written.
@@ -164,11 +179,35 @@ func (s *Store) pendingChats(ctx context.Context) ([]int64, error) {
 // finish records the outcome of processing updates.
 func (s *Store) finish(ctx context.Context, ids []int64, state, note string, now time.Time) error {
 	for _, id := range ids {
-		if _, err := s.db.ExecContext(ctx, `UPDATE telegram_updates SET state = ?, note = ?, done_ms = ? WHERE update_id = ?`, state, note, now.UnixMilli(), id); err != nil {
+		if _, err := s.db.ExecContext(ctx, `UPDATE telegram_updates SET state = ?, note = ?, done_ms = ?, result = NULL WHERE update_id = ?`, state, note, now.UnixMilli(), id); err != nil {
 			return fmt.Errorf("finish update %d: %w", id, err)
 		}
 	}
 	return nil
+}
+
+// saveResult keeps the turn result (JSON) of the pending update id until
+// finish, so that a worker taking the update over after its holder died
+// between the turn and the reply delivers it without a second turn.
+func (s *Store) saveResult(ctx context.Context, id int64, result []byte) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE telegram_updates SET result = ? WHERE update_id = ? AND state = 'pending'`, result, id); err != nil {
+		return fmt.Errorf("save turn result of update %d: %w", id, err)
+	}
+	return nil
+}
+
+// savedResult returns the turn result saved for the pending update id, or
+// nil.
+func (s *Store) savedResult(ctx context.Context, id int64) ([]byte, error) {
+	var result []byte
+	err := s.db.QueryRowContext(ctx, `SELECT result FROM telegram_updates WHERE update_id = ? AND state = 'pending'`, id).Scan(&result)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("saved turn result of update %d: %w", id, err)
+	}
+	return result, nil
 }
 
 // updateState returns the state and note of an update ("" when unknown).

@@ -35,7 +35,7 @@ func OpenPostgresStore(ctx context.Context, pool *pgxpool.Pool) (*Store, error) 
 		return nil, fmt.Errorf("telegram store: %w", err)
 	}
 	db := stdlib.OpenDBFromPool(pool)
-	return &Store{db: sqlDB{DB: db, d: postgresDialect}, pool: pool, owner: newOwner()}, nil
+	return &Store{db: sqlDB{DB: db, d: postgresDialect}, pool: pool, owner: newOwner(), locks: newChatLocks(pool)}, nil
 }
 
 // listen holds a dedicated connection LISTENing on notifyChannel and calls

@@ -19,7 +19,8 @@ CREATE TABLE IF NOT EXISTS telegram_updates (
 	received_ms INTEGER NOT NULL,
 	state       TEXT NOT NULL,
 	note        TEXT NOT NULL DEFAULT '',
-	done_ms     INTEGER NOT NULL DEFAULT 0
+	done_ms     INTEGER NOT NULL DEFAULT 0,
+	result      BLOB -- turn result saved before the reply is sent; see saveResult
 );
 CREATE INDEX IF NOT EXISTS telegram_updates_pending ON telegram_updates(chat_id, update_id) WHERE state = 'pending';
 CREATE INDEX IF NOT EXISTS telegram_updates_received ON telegram_updates(received_ms);
@@ -131,6 +132,15 @@ func migrateSQLite(db *sql.DB) error {
 	}
 	if _, err := tx.ExecContext(ctx, sqliteSchema); err != nil {
 		return err
+	}
+	var hasResult int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('telegram_updates') WHERE name = 'result'`).Scan(&hasResult); err != nil {
+		return err
+	}
+	if hasResult == 0 { // a store written before turn results were saved
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE telegram_updates ADD COLUMN result BLOB`); err != nil {
+			return fmt.Errorf("add telegram_updates.result: %w", err)
+		}
 	}
 	return tx.Commit()
 }

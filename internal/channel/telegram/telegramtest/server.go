@@ -95,6 +95,7 @@ type Server struct {
 	refuse   int                  // HTML sendMessages still accepted before refusing all; -1: never refuse
 	nextID   int
 	changed  chan struct{}
+	latency  func(method string) time.Duration // nil: answer at once
 }
 
 // New starts a fake server, closed when t ends. It serves the sample
@@ -180,6 +181,16 @@ func (s *Server) RefuseHTMLAfter(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.refuse = max(n, -1)
+}
+
+// SetLatency makes the server wait f(method) after handling each Bot API
+// call and before answering it (method as requested, e.g. "sendMessage"):
+// a slow Telegram, whose effects (an accepted message) are visible before
+// the client has the answer. nil restores immediate answers.
+func (s *Server) SetLatency(f func(method string) time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.latency = f
 }
 
 // RateLimit queues n "429 Too Many Requests: retry after N" answers.
@@ -307,6 +318,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	result, status, desc := s.dispatch(strings.ToLower(method), params)
 	call.Status, call.Error = status, desc
+	s.mu.Lock()
+	latency := s.latency
+	s.mu.Unlock()
+	if latency != nil {
+		if d := latency(method); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+			}
+		}
+	}
 	if status != http.StatusOK {
 		writeError(w, status, desc, 0)
 		return
