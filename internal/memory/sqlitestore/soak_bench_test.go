@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/markdown"
 )
 
 // writeBytes is this process's write_bytes of /proc/self/io: bytes it
@@ -250,5 +251,61 @@ func BenchmarkManyActorsHeap(b *testing.B) {
 		}
 		pprof.WriteHeapProfile(f)
 		f.Close()
+	}
+}
+
+// TestOwedFilesRows: an event append writes no files row (it is owed);
+// the per-actor check does not take the append for a hand edit; Close
+// writes the row; a store dropped without Close (a crash) still finds
+// every event on the next Open.
+func TestOwedFilesRows(t *testing.T) {
+	home := t.TempDir()
+	s, err := Open(home, Options{NoFsync: true, SyncInterval: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rows := func(s *Store) int {
+		var n int
+		if err := s.db.QueryRow(`SELECT count(*) FROM files`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	ev := func(id string) []memory.Event {
+		return []memory.Event{{ID: id, ActorID: "u", SessionID: "s", Role: "user", Text: "fig tree " + id, Timestamp: time.Now().Add(-time.Minute)}}
+	}
+	if err := s.AppendEvents(ctx, ev("e1")); err != nil {
+		t.Fatal(err)
+	}
+	if n := rows(s); n != 0 {
+		t.Fatalf("%d files rows after an event append, want 0 (owed)", n)
+	}
+	enc, _ := markdown.EncodeActor("u")
+	if changed, err := s.actorChanged(ctx, enc); err != nil || changed {
+		t.Fatalf("own append taken for a hand edit: %v, %v", changed, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(home, Options{NoFsync: true, SyncInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rows(s); n != 1 {
+		t.Fatalf("%d files rows after Close, want 1", n)
+	}
+	if err := s.AppendEvents(ctx, ev("e2")); err != nil {
+		t.Fatal(err)
+	}
+	s.db.Close() // crash: the owed row is never written
+	s, err = Open(home, Options{NoFsync: true, SyncInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.Events(ctx, "u", "s")
+	if err != nil || len(got) != 2 {
+		t.Fatalf("after a crash: %d events, %v; want 2", len(got), err)
 	}
 }

@@ -112,6 +112,17 @@ type Store struct {
 	tick      uint64
 
 	ftsStmts [ftsCached + 1]*sql.Stmt // prepared fts_docs upserts by row count, set by Open
+
+	// owedMu guards owed: the size and mtime of Markdown files appended by
+	// event writes whose files rows are not written yet (oweFiles).
+	owedMu sync.Mutex
+	owed   map[string]owedFile // "enc/rel" → stat
+}
+
+// owedFile is a files row not yet written.
+type owedFile struct {
+	actor string
+	st    fileStat
 }
 
 var (
@@ -280,7 +291,11 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	return s.db.Close()
+	err := s.payOwed(context.Background())
+	if cerr := s.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Home returns the home directory.
@@ -670,6 +685,21 @@ type execer interface {
 // noteFiles records the current size and mtime of files we wrote, so Sync
 // does not mistake our own writes for hand edits.
 func (s *Store) noteFiles(ctx context.Context, tx execer, a *actorState, rels map[string]bool) error {
+	// Owed rows of this actor go with this transaction (re-stat below).
+	prefix := filepath.ToSlash(a.enc) + "/"
+	s.owedMu.Lock()
+	for key, o := range s.owed {
+		if o.actor == a.id && strings.HasPrefix(key, prefix) {
+			if rels == nil {
+				rels = map[string]bool{}
+			}
+			rels[strings.TrimPrefix(key, prefix)] = true
+		}
+	}
+	s.owedMu.Unlock()
+	defer s.dropOwed(func(o owedFile, key string) bool {
+		return o.actor == a.id && rels[strings.TrimPrefix(key, prefix)] && strings.HasPrefix(key, prefix)
+	})
 	for rel := range rels {
 		key := filepath.ToSlash(filepath.Join(a.enc, rel))
 		st, err := os.Stat(filepath.Join(s.dir, a.enc, rel))
@@ -687,6 +717,81 @@ func (s *Store) noteFiles(ctx context.Context, tx execer, a *actorState, rels ma
 		}
 	}
 	return nil
+}
+
+// oweFiles records the current size and mtime of a's files rels as owed
+// files rows. Sync and the per-actor check read owed rows over the table,
+// the actor's next record or rejection write and Close write them. After
+// a crash the rows are stale: the next Open re-reads that actor's Markdown
+// (what a hand edit costs), and nothing is lost.
+func (s *Store) oweFiles(a *actorState, rels map[string]bool) error {
+	for rel := range rels {
+		key := filepath.ToSlash(filepath.Join(a.enc, rel))
+		st, err := os.Stat(filepath.Join(s.dir, a.enc, rel))
+		if err != nil {
+			return fmt.Errorf("memory markdown: %w", err)
+		}
+		s.owedMu.Lock()
+		if s.owed == nil {
+			s.owed = map[string]owedFile{}
+		}
+		s.owed[key] = owedFile{a.id, fileStat{st.Size(), st.ModTime().UnixNano()}}
+		s.owedMu.Unlock()
+	}
+	return nil
+}
+
+// dropOwed forgets the owed rows drop selects.
+func (s *Store) dropOwed(drop func(o owedFile, key string) bool) {
+	s.owedMu.Lock()
+	defer s.owedMu.Unlock()
+	for k, o := range s.owed {
+		if drop(o, k) {
+			delete(s.owed, k)
+		}
+	}
+}
+
+// overlayOwed puts the owed rows whose key starts with prefix over known
+// (keyed by enc, then rel).
+func (s *Store) overlayOwed(known map[string]map[string]fileStat, prefix string) {
+	s.owedMu.Lock()
+	defer s.owedMu.Unlock()
+	for k, o := range s.owed {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		enc, rel, ok := strings.Cut(k, "/")
+		if !ok {
+			continue
+		}
+		if known[enc] == nil {
+			known[enc] = map[string]fileStat{}
+		}
+		known[enc][rel] = o.st
+	}
+}
+
+// payOwed writes every owed files row (Close).
+func (s *Store) payOwed(ctx context.Context) error {
+	s.owedMu.Lock()
+	owed := s.owed
+	s.owed = nil
+	s.owedMu.Unlock()
+	if len(owed) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for k, o := range owed {
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO files(path,actor,size,mtime) VALUES(?,?,?,?)`, k, o.actor, o.st.size, o.st.mtime); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 // Get implements memory.Store. Event IDs return the event as an episodic
@@ -943,7 +1048,10 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch
 	if err := fts.write(ctx, s, tx); err != nil {
 		return err
 	}
-	if err := s.noteFiles(ctx, tx, a, files); err != nil {
+	// The daily log's files row (its size and mtime, so Sync does not
+	// take our append for a hand edit) is owed, not written: it would be
+	// two more B-tree pages in every turn's commit. See oweFiles.
+	if err := s.oweFiles(a, files); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -1283,6 +1391,7 @@ func (s *Store) Forget(ctx context.Context, agentID, actorID string) error {
 		return fmt.Errorf("memory index: %w", err)
 	}
 	defer tx.Rollback()
+	s.dropOwed(func(o owedFile, _ string) bool { return o.actor == actorID })
 	for _, q := range []string{`DELETE FROM records WHERE actor=?`, `DELETE FROM events WHERE actor=?`,
 		`DELETE FROM rejections WHERE actor=?`, `DELETE FROM files WHERE actor=?`, `DELETE FROM vectors WHERE actor=?`,
 		`DELETE FROM fts_docs WHERE actor=?`} {

@@ -187,6 +187,7 @@ func (s *Store) syncLocked(ctx context.Context) error {
 		known[parts[0]][parts[1]] = st
 	}
 	rows.Close()
+	s.overlayOwed(known, "")
 	changed := map[string]bool{}
 	for enc, files := range disk {
 		for f, st := range files {
@@ -257,6 +258,9 @@ func (s *Store) actorChanged(ctx context.Context, enc string) (bool, error) {
 		known[strings.TrimPrefix(p, enc+"/")] = st
 	}
 	rows.Close()
+	owed := map[string]map[string]fileStat{enc: known}
+	s.overlayOwed(owed, enc+"/")
+	known = owed[enc]
 	changed := len(disk) != len(known)
 	for f, st := range disk {
 		if known[f] != st {
@@ -360,6 +364,7 @@ func (s *Store) reload(ctx context.Context, enc string) error {
 			return fmt.Errorf("memory index: %w", err)
 		}
 	}
+	s.dropOwed(func(_ owedFile, key string) bool { return strings.HasPrefix(key, enc+"/") })
 	if _, err := tx.ExecContext(ctx, `DELETE FROM files WHERE path LIKE ? ESCAPE '\'`, likeEscape(enc)+"/%"); err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
@@ -423,6 +428,7 @@ func (s *Store) Rebuild(ctx context.Context, progress func(done, total int)) err
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
+	s.dropOwed(func(owedFile, string) bool { return true })
 	for _, t := range []string{"records", "events", "rejections", "files", "fts_docs"} {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM "+t); err != nil {
 			tx.Rollback()
