@@ -47,6 +47,7 @@ type chatLocks struct {
 	pool *pgxpool.Pool
 
 	mu   sync.Mutex
+	pc   *pgxpool.Conn // held from the pool for as long as it lives
 	conn *pgx.Conn
 	pid  uint32         // backend pid of conn, 0 when not connected
 	held map[int64]bool // chats whose lock conn holds
@@ -72,18 +73,21 @@ func (l *chatLocks) connect(ctx context.Context, ttl time.Duration) (*pgx.Conn, 
 		return l.conn, nil
 	}
 	l.dropLocked()
+	// Held, not hijacked: the lock connection counts against the pool's
+	// MaxConns, so the store opens no connection beyond the pool's. It
+	// goes back only closed (dropLocked), so its locks and settings never
+	// leak into pooled work.
 	pc, err := l.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	// Hijacked: the connection leaves the pool for good, so its locks
-	// never leak into pooled work, and it is closed by dropLocked.
-	conn := pc.Hijack()
+	conn := pc.Conn()
 	if _, err := conn.Exec(ctx, keepaliveSQL(ttl)); err != nil {
 		conn.Close(context.WithoutCancel(ctx))
+		pc.Release()
 		return nil, err
 	}
-	l.conn, l.pid = conn, conn.PgConn().PID()
+	l.pc, l.conn, l.pid = pc, conn, conn.PgConn().PID()
 	return conn, nil
 }
 
@@ -94,7 +98,8 @@ func (l *chatLocks) dropLocked() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		l.conn.Close(ctx)
 		cancel()
-		l.conn, l.pid = nil, 0
+		l.pc.Release() // closed: the pool destroys it
+		l.pc, l.conn, l.pid = nil, nil, 0
 	}
 	if len(l.held) > 0 {
 		clear(l.held)
