@@ -21,7 +21,7 @@ import (
 func BenchmarkInstances(b *testing.B) {
 	for _, n := range []int{1, 3} {
 		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) {
-			db := testenv.PostgresSchema(b)
+			db := testenv.PostgresSchema(b) + "&pool_max_conns=8"
 			fake := modeltest.NewOpenAI(b)
 			fake.Otherwise(func(s modeltest.Seen) modeltest.Reply { return modeltest.Reply{Text: "ok " + s.LastUserText()} })
 			env := append(openAIEnv(fake), "TENDRIL_DATABASE_URL="+db)
