@@ -278,6 +278,17 @@ type StartOptions struct {
 func (a *Assistant) Start(ctx context.Context, so StartOptions) error {
 	a.pipeline.Start(a.bg)
 	a.stops = append(a.stops, a.pipeline.Stop)
+	// Build the most recently active actors' search indexes now, in the
+	// background, so their first turn after a restart does not.
+	if w, ok := a.memory.(interface {
+		WarmRecent(ctx context.Context, n int) error
+	}); ok {
+		a.goBackground(func(ctx context.Context) {
+			if err := w.WarmRecent(ctx, 8); err != nil && ctx.Err() == nil {
+				a.log.Warn("memory warm-up failed", "err", err)
+			}
+		})
+	}
 
 	// Only a started assistant resumes paused turns: a CLI command that
 	// decides in-process leaves the turn to the next server (Replay).

@@ -578,11 +578,19 @@ func (p *Pipeline) extractSession(ctx context.Context, epoch int64, agentID, act
 	if err != nil {
 		return fmt.Errorf("cursor: %w", err)
 	}
-	events, err := p.store.Events(ctx, actorID, sessionID)
-	if err != nil {
-		return fmt.Errorf("events: %w", err)
+	// Only what is new since the cursor is read when the store can (a
+	// summary needs the whole session).
+	var events, fresh []memory.Event
+	if es, ok := p.store.(EventsSincer); ok && !summarize {
+		if fresh, err = es.EventsSince(ctx, actorID, sessionID, cur.CursorID, cur.CursorTS); err != nil {
+			return fmt.Errorf("events: %w", err)
+		}
+	} else {
+		if events, err = p.store.Events(ctx, actorID, sessionID); err != nil {
+			return fmt.Errorf("events: %w", err)
+		}
+		fresh = eventsAfter(events, cur)
 	}
-	fresh := eventsAfter(events, cur)
 	b := newBatch()
 	if len(fresh) > 0 {
 		cands, err := p.opts.Extractor.Extract(ctx, fresh)
@@ -619,6 +627,14 @@ func (p *Pipeline) extractSession(ctx context.Context, epoch int64, agentID, act
 		}
 		return commit(tx, next, moved)
 	})
+}
+
+// EventsSincer is implemented by stores that read a session's events
+// after a cursor without reading the whole session (sqlitestore): the
+// events after afterID when it is still stored, else those newer than
+// afterTS, oldest first. Extraction then costs O(new turns).
+type EventsSincer interface {
+	EventsSince(ctx context.Context, actorID, sessionID, afterID string, afterTS time.Time) ([]memory.Event, error)
 }
 
 // eventsAfter returns the events after the cursor: after the cursor event
