@@ -171,12 +171,12 @@ func (a *Assistant) Invoke(ctx context.Context, req agent.Request) (*agent.Resul
 	// a turn never writes back what a forget just removed.
 	unlock := a.actors.rlock(req.ActorID)
 	// Across instances: one turn per session, none during a forget.
-	dunlock, err := a.locks.turn(ctx, channel+"\x00"+key, req.ActorID)
+	lctx, dunlock, err := a.locks.turn(ctx, channel+"\x00"+key, req.ActorID)
 	if err != nil {
 		unlock()
-		return nil, err
+		return nil, fmt.Errorf("%w: %v", ErrNotReady, err)
 	}
-	res, err := a.agent.Invoke(ctx, req)
+	res, err := a.agent.Invoke(lctx, req)
 	dunlock()
 	unlock()
 	if err != nil {

@@ -31,10 +31,10 @@ import (
 
 // openDatabase opens the shared pool, and a second one for the turn
 // locks (each in-flight turn holds one connection of it, so locks never
-// starve the stores), when a database is configured. Each pool holds at
-// most 12 connections (pool_max_conns in the URL overrides both), so
-// three instances stay well inside PostgreSQL's default 100; the 13th
-// concurrent turn of an instance waits for a lock connection.
+// starve the stores), when a database is configured. The store pool
+// holds at most 12 connections and the lock pool 24, so an instance runs
+// up to 24 turns at once (the 25th waits for a lock connection) and opens
+// at most 36 connections; pool_max_conns in the URL sets both pools.
 func (a *Assistant) openDatabase(ctx context.Context) error {
 	if a.cfg.DatabaseURL == "" {
 		return nil
@@ -46,7 +46,7 @@ func (a *Assistant) openDatabase(ctx context.Context) error {
 	// Closers run last-first: the pool closes after every store on it.
 	a.closers = append(a.closers, func() error { db.Close(); return nil })
 	a.db = db
-	locks, err := pg.Open(ctx, a.cfg.DatabaseURL, pg.Options{MaxConns: 12})
+	locks, err := pg.Open(ctx, a.cfg.DatabaseURL, pg.Options{MaxConns: 24})
 	if err != nil {
 		return err
 	}
@@ -87,14 +87,22 @@ func (a *Assistant) openState(ctx context.Context) error {
 // set (it wins: SPEC §9 "Redis can back sessions"), else PostgreSQL with
 // a database, else JSONL files in the home.
 func (a *Assistant) openSessions(ctx context.Context) (session.Store, error) {
+	var st session.Store
+	var err error
 	if a.db != nil && a.cfg.RedisURL == "" {
-		st, err := sessionpg.New(ctx, a.db)
-		if err != nil {
-			return nil, fmt.Errorf("open sessions: %w", err)
-		}
-		return st, nil
+		st, err = sessionpg.New(ctx, a.db)
+	} else {
+		st, err = OpenSessionStore(a.cfg, jsonl.Options{Logger: a.log})
 	}
-	return OpenSessionStore(a.cfg, jsonl.Options{Logger: a.log})
+	if err != nil {
+		return nil, fmt.Errorf("open sessions: %w", err)
+	}
+	if a.db != nil {
+		// Turns hold cross-instance locks: a turn that lost its lock
+		// (frozen past a failover) must not write.
+		st = lockedSessions{st}
+	}
+	return st, nil
 }
 
 // openMemoryStore opens the memory store: Markdown files plus a SQLite

@@ -189,7 +189,7 @@ func (a *Assistant) resume(req approval.Request, approved bool, reason string) {
 		// Every instance sharing the ledger sees the decision: the one that
 		// takes the session's lock first resumes, and the saved turn is
 		// dropped before the lock is released, so the others find nothing.
-		release, err := a.locks.turn(ctx, req.Channel+"\x00"+req.SessionID, req.ActorID)
+		lctx, release, err := a.locks.turn(ctx, req.Channel+"\x00"+req.SessionID, req.ActorID)
 		if err != nil {
 			a.log.Warn("paused turn did not resume", "request", req.ID, "err", err)
 			return
@@ -198,7 +198,7 @@ func (a *Assistant) resume(req approval.Request, approved bool, reason string) {
 		if payload, err = a.gate.LoadResume(req); err != nil {
 			return // resumed or closed by another instance meanwhile
 		}
-		res, err := a.agent.Resume(ctx, req.ID, approved, reason, payload)
+		res, err := a.agent.Resume(lctx, req.ID, approved, reason, payload)
 		if err != nil {
 			a.log.Warn("paused turn did not resume", "request", req.ID, "code", agent.ErrorCode(err), "err", err)
 			return

@@ -1,0 +1,70 @@
+package assistant
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tendrilai/tendril/internal/agent"
+	"github.com/tendrilai/tendril/internal/model/modeltest"
+	"github.com/tendrilai/tendril/internal/testenv"
+)
+
+// A turn whose session lock is lost mid-turn (its connection terminated,
+// as after a freeze past a failover) stores nothing: another instance may
+// have run a turn of the session meanwhile.
+func TestTurnThatLostItsLockWritesNothing(t *testing.T) {
+	url := testenv.PostgresSchema(t)
+	t.Setenv("TENDRIL_DATABASE_URL", url)
+	fake := modeltest.NewOpenAI(t)
+	a := openTestApp(t, fake)
+	ctx := context.Background()
+	fake.Push(modeltest.Reply{Text: "slow answer", Delay: 1500 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Invoke(ctx, agent.Request{Message: "hello", ActorID: "api:lost", Channel: "api", SessionID: "s"})
+		done <- err
+	}()
+	// Wait until the turn holds its lock, then end the lock's connection.
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var killed int
+	for deadline := time.Now().Add(10 * time.Second); killed == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the turn never took its session lock")
+		}
+		rows, err := conn.Query(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks
+			WHERE locktype = 'advisory' AND classid = $1 AND granted`, lockClassSession)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			killed++
+		}
+		rows.Close()
+	}
+	err = <-done
+	if !errors.Is(err, ErrLockLost) {
+		t.Fatalf("turn after losing its lock: %v", err)
+	}
+	key, err := a.ParseSessionKey("", "api:lost~s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := a.sessions.Nodes(ctx, key)
+	if err != nil || len(nodes) != 0 {
+		t.Fatalf("the turn wrote %d nodes (%v)", len(nodes), err)
+	}
+	// The next turn takes a fresh lock and answers.
+	fake.Push(modeltest.Reply{Text: "fine"})
+	res, err := a.Invoke(ctx, agent.Request{Message: "again", ActorID: "api:lost", Channel: "api", SessionID: "s"})
+	if err != nil || res.Text != "fine" {
+		t.Fatalf("next turn: %+v %v", res, err)
+	}
+}
