@@ -97,7 +97,7 @@ paused turn at once, replying on its channel.`,
 					}
 					_, err := fmt.Fprintf(c.OutOrStdout(), "%s %s: %s %s\n", r.ID, r.Status, r.Tool, r.Args)
 					if cn.local != nil && verb == "approve" {
-						fmt.Fprintln(c.ErrOrStderr(), "no server is running: the paused turn resumes when `tendril serve` starts")
+						fmt.Fprintln(c.ErrOrStderr(), cn.noServerNote("the paused turn resumes"))
 					}
 					return err
 				})

@@ -110,6 +110,16 @@ func openLocal(ctx context.Context, cfg *config.Config, owner bool, release func
 	return &conn{Client: mgmt.InProcess(srv.LocalHandler()), local: a, close: func() { a.Close(); release() }}, srv, nil
 }
 
+// noServerNote says when work handed to the background happens, for a
+// command that ran in-process: with a database, any running instance
+// picks it up now; without one, the next `tendril serve` on this home.
+func (c *conn) noServerNote(what string) string {
+	if c.local != nil && c.local.Config().DatabaseURL != "" {
+		return "note: " + what + " on whichever `tendril serve` instance on this database takes it (now, if one runs)"
+	}
+	return "no server is running: " + what + " when `tendril serve` starts"
+}
+
 // listenSocket opens the management socket, replacing a stale file (the
 // caller holds the home lock, so no live server owns it).
 func listenSocket(path string) (net.Listener, error) {

@@ -107,7 +107,7 @@ an actor "telegram:123" default to telegram and 123.`,
 						fmt.Fprintln(c.ErrOrStderr(), "note: this job is defined in tendril.json and returns at the next server start unless removed there")
 					}
 					if cn.local != nil && suffix != "" {
-						fmt.Fprintln(c.ErrOrStderr(), "no server is running: the job runs when `tendril serve` starts")
+						fmt.Fprintln(c.ErrOrStderr(), cn.noServerNote("the job runs"))
 					}
 					return nil
 				})

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
 
@@ -232,6 +233,11 @@ func validate(req *Request) error {
 	}
 	if len(req.Message) > 256<<10 {
 		return fmt.Errorf("%w: message longer than 256 KiB", ErrInvalidRequest)
+	}
+	if strings.ContainsRune(req.Message, 0) || !utf8.ValidString(req.Message) {
+		// Neither can be stored in every backend's memory (PostgreSQL text
+		// refuses NUL): refuse the turn rather than forget it silently.
+		return fmt.Errorf("%w: message contains a NUL byte or invalid UTF-8", ErrInvalidRequest)
 	}
 	if err := ValidateID(req.ActorID); err != nil {
 		return fmt.Errorf("%w: actor_id %v", ErrInvalidActorID, err)

@@ -410,6 +410,8 @@ func TestInvalidRequests(t *testing.T) {
 		{Request{Message: "\u200b\u200b", ActorID: "u"}, "INVALID_REQUEST"},
 		{Request{Message: "x", ActorID: "u", Images: []Image{{Data: []byte("<html><script>alert(1)</script>"), MediaType: "image/png"}}}, "INVALID_REQUEST"},
 		{Request{Message: "x", ActorID: "   "}, "INVALID_ACTOR_ID"},
+		{Request{Message: "a\x00b", ActorID: "u"}, "INVALID_REQUEST"},
+		{Request{Message: "a\xffb", ActorID: "u"}, "INVALID_REQUEST"},
 	} {
 		_, err := a.Invoke(context.Background(), tc.req)
 		if got := ErrorCode(err); got != tc.code {
