@@ -91,6 +91,8 @@ func TestAgentCoreRequestShapes(t *testing.T) {
 		{"message wins over aliases", `{"message":"m","prompt":"p","input":"i","actor_id":"a"}`, nil, 200, "m", "a", ""},
 		{"runtime user header", `{"prompt":"p"}`, map[string]string{UserHeader: "jin"}, 200, "p", "agentcore:jin", ""},
 		{"overlong user header falls back", `{"prompt":"p"}`, map[string]string{UserHeader: strings.Repeat("u", 300)}, 200, "p", "agentcore:owner", ""},
+		{"body names the authenticated user", `{"prompt":"p","actor_id":"agentcore:jin"}`, map[string]string{UserHeader: "jin"}, 200, "p", "agentcore:jin", ""},
+		{"body names another actor than the authenticated user", `{"prompt":"p","actor_id":"api:alice"}`, map[string]string{UserHeader: "eve"}, 403, "", "", ""},
 		{"input of another type", `{"input":42,"actor_id":"a"}`, nil, 400, "", "", ""},
 		{"input object without text", `{"input":{"x":1},"actor_id":"a"}`, nil, 400, "", "", ""},
 		{"nothing", `{"actor_id":"a"}`, nil, 400, "", "", ""},
@@ -102,7 +104,11 @@ func TestAgentCoreRequestShapes(t *testing.T) {
 				t.Fatalf("status %d, want %d: %v", resp.StatusCode, tc.status, out)
 			}
 			if tc.status != 200 {
-				if out["error"] != "INVALID_REQUEST" || len(inv.reqs) != n {
+				want := "INVALID_REQUEST"
+				if tc.status == 403 {
+					want = "FORBIDDEN"
+				}
+				if out["error"] != want || len(inv.reqs) != n {
 					t.Fatalf("refusal %v (invoked %d)", out, len(inv.reqs)-n)
 				}
 				return

@@ -437,8 +437,17 @@ func (s *Server) parseInvocation(b []byte, hdr http.Header) (call, int, string, 
 	if req.SessionID == "" {
 		req.SessionID = hdr.Get(SessionHeader)
 	}
-	if req.ActorID == "" && s.opt.AgentCore {
-		req.ActorID = DefaultActor(hdr)
+	if s.opt.AgentCore {
+		if u := strings.TrimSpace(hdr.Get(UserHeader)); u != "" {
+			// AgentCore authenticated this user (OAuth): the body may not
+			// name another actor, or any caller could read anyone's memory.
+			if req.ActorID != "" && req.ActorID != DefaultActor(hdr) {
+				return call{}, http.StatusForbidden, "FORBIDDEN", "actor_id must be the authenticated runtime user (" + UserHeader + ")"
+			}
+			req.ActorID = DefaultActor(hdr)
+		} else if req.ActorID == "" {
+			req.ActorID = DefaultActor(hdr)
+		}
 	}
 	if req.ActorID == "" {
 		return call{}, http.StatusBadRequest, "INVALID_ACTOR_ID", `"actor_id" (or "user_id") is required`
