@@ -165,6 +165,9 @@ func (a *Assistant) Invoke(ctx context.Context, req agent.Request) (*agent.Resul
 	}
 	defer release()
 	if err := a.waitPaused(ctx, channel, key); err != nil {
+		if errors.Is(err, ErrNotReady) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("wait for the paused turn of this session: %w", err)
 	}
 	// Forget waits for the actor's turns in flight and holds new ones, so

@@ -69,9 +69,14 @@ func (p *paused) wait() <-chan struct{} {
 func (a *Assistant) waitPaused(ctx context.Context, channel, sessionID string) error {
 	for {
 		blocking := false
-		reqs, err := a.gate.List(ctx)
+		lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		reqs, err := a.gate.List(lctx)
+		cancel()
 		if err != nil {
-			return err
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("%w: approval ledger: %v", ErrNotReady, err)
 		}
 		for _, r := range reqs {
 			if r.SessionID != sessionID || r.Channel != channel || len(r.Resume) == 0 {
