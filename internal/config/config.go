@@ -472,7 +472,13 @@ func maskURL(s string) string {
 		return s
 	}
 	if u.User != nil {
-		u.User = url.User("****")
+		// The user name is not a secret and tells the operator which role
+		// connects; the password is (Redacted writes "xxxxx").
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		} else {
+			u.User = url.User("xxxxx") // a lone user part may be a token
+		}
 	}
 	if q := u.Query(); len(q) > 0 {
 		changed := false
