@@ -463,7 +463,13 @@ func (p *Pipeline) Lag() (jobs int, oldest time.Duration) {
 }
 
 func validID(kind, id string) error {
-	if id == "" || len(id) > 256 || strings.ContainsAny(id, "\x00\n\r") {
+	limit := 256
+	if kind == "session" {
+		// A session key is its owner (channel and actor, up to 256 bytes
+		// each) plus its own ID (up to 256): agent.ValidateID's limits.
+		limit = 1024
+	}
+	if id == "" || len(id) > limit || strings.ContainsAny(id, "\x00\n\r") {
 		return fmt.Errorf("%w: %s %q", ErrInvalid, kind, id)
 	}
 	return nil
