@@ -143,6 +143,8 @@ func oneLine(s string) string {
 			b.WriteString("; ")
 		case unicode.IsControl(r):
 			fmt.Fprintf(&b, "\\x%02x", r)
+		case isBidi(r):
+			fmt.Fprintf(&b, "\\u%04x", r)
 		default:
 			b.WriteRune(r)
 		}
@@ -163,12 +165,24 @@ func (t termWriter) Write(p []byte) (int, error) {
 			fmt.Fprintf(&b, "\\x%02x", r)
 			continue
 		}
+		if isBidi(r) {
+			fmt.Fprintf(&b, "\\u%04x", r)
+			continue
+		}
 		b.WriteRune(r)
 	}
 	if _, err := io.WriteString(t.w, b.String()); err != nil {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// isBidi reports the Unicode bidirectional controls (U+200E, U+200F,
+// U+202A–U+202E, U+2066–U+2069), which reorder how a line displays and so
+// can disguise what a stored text or ID really says (Trojan Source,
+// CVE-2021-42574).
+func isBidi(r rune) bool {
+	return r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
 }
 
 func isCobraUsage(err error) bool {
