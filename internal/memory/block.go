@@ -2,8 +2,10 @@ package memory
 
 import (
 	"fmt"
+	"hash/fnv"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode"
 
 	"golang.org/x/text/unicode/norm"
@@ -139,7 +141,47 @@ type analysis struct {
 	nouns   map[string]bool // content words that are not preference verbs
 }
 
+// analyses caches analyse's result per record body: the same records are
+// retrieved turn after turn, and stemming and hashing them again was most
+// of FilterHits' cost. Keyed by an FNV-1a hash of strategy, kind and
+// content (the inputs of analyse), it holds at most analysisCacheSize
+// entries and starts over when full, so memory stays bounded.
+var analyses = struct {
+	sync.Mutex
+	m map[uint64]analysis
+}{m: map[uint64]analysis{}}
+
+const analysisCacheSize = 4096
+
 func analyse(r Record) analysis {
+	h := fnv.New64a()
+	h.Write([]byte(r.Strategy))
+	h.Write([]byte{0})
+	if k, _ := r.Metadata["kind"].(string); k != "" {
+		h.Write([]byte(k))
+	}
+	h.Write([]byte{0})
+	h.Write([]byte(r.Content))
+	key := h.Sum64()
+	analyses.Lock()
+	an, ok := analyses.m[key]
+	analyses.Unlock()
+	if ok {
+		return an
+	}
+	an = analyseBody(r)
+	analyses.Lock()
+	if len(analyses.m) >= analysisCacheSize {
+		analyses.m = map[uint64]analysis{}
+	}
+	analyses.m[key] = an
+	analyses.Unlock()
+	return an
+}
+
+// analyseBody computes a record's analysis; the maps it returns are
+// shared through the cache and must not be changed.
+func analyseBody(r Record) analysis {
 	body := bodyText(r)
 	an := analysis{hash: ContentHash(body), words: map[string]bool{}, nouns: map[string]bool{}}
 	for _, w := range words(body) {
