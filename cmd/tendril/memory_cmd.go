@@ -59,8 +59,10 @@ func newMemoryCmd(g *globals) *cobra.Command {
 		Use:   "memory",
 		Short: "Search, inspect, review, forget and rebuild long-term memory",
 		Long: `Long-term memory lives as Markdown under $TENDRIL_HOME/memory/<actor>/ (the source of
-truth) with a rebuildable SQLite index. Every command goes through the running server on
-this home, so its caches stay true, or opens the stores itself when none runs.`,
+truth) with a rebuildable SQLite index, or, with TENDRIL_DATABASE_URL, as rows in PostgreSQL
+shared by every instance. Every command goes through the running server on this home, so
+its caches stay true, or opens the stores itself when none runs (with a database, beside
+any running instances: they see the change on their next search).`,
 	}
 	var actor, agent string
 	var statuses []string
@@ -185,8 +187,10 @@ LESS_THAN(_OR_EQUALS); up to 5, AND-ed.`,
 		Long: `Forget removes the actor's events, records of every status, staging, rejections, Markdown
 and index entries, internal state, paused turns and pending approvals (denied), scheduled jobs,
 Telegram updates, pairing and chat→session rows; --sessions also deletes their sessions. On a
-running server the very next turn no longer sees any of it. A search over every store runs
-afterwards and must find nothing.`,
+running server the very next turn's memory block holds none of it. Without --sessions the
+actor's conversation history stays, and the next turn in one of those sessions still sends
+that history to the model: use --sessions to forget the conversations too. A search over
+every store runs afterwards and must find nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if actor == "" {

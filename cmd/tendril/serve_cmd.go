@@ -130,6 +130,9 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		}
 		return err
 	}
+	if cfg.AgentCore() && cfg.DatabaseURL == "" && cfg.Ephemeral {
+		log.Warn("TENDRIL_EPHEMERAL=1 without a database: sessions, memory, approvals and jobs live in this microVM and are lost with it")
+	}
 	if !a.ModelConfigured() {
 		log.Warn("no model configured: turns will answer MODEL_NOT_CONFIGURED; set MODEL_ID (e.g. ollama/llama3.2)")
 	}
