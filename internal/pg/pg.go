@@ -162,6 +162,9 @@ type Options struct {
 // that sat through a freeze (the server dropped its connections meanwhile)
 // redials instead of failing the next query.
 func Open(ctx context.Context, url string, opts Options) (*pgxpool.Pool, error) {
+	if scheme, _, ok := strings.Cut(url, "://"); ok && scheme != "postgres" && scheme != "postgresql" {
+		return nil, fmt.Errorf("database url: scheme %q: want postgres:// or postgresql:// (or libpq key=value pairs)", scheme)
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)

@@ -85,4 +85,9 @@ func TestOpenBadURL(t *testing.T) {
 	if _, err := pg.Open(context.Background(), "postgres://%zz", pg.Options{}); err == nil {
 		t.Fatal("bad url accepted")
 	}
+	for _, u := range []string{"postgress://u@h/db", "mysql://u@h/db"} {
+		if _, err := pg.Open(context.Background(), u, pg.Options{}); err == nil || !strings.Contains(err.Error(), "want postgres://") {
+			t.Fatalf("%s: %v", u, err)
+		}
+	}
 }
