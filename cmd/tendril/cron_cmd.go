@@ -18,7 +18,7 @@ func init() { register(newCronCmd) }
 func newCronCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cron",
-		Short: "List, add, remove and run scheduled jobs",
+		Short: "List, add, remove, run, pause and resume scheduled jobs, and show their runs",
 		Long: `Scheduled jobs run a task as an actor and deliver the reply to a chat (SPEC §7.2). They
 persist across restarts; a run missed while the server was down runs once at start-up.`,
 	}
@@ -106,7 +106,7 @@ an actor "telegram:123" default to telegram and 123.`,
 					if j.Source == schedule.SourceConfig && suffix == "" {
 						fmt.Fprintln(c.ErrOrStderr(), "note: this job is defined in tendril.json and returns at the next server start unless removed there")
 					}
-					if cn.local != nil && suffix != "" {
+					if cn.local != nil && suffix == "/run" {
 						fmt.Fprintln(c.ErrOrStderr(), cn.noServerNote("the job runs"))
 					}
 					return nil
@@ -114,9 +114,31 @@ an actor "telegram:123" default to telegram and 123.`,
 			},
 		}
 	}
-	cmd.AddCommand(list, add,
+	history := &cobra.Command{
+		Use:   "history <id|name>",
+		Short: fmt.Sprintf("Show a job's last %d runs, newest first", schedule.MaxRuns),
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return call(g, c, asJSON, "GET", "/jobs/"+url.PathEscape(args[0])+"/history", nil, nil, func(w io.Writer, runs []schedule.Run) error {
+				if len(runs) == 0 {
+					fmt.Fprintln(w, "no runs yet")
+					return nil
+				}
+				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "STARTED\tFINISHED\tOUTCOME\tDETAIL")
+				for _, r := range runs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", localTime(r.Started, ""), localTime(r.Finished, ""), r.Result, clip(r.Detail, 80))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	history.Flags().BoolVar(&asJSON, "json", false, "print one JSON array")
+	cmd.AddCommand(list, add, history,
 		ref("remove <id|name>", "Remove a scheduled job", "DELETE", "", "removed"),
-		ref("run <id|name>", "Run a job now on the running server", "POST", "/run", "due now:"))
+		ref("run <id|name>", "Run a job now on the running server (resumes a paused job)", "POST", "/run", "due now:"),
+		ref("pause <id|name>", "Pause a job: it does not fire until resumed", "POST", "/pause", "paused"),
+		ref("resume <id|name>", "Resume a paused job from its next slot after now (missed runs are not replayed)", "POST", "/resume", "resumed"))
 	return cmd
 }
 

@@ -66,3 +66,86 @@ func TestE2ECronDeliversToTelegram(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// `cron pause` stops a job, `cron resume` schedules it again from now,
+// and `cron history` shows its runs with what was delivered.
+func TestE2ECronPauseResumeHistory(t *testing.T) {
+	bot := telegramtest.New(t)
+	fake := modeltest.NewOpenAI(t)
+	p := startServe(t, testHome(t), append(openAIEnv(fake),
+		"TELEGRAM_BOT_TOKEN="+telegramtest.Token, "TELEGRAM_WEBHOOK_SECRET=cron-secret", "TELEGRAM_API_URL="+bot.URL,
+		"TELEGRAM_ALLOWED_CHAT_IDS=7102")...)
+	fake.Push(modeltest.Reply{Text: "Basil needs water."})
+	if _, stderr, code := runCLI(t, p.Home, nil, "cron", "add", "--name", "basil", "--every", "24h",
+		"--task", "check the basil", "--actor", "telegram:7102"); code != 0 {
+		t.Fatalf("cron add: exit %d %s", code, stderr)
+	}
+	if out, _, _ := runCLI(t, p.Home, nil, "cron", "history", "basil"); !strings.Contains(out, "no runs yet") {
+		t.Fatalf("history before a run: %q", out)
+	}
+	if _, stderr, code := runCLI(t, p.Home, nil, "cron", "run", "basil"); code != 0 {
+		t.Fatalf("cron run: exit %d %s", code, stderr)
+	}
+	bot.WaitFor(t, 20*time.Second, "the run's reply in chat 7102", func() bool {
+		for _, m := range bot.Messages(7102) {
+			if strings.Contains(m.Text, "Basil needs water.") {
+				return true
+			}
+		}
+		return false
+	})
+	var runs []struct {
+		Outcome string `json:"outcome"`
+		Detail  string `json:"detail"`
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, stderr, code := runCLI(t, p.Home, nil, "cron", "history", "basil", "--json")
+		if code != 0 {
+			t.Fatalf("cron history: exit %d %s", code, stderr)
+		}
+		if err := json.Unmarshal([]byte(out), &runs); err != nil {
+			t.Fatalf("cron history --json: %q: %v", out, err)
+		}
+		if len(runs) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run was never recorded in the history")
+		}
+	}
+	if len(runs) != 1 || runs[0].Outcome != "ok" || runs[0].Detail != "Basil needs water." {
+		t.Fatalf("history = %+v, want one ok run with the delivered text", runs)
+	}
+	if out, _, _ := runCLI(t, p.Home, nil, "cron", "history", "basil"); !strings.Contains(out, "OUTCOME") || !strings.Contains(out, "Basil needs water.") {
+		t.Fatalf("cron history table: %q", out)
+	}
+	status := func() string {
+		t.Helper()
+		out, stderr, code := runCLI(t, p.Home, nil, "cron", "list", "--json")
+		if code != 0 {
+			t.Fatalf("cron list: exit %d %s", code, stderr)
+		}
+		var jobs []struct {
+			Status string `json:"status"`
+		}
+		if err := json.Unmarshal([]byte(out), &jobs); err != nil || len(jobs) != 1 {
+			t.Fatalf("cron list --json: %q %v", out, err)
+		}
+		return jobs[0].Status
+	}
+	if out, stderr, code := runCLI(t, p.Home, nil, "cron", "pause", "basil"); code != 0 || !strings.Contains(out, "paused") {
+		t.Fatalf("cron pause: exit %d %q %s", code, out, stderr)
+	}
+	if s := status(); s != "paused" {
+		t.Fatalf("status after pause = %q", s)
+	}
+	if out, stderr, code := runCLI(t, p.Home, nil, "cron", "resume", "basil"); code != 0 || !strings.Contains(out, "resumed") {
+		t.Fatalf("cron resume: exit %d %q %s", code, out, stderr)
+	}
+	if s := status(); s != "active" {
+		t.Fatalf("status after resume = %q", s)
+	}
+	if _, stderr, code := runCLI(t, p.Home, nil, "cron", "pause", "nope"); code == 0 {
+		t.Fatalf("cron pause of an unknown job succeeded: %s", stderr)
+	}
+}

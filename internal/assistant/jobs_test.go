@@ -2,6 +2,7 @@ package assistant
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -40,5 +41,50 @@ func TestRunJobNowRecordsTheRun(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the run was never recorded: %+v (model requests %d)", jobs[0], len(fake.Requests()))
 		}
+	}
+}
+
+// A paused job is listed as paused, resumed it is active again with its
+// next slot after now; a run shows in its history.
+func TestPauseResumeJobAndHistory(t *testing.T) {
+	fake := modeltest.NewOpenAI(t)
+	fake.Otherwise(func(modeltest.Seen) modeltest.Reply { return modeltest.Reply{Text: "pruned"} })
+	a := openTestApp(t, fake)
+	ctx := context.Background()
+	if err := a.Start(ctx, StartOptions{Scheduler: true}); err != nil {
+		t.Fatal(err)
+	}
+	j, err := a.AddJob(ctx, schedule.JobSpec{Name: "prune", Every: "24h", Task: "prune the roses", ActorID: "api:pruner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.PauseJob(ctx, "prune")
+	if err != nil || p.Status != schedule.StatusPaused {
+		t.Fatalf("PauseJob = %+v, %v", p, err)
+	}
+	r, err := a.ResumeJob(ctx, j.ID)
+	if err != nil || r.Status != schedule.StatusActive || !r.NextRun.After(time.Now()) {
+		t.Fatalf("ResumeJob = %+v, %v", r, err)
+	}
+	if _, err := a.RunJobNow(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		runs, err := a.JobHistory(ctx, "prune")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(runs) == 1 {
+			if runs[0].Result != schedule.RunOK || runs[0].JobID != j.ID {
+				t.Fatalf("history = %+v", runs)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run never reached the history: %+v", runs)
+		}
+	}
+	if _, err := a.PauseJob(ctx, "nope"); !errors.Is(err, schedule.ErrNotFound) {
+		t.Fatalf("PauseJob of an unknown job: %v, want ErrNotFound", err)
 	}
 }

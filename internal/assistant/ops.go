@@ -240,6 +240,43 @@ func (a *Assistant) RunJobNow(ctx context.Context, ref string) (schedule.Job, er
 	return a.scheduler.RunNow(ctx, j.ID)
 }
 
+// PauseJob pauses a job by ID or unique name (it stops firing until
+// resumed) and returns it. Errors: schedule.ErrNotFound, ErrInvalid
+// (ambiguous name).
+func (a *Assistant) PauseJob(ctx context.Context, ref string) (schedule.Job, error) {
+	j, err := a.ResolveJob(ctx, ref)
+	if err != nil {
+		return j, err
+	}
+	return a.scheduler.Pause(ctx, j.ID)
+}
+
+// ResumeJob resumes a paused job by ID or unique name: its next run is its
+// first slot after now (missed runs are not replayed). Errors:
+// schedule.ErrNotFound, ErrInvalid (ambiguous name).
+func (a *Assistant) ResumeJob(ctx context.Context, ref string) (schedule.Job, error) {
+	j, err := a.ResolveJob(ctx, ref)
+	if err != nil {
+		return j, err
+	}
+	j, err = a.scheduler.Resume(ctx, j.ID)
+	if errors.Is(err, schedule.ErrBadSpec) {
+		return j, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return j, err
+}
+
+// JobHistory returns a job's last runs (at most schedule.MaxRuns), newest
+// first, by ID or unique name. Errors: schedule.ErrNotFound, ErrInvalid
+// (ambiguous name).
+func (a *Assistant) JobHistory(ctx context.Context, ref string) ([]schedule.Run, error) {
+	j, err := a.ResolveJob(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return a.scheduler.History(ctx, j.ID)
+}
+
 // Pairings lists pending Telegram pairing codes.
 func (a *Assistant) Pairings(ctx context.Context) ([]telegram.Pairing, error) {
 	if a.tgStore == nil {

@@ -82,6 +82,9 @@ func Handler(a *assistant.Assistant) http.Handler {
 	route("POST /jobs", h.jobsAdd)
 	route("DELETE /jobs/{ref}", h.jobsRemove)
 	route("POST /jobs/{ref}/run", h.jobsRun)
+	route("POST /jobs/{ref}/pause", h.jobsPause)
+	route("POST /jobs/{ref}/resume", h.jobsResume)
+	route("GET /jobs/{ref}/history", h.jobsHistory)
 
 	route("GET /pairing", h.pairingList)
 	route("POST /pairing/{code}/approve", h.pairingApprove)
@@ -406,6 +409,18 @@ func (h *api) jobsRemove(w http.ResponseWriter, r *http.Request) (any, error) {
 
 func (h *api) jobsRun(w http.ResponseWriter, r *http.Request) (any, error) {
 	return h.a.RunJobNow(r.Context(), r.PathValue("ref"))
+}
+
+func (h *api) jobsPause(w http.ResponseWriter, r *http.Request) (any, error) {
+	return h.a.PauseJob(r.Context(), r.PathValue("ref"))
+}
+
+func (h *api) jobsResume(w http.ResponseWriter, r *http.Request) (any, error) {
+	return h.a.ResumeJob(r.Context(), r.PathValue("ref"))
+}
+
+func (h *api) jobsHistory(w http.ResponseWriter, r *http.Request) (any, error) {
+	return h.a.JobHistory(r.Context(), r.PathValue("ref"))
 }
 
 func (h *api) pairingList(w http.ResponseWriter, r *http.Request) (any, error) {

@@ -62,6 +62,10 @@ const (
 	// StatusFailed is an `at` job whose run and every retry failed; it never
 	// runs again by itself and stays listed until removed or run by hand.
 	StatusFailed Status = "failed"
+	// StatusPaused jobs never fire until resumed (Scheduler.Resume), which
+	// schedules the next slot after the time of resuming; slots that passed
+	// while paused are not run.
+	StatusPaused Status = "paused"
 )
 
 // Source says where a job definition came from.

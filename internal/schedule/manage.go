@@ -89,6 +89,7 @@ func (s *Scheduler) Due(ctx context.Context) (int, error) {
 // one or another on the same queue) at once; after that run the job
 // continues on its regular schedule (an `at` job is deleted on success).
 // While a run of the job is in flight, the request is absorbed by that run.
+// A paused job is resumed by it.
 func (s *Scheduler) RunNow(ctx context.Context, id string) (Job, error) {
 	j, err := s.store.Get(ctx, id)
 	if err != nil {
@@ -197,4 +198,70 @@ func sameDefinition(a, b Job) bool {
 	}
 	return a.TZ == b.TZ && a.Task == b.Task && a.ActorID == b.ActorID &&
 		a.Channel == b.Channel && a.ChatID == b.ChatID && a.SessionID == b.SessionID
+}
+
+// Pause stops the job with id from firing: its status becomes StatusPaused,
+// so its queued River run is skipped when it comes due and no instance
+// claims it. A run already in flight completes and is recorded, and the
+// job stays paused. Pausing a paused job changes nothing. It fails with
+// ErrNotFound for an unknown id.
+func (s *Scheduler) Pause(ctx context.Context, id string) (Job, error) {
+	j, err := s.store.Get(ctx, id)
+	if err != nil {
+		return Job{}, err
+	}
+	if j.Status == StatusPaused {
+		return j, nil
+	}
+	j.Status = StatusPaused
+	if err := s.store.Update(ctx, j); err != nil {
+		return Job{}, fmt.Errorf("pause job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// Resume makes a paused job active again and queues its next run: the
+// first regular slot after now (an `at` job whose time passed while paused
+// runs now), so runs missed while paused are not replayed; Attempts
+// restarts at 0. Resuming a job that is not paused changes nothing. It
+// fails with ErrNotFound for an unknown id, or ErrBadSpec when the job's
+// definition no longer yields a slot.
+func (s *Scheduler) Resume(ctx context.Context, id string) (Job, error) {
+	j, err := s.store.Get(ctx, id)
+	if err != nil {
+		return Job{}, err
+	}
+	if j.Status != StatusPaused {
+		return j, nil
+	}
+	now := normTime(s.clock.Now())
+	next, err := j.nextAfter(time.Time{}, now)
+	if err != nil {
+		return Job{}, fmt.Errorf("resume job %s: %w", id, err)
+	}
+	if next.Before(now) {
+		next = now
+	}
+	j.NextRun, j.Attempts, j.Status = next, 0, StatusActive
+	if err := s.store.Update(ctx, j); err != nil {
+		return Job{}, fmt.Errorf("resume job %s: %w", id, err)
+	}
+	s.enqueueLogged(ctx, j)
+	return j, nil
+}
+
+// History returns the job's last runs (at most MaxRuns), newest first. It
+// fails with ErrNotFound for an unknown id.
+func (s *Scheduler) History(ctx context.Context, id string) ([]Run, error) {
+	if _, err := s.store.Get(ctx, id); err != nil {
+		return nil, err
+	}
+	runs, err := s.store.Runs(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("history of job %s: %w", id, err)
+	}
+	if runs == nil {
+		runs = []Run{}
+	}
+	return runs, nil
 }

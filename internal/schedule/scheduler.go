@@ -510,7 +510,8 @@ func (s *Scheduler) run(ctx context.Context, j Job) {
 		delete(s.runs, j.ID)
 		s.runsMu.Unlock()
 	}()
-	err := s.invoke(rctx, j, log)
+	started := normTime(s.clock.Now())
+	delivered, err := s.invoke(rctx, j, log)
 	stopping := errors.Is(context.Cause(rctx), errStopping)
 	if errors.Is(context.Cause(rctx), ErrJobRemoved) {
 		log.Info("run cancelled: job removed")
@@ -524,7 +525,13 @@ func (s *Scheduler) run(ctx context.Context, j Job) {
 		o = Outcome{NextRun: j.NextRun, LastRun: j.LastRun, Attempts: j.Attempts, Status: j.Status, LastError: j.LastError}
 		log.Info("run interrupted by shutdown; will run again at start-up")
 	} else {
-		o = s.outcome(j, s.clock.Now(), err, log)
+		finished := s.clock.Now()
+		o = s.outcome(j, finished, err, log)
+		r := Run{JobID: j.ID, Started: started, Finished: normTime(finished), Result: RunOK, Detail: truncRunes(delivered, MaxRunDetail)}
+		if err != nil {
+			r.Result, r.Detail = RunError, truncRunes(err.Error(), 1000)
+		}
+		o.Run = &r
 	}
 	if ferr := s.store.Finish(fctx, j.ID, s.opts.InstanceID, o); ferr != nil {
 		log.Warn("record run outcome", "err", ferr)
@@ -537,7 +544,7 @@ func (s *Scheduler) run(ctx context.Context, j Job) {
 	}
 }
 
-func (s *Scheduler) invoke(ctx context.Context, j Job, log *slog.Logger) (err error) {
+func (s *Scheduler) invoke(ctx context.Context, j Job, log *slog.Logger) (delivered string, err error) {
 	defer func() {
 		// A runner bug must not take the scheduler down.
 		if r := recover(); r != nil {
@@ -546,22 +553,22 @@ func (s *Scheduler) invoke(ctx context.Context, j Job, log *slog.Logger) (err er
 	}()
 	reply, err := s.runner.RunJob(ctx, j)
 	if err != nil {
-		return fmt.Errorf("run: %w", err)
+		return "", fmt.Errorf("run: %w", err)
 	}
 	text, suppressed := StripNothingDue(reply)
 	if suppressed {
 		log.Info("run done: nothing due")
-		return nil
+		return NothingDue, nil
 	}
 	if s.opts.Deliverer == nil {
 		log.Warn("run done: no deliverer, reply dropped", "bytes", len(text))
-		return nil
+		return text, nil
 	}
 	if err := s.opts.Deliverer.Deliver(ctx, j, text); err != nil {
-		return fmt.Errorf("deliver to %s:%s: %w", j.Channel, j.ChatID, err)
+		return "", fmt.Errorf("deliver to %s:%s: %w", j.Channel, j.ChatID, err)
 	}
 	log.Info("run done: delivered", "bytes", len(text))
-	return nil
+	return text, nil
 }
 
 // StripNothingDue removes the NothingDue sentinel from a reply. suppressed

@@ -48,8 +48,16 @@ type Store interface {
 	// of several concurrent claims of one run at most one wins.
 	Claim(ctx context.Context, c Claim) (bool, error)
 	// Finish records the outcome of a claimed run and frees the lease. It
-	// fails with ErrLeaseLost unless c.Owner still holds the lease.
+	// fails with ErrLeaseLost unless c.Owner still holds the lease. A job
+	// paused while its run was in flight stays StatusPaused (the outcome's
+	// Status is not applied). When o.Run is set it is added to the job's
+	// run history in the same transaction, keeping the newest MaxRuns.
 	Finish(ctx context.Context, id, owner string, o Outcome) error
+	// Runs returns the run history of job id (table schedule_runs), newest
+	// first (by Finished, then insertion), at most MaxRuns; empty, not an
+	// error, for an unknown job. Delete, DeleteActor and a deleting Finish
+	// remove the job's runs with it.
+	Runs(ctx context.Context, id string) ([]Run, error)
 
 	// Close releases the store's resources.
 	Close() error
@@ -80,4 +88,46 @@ type Outcome struct {
 	Attempts  int
 	Status    Status
 	LastError string
+	// Run, when set, is appended to the job's history (nil for a run cut
+	// short by shutdown, which records nothing).
+	Run *Run
+}
+
+// MaxRuns is how many runs of each job the history keeps.
+const MaxRuns = 20
+
+// MaxRunDetail bounds Run.Detail of a successful run (the delivered
+// text), in characters (runes); an error's text keeps up to 1000.
+const MaxRunDetail = 200
+
+// RunResult is how a run ended.
+type RunResult string
+
+const (
+	RunOK    RunResult = "ok"    // ran, and delivered its reply (or had nothing due)
+	RunError RunResult = "error" // the runner or the delivery failed
+)
+
+// Run is one finished run of a job. Times are UTC, millisecond precision.
+type Run struct {
+	JobID    string    `json:"job_id"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Result   RunResult `json:"outcome"`
+	// Detail is the error text for RunError; for RunOK the first
+	// MaxRunDetail characters of what was delivered, or NothingDue when
+	// nothing was sent.
+	Detail string `json:"detail,omitempty"`
+}
+
+// truncRunes cuts s to at most max runes.
+func truncRunes(s string, max int) string {
+	n := 0
+	for i := range s {
+		if n == max {
+			return s[:i]
+		}
+		n++
+	}
+	return s
 }

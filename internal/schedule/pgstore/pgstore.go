@@ -32,7 +32,7 @@ type Store struct {
 
 var _ schedule.Store = (*Store)(nil)
 
-// Migrations are the store's scripts (table schedule_jobs), for pg.Migrate
+// Migrations are the store's scripts (tables schedule_jobs, schedule_runs), for pg.Migrate
 // and `tendril doctor`.
 func Migrations() []pg.Migration { return pg.FromFS("schedule", migrations, "migrations") }
 
@@ -257,8 +257,54 @@ func (s *Store) Finish(ctx context.Context, id, owner string, o schedule.Outcome
 		tag, err := s.pool.Exec(ctx, `DELETE FROM schedule_jobs WHERE id = $1 AND lease_owner = $2`, id, owner)
 		return affected(tag, err, "finish job "+id, schedule.ErrLeaseLost)
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE schedule_jobs SET next_run = $1, last_run = $2, attempts = $3, status = $4,
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("finish job %s: %w", id, err)
+	}
+	defer tx.Rollback(ctx)
+	tag, err := tx.Exec(ctx, `UPDATE schedule_jobs SET next_run = $1, last_run = $2, attempts = $3,
+		status = CASE WHEN status = 'paused' THEN status ELSE $4 END,
 		last_error = $5, lease_owner = '', lease_until = NULL WHERE id = $6 AND lease_owner = $7`,
 		o.NextRun, nullTime(o.LastRun), o.Attempts, o.Status, o.LastError, id, owner)
-	return affected(tag, err, "finish job "+id, schedule.ErrLeaseLost)
+	if err := affected(tag, err, "finish job "+id, schedule.ErrLeaseLost); err != nil {
+		return err
+	}
+	if r := o.Run; r != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO schedule_runs (job_id, started, finished, outcome, detail) VALUES ($1,$2,$3,$4,$5)`,
+			id, r.Started, r.Finished, string(r.Result), r.Detail); err != nil {
+			return fmt.Errorf("finish job %s: record run: %w", id, err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM schedule_runs WHERE job_id = $1 AND seq NOT IN
+			(SELECT seq FROM schedule_runs WHERE job_id = $1 ORDER BY finished DESC, seq DESC LIMIT $2)`,
+			id, schedule.MaxRuns); err != nil {
+			return fmt.Errorf("finish job %s: trim runs: %w", id, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("finish job %s: %w", id, err)
+	}
+	return nil
+}
+
+// Runs implements schedule.Store.
+func (s *Store) Runs(ctx context.Context, id string) ([]schedule.Run, error) {
+	rows, err := s.pool.Query(ctx, `SELECT started, finished, outcome, detail FROM schedule_runs
+		WHERE job_id = $1 ORDER BY finished DESC, seq DESC LIMIT $2`, id, schedule.MaxRuns)
+	if err != nil {
+		return nil, fmt.Errorf("runs of job %s: %w", id, err)
+	}
+	defer rows.Close()
+	out := []schedule.Run{}
+	for rows.Next() {
+		r := schedule.Run{JobID: id}
+		if err := rows.Scan(&r.Started, &r.Finished, &r.Result, &r.Detail); err != nil {
+			return nil, fmt.Errorf("runs of job %s: %w", id, err)
+		}
+		r.Started, r.Finished = r.Started.UTC(), r.Finished.UTC()
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("runs of job %s: %w", id, err)
+	}
+	return out, nil
 }

@@ -346,6 +346,143 @@ func Exercise(t *testing.T, newStore func(t *testing.T) schedule.Store) {
 		}
 	})
 
+	t.Run("Paused", func(t *testing.T) {
+		s, ctx := open(t)
+		p, a := job(t, "paused", t0.Add(-time.Minute)), job(t, "active", t0.Add(time.Minute))
+		p.Status = schedule.StatusPaused
+		mustCreate(t, s, p)
+		mustCreate(t, s, a)
+		if got, err := s.Get(ctx, p.ID); err != nil || got.Status != schedule.StatusPaused {
+			t.Fatalf("Get paused = %+v, %v", got, err)
+		}
+		if due, err := s.Due(ctx, t0, 10); err != nil || len(due) != 0 {
+			t.Fatalf("Due = %v, %v; a paused job is never due", names(due), err)
+		}
+		if n, err := s.CountDue(ctx, t0); err != nil || n != 0 {
+			t.Fatalf("CountDue = %d, %v; want 0", n, err)
+		}
+		if w, ok, err := s.NextWake(ctx); err != nil || !ok || !w.Equal(a.NextRun) {
+			t.Fatalf("NextWake = %v %v %v, want the active job's %v", w, ok, err, a.NextRun)
+		}
+		if ok, err := s.Claim(ctx, schedule.Claim{ID: p.ID, NextRun: p.NextRun, Owner: "a", Now: t0, Until: t0.Add(time.Minute)}); err != nil || ok {
+			t.Fatalf("claim of a paused job: %v %v", ok, err)
+		}
+		// Paused while its run is in flight: Finish keeps it paused.
+		if ok, err := s.Claim(ctx, schedule.Claim{ID: a.ID, NextRun: a.NextRun, Owner: "a", Now: t0.Add(time.Minute), Until: t0.Add(time.Hour)}); err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		a.Status = schedule.StatusPaused
+		if err := s.Update(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Finish(ctx, a.ID, "a", schedule.Outcome{NextRun: t0.Add(2 * time.Hour), LastRun: t0.Add(2 * time.Minute), Status: schedule.StatusActive}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.Get(ctx, a.ID); got.Status != schedule.StatusPaused || !got.LastRun.Equal(t0.Add(2*time.Minute)) {
+			t.Fatalf("after finish of a job paused mid-run: %+v, want paused with the run recorded", got)
+		}
+		if _, ok, err := s.NextWake(ctx); err != nil || ok {
+			t.Fatalf("NextWake with only paused jobs: ok=%v err=%v", ok, err)
+		}
+		// Resumed (status active again) it is due.
+		p.Status = schedule.StatusActive
+		if err := s.Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if due, _ := s.Due(ctx, t0, 10); len(due) != 1 || due[0].ID != p.ID {
+			t.Fatalf("Due after resume = %v", names(due))
+		}
+	})
+
+	t.Run("RunHistory", func(t *testing.T) {
+		s, ctx := open(t)
+		j, other := job(t, "a", t0), job(t, "b", t0)
+		other.ActorID = "telegram:2"
+		mustCreate(t, s, j)
+		mustCreate(t, s, other)
+		if runs, err := s.Runs(ctx, j.ID); err != nil || len(runs) != 0 {
+			t.Fatalf("Runs of a job never run = %v, %v", runs, err)
+		}
+		if runs, err := s.Runs(ctx, "nope"); err != nil || len(runs) != 0 {
+			t.Fatalf("Runs of an unknown job = %v, %v", runs, err)
+		}
+		finish := func(t *testing.T, j schedule.Job, i int, r *schedule.Run) {
+			t.Helper()
+			now := t0.Add(time.Duration(i) * time.Minute)
+			cur, err := s.Get(ctx, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := s.Claim(ctx, schedule.Claim{ID: j.ID, NextRun: cur.NextRun, Owner: "a", Now: now, Until: now.Add(time.Minute)}); err != nil || !ok {
+				t.Fatalf("claim %d: %v %v", i, ok, err)
+			}
+			if err := s.Finish(ctx, j.ID, "a", schedule.Outcome{NextRun: now.Add(time.Second), LastRun: now, Status: schedule.StatusActive, Run: r}); err != nil {
+				t.Fatalf("finish %d: %v", i, err)
+			}
+		}
+		n := schedule.MaxRuns + 5
+		for i := range n {
+			now := t0.Add(time.Duration(i) * time.Minute)
+			r := &schedule.Run{JobID: j.ID, Started: now, Finished: now.Add(1500 * time.Millisecond), Result: schedule.RunOK, Detail: fmt.Sprint("배추 ", i)}
+			if i%2 == 1 {
+				r.Result, r.Detail = schedule.RunError, fmt.Sprint("boom ", i)
+			}
+			finish(t, j, i, r)
+		}
+		finish(t, j, n, nil) // an interrupted run records nothing
+		finish(t, other, 0, &schedule.Run{JobID: other.ID, Started: t0, Finished: t0, Result: schedule.RunOK})
+		runs, err := s.Runs(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(runs) != schedule.MaxRuns {
+			t.Fatalf("%d runs kept, want %d", len(runs), schedule.MaxRuns)
+		}
+		for k, r := range runs {
+			i := n - 1 - k // newest first
+			now := t0.Add(time.Duration(i) * time.Minute)
+			want := schedule.Run{JobID: j.ID, Started: now, Finished: now.Add(1500 * time.Millisecond), Result: schedule.RunOK, Detail: fmt.Sprint("배추 ", i)}
+			if i%2 == 1 {
+				want.Result, want.Detail = schedule.RunError, fmt.Sprint("boom ", i)
+			}
+			if r.JobID != want.JobID || !r.Started.Equal(want.Started) || !r.Finished.Equal(want.Finished) || r.Result != want.Result || r.Detail != want.Detail {
+				t.Fatalf("runs[%d] = %+v, want %+v", k, r, want)
+			}
+		}
+		// Runs go with their job: Delete, a deleting Finish, DeleteActor.
+		if err := s.Delete(ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		if runs, err := s.Runs(ctx, j.ID); err != nil || len(runs) != 0 {
+			t.Fatalf("Runs after Delete = %d, %v", len(runs), err)
+		}
+		mustCreate(t, s, j) // same ID again: no history carried over
+		if runs, _ := s.Runs(ctx, j.ID); len(runs) != 0 {
+			t.Fatalf("a re-created job inherited %d runs", len(runs))
+		}
+		finish(t, j, 0, &schedule.Run{JobID: j.ID, Started: t0, Finished: t0, Result: schedule.RunOK})
+		if ok, err := s.Claim(ctx, schedule.Claim{ID: j.ID, NextRun: t0.Add(time.Second), Owner: "a", Now: t0.Add(time.Minute), Until: t0.Add(time.Hour)}); err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		if err := s.Finish(ctx, j.ID, "a", schedule.Outcome{Delete: true}); err != nil {
+			t.Fatal(err)
+		}
+		mustCreate(t, s, j)
+		if runs, _ := s.Runs(ctx, j.ID); len(runs) != 0 {
+			t.Fatalf("runs survived a deleting Finish: %d", len(runs))
+		}
+		if runs, _ := s.Runs(ctx, other.ID); len(runs) != 1 {
+			t.Fatalf("other job's runs = %d, want 1", len(runs))
+		}
+		if _, err := s.DeleteActor(ctx, other.ActorID); err != nil {
+			t.Fatal(err)
+		}
+		mustCreate(t, s, other)
+		if runs, _ := s.Runs(ctx, other.ID); len(runs) != 0 {
+			t.Fatalf("runs survived DeleteActor: %d", len(runs))
+		}
+	})
+
 	t.Run("ConcurrentClaims", func(t *testing.T) {
 		s, ctx := open(t)
 		const jobs, claimers = 10, 8

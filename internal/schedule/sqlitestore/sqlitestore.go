@@ -56,7 +56,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open schedule db: %w", err)
 	}
-	dsn := path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	dsn := path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open schedule db %s: %w", path, err)
@@ -322,8 +322,55 @@ func (s *Store) Finish(ctx context.Context, id, owner string, o schedule.Outcome
 		res, err := s.db.ExecContext(ctx, `DELETE FROM jobs WHERE id = ? AND lease_owner = ?`, id, owner)
 		return affected(res, err, "finish job "+id, schedule.ErrLeaseLost)
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE jobs SET next_run = ?, last_run = ?, attempts = ?, status = ?,
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("finish job %s: %w", id, err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE jobs SET next_run = ?, last_run = ?, attempts = ?,
+		status = CASE WHEN status = 'paused' THEN status ELSE ? END,
 		last_error = ?, lease_owner = '', lease_until = 0 WHERE id = ? AND lease_owner = ?`,
 		ms(o.NextRun), ms(o.LastRun), o.Attempts, o.Status, o.LastError, id, owner)
-	return affected(res, err, "finish job "+id, schedule.ErrLeaseLost)
+	if err := affected(res, err, "finish job "+id, schedule.ErrLeaseLost); err != nil {
+		return err
+	}
+	if r := o.Run; r != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schedule_runs (job_id, started, finished, outcome, detail) VALUES (?,?,?,?,?)`,
+			id, ms(r.Started), ms(r.Finished), r.Result, r.Detail); err != nil {
+			return fmt.Errorf("finish job %s: record run: %w", id, err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM schedule_runs WHERE job_id = ? AND seq NOT IN
+			(SELECT seq FROM schedule_runs WHERE job_id = ? ORDER BY finished DESC, seq DESC LIMIT ?)`,
+			id, id, schedule.MaxRuns); err != nil {
+			return fmt.Errorf("finish job %s: trim runs: %w", id, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("finish job %s: %w", id, err)
+	}
+	return nil
+}
+
+// Runs implements schedule.Store.
+func (s *Store) Runs(ctx context.Context, id string) ([]schedule.Run, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT started, finished, outcome, detail FROM schedule_runs
+		WHERE job_id = ? ORDER BY finished DESC, seq DESC LIMIT ?`, id, schedule.MaxRuns)
+	if err != nil {
+		return nil, fmt.Errorf("runs of job %s: %w", id, err)
+	}
+	defer rows.Close()
+	out := []schedule.Run{}
+	for rows.Next() {
+		r := schedule.Run{JobID: id}
+		var started, finished int64
+		if err := rows.Scan(&started, &finished, &r.Result, &r.Detail); err != nil {
+			return nil, fmt.Errorf("runs of job %s: %w", id, err)
+		}
+		r.Started, r.Finished = fromMS(started), fromMS(finished)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("runs of job %s: %w", id, err)
+	}
+	return out, nil
 }

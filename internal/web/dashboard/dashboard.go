@@ -207,6 +207,8 @@ func (d *Dashboard) routes() {
 	d.mux.HandleFunc("POST /schedules", d.scheduleAdd)
 	d.mux.HandleFunc("POST /schedules/{ref}/remove", d.scheduleRemove)
 	d.mux.HandleFunc("POST /schedules/{ref}/run", d.scheduleRun)
+	d.mux.HandleFunc("POST /schedules/{ref}/pause", d.schedulePause)
+	d.mux.HandleFunc("POST /schedules/{ref}/resume", d.scheduleResume)
 
 	d.mux.HandleFunc("GET /settings", d.settingsPage)
 	d.mux.HandleFunc("GET /settings/log", d.logStream)

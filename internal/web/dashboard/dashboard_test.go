@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tendrilai/tendril/internal/config"
+	"github.com/tendrilai/tendril/internal/schedule"
 	"github.com/tendrilai/tendril/internal/state"
 )
 
@@ -234,4 +235,37 @@ func TestLogBuffer(t *testing.T) {
 		t.Fatalf("lines %q", lines)
 	}
 	_ = context.Background()
+}
+
+// /schedules offers Resume for a paused job and Pause for an active one,
+// and an expandable run history per job.
+func TestSchedulesPauseButtonsAndHistory(t *testing.T) {
+	ap := newApp(t)
+	ctx := context.Background()
+	a, err := ap.a.AddJob(ctx, schedule.JobSpec{Name: "figs", Every: "12h", Task: "water the figs", ActorID: "web:owner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ap.a.AddJob(ctx, schedule.JobSpec{Name: "basil", Every: "24h", Task: "water the basil", ActorID: "web:owner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ap.a.PauseJob(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := get(t, noRedirect(nil), ap.srv.URL+"/schedules", map[string]string{"Accept-Language": "en"})
+	if resp.StatusCode != 200 {
+		t.Fatalf("/schedules: %d %s", resp.StatusCode, body)
+	}
+	for _, want := range []string{
+		`action="/schedules/` + a.ID + `/pause"`, `action="/schedules/` + b.ID + `/resume"`,
+		`data-status="paused"`, `data-runs="` + a.ID + `"`, "Run history (0)", "No runs yet.",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/schedules lacks %q", want)
+		}
+	}
+	if strings.Contains(body, `action="/schedules/`+a.ID+`/resume"`) || strings.Contains(body, `action="/schedules/`+b.ID+`/pause"`) {
+		t.Error("/schedules offers Resume for an active job or Pause for a paused one")
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/model"
 	"github.com/tendrilai/tendril/internal/model/modeltest"
+	"github.com/tendrilai/tendril/internal/schedule"
 )
 
 // send types a chat message and clicks "Send".
@@ -310,7 +311,7 @@ func TestStateViewToggle(t *testing.T) {
 	tb.clean()
 }
 
-// Schedules: add a job, "Run now", remove it.
+// Schedules: add a job, "Run now", pause and resume it, remove it.
 func TestSchedules(t *testing.T) {
 	ap := newApp(t)
 	tb := tab(t, ap.host())
@@ -331,6 +332,16 @@ func TestSchedules(t *testing.T) {
 	if len(jobs) != 1 || !jobs[0].NextRun.Before(before) {
 		t.Fatalf("Run now did not make the job due: %+v", jobs)
 	}
+	tb.submit("", "Pause")
+	if jobs, _ = ap.a.Jobs(context.Background(), ""); len(jobs) != 1 || jobs[0].Status != schedule.StatusPaused {
+		t.Fatalf("Pause did not pause the job: %+v", jobs)
+	}
+	tb.waitFor(`document.querySelector('td[data-status="paused"]') !== null`)
+	tb.submit("", "Resume")
+	if jobs, _ = ap.a.Jobs(context.Background(), ""); len(jobs) != 1 || jobs[0].Status != schedule.StatusActive {
+		t.Fatalf("Resume did not resume the job: %+v", jobs)
+	}
+	tb.waitFor(`document.querySelector('tr[data-runs] details summary') !== null`)
 	tb.submit("", "Remove")
 	if jobs, _ = ap.a.Jobs(context.Background(), ""); len(jobs) != 0 {
 		t.Fatalf("job not removed: %+v", jobs)

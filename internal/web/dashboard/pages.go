@@ -480,13 +480,31 @@ func describeChange(c state.Change, i int) string {
 
 // ---- Schedules ----
 
+// scheduleRow is a job on /schedules with its last runs, newest first.
+type scheduleRow struct {
+	schedule.Job
+	Runs []schedule.Run
+}
+
 func (d *Dashboard) schedulesPage(w http.ResponseWriter, r *http.Request) {
 	jobs, err := d.a.Jobs(r.Context(), "")
 	if err != nil {
 		d.fail(w, r, 0, err)
 		return
 	}
-	d.render(w, r, "schedules", "Schedules", map[string]any{"Jobs": jobs, "Default": DefaultActor})
+	rows := make([]scheduleRow, 0, len(jobs))
+	for _, j := range jobs {
+		runs, err := d.a.JobHistory(r.Context(), j.ID)
+		if errors.Is(err, schedule.ErrNotFound) {
+			continue // removed since the list was read
+		}
+		if err != nil {
+			d.fail(w, r, 0, err)
+			return
+		}
+		rows = append(rows, scheduleRow{Job: j, Runs: runs})
+	}
+	d.render(w, r, "schedules", "Schedules", map[string]any{"Jobs": rows, "Default": DefaultActor})
 }
 
 func (d *Dashboard) scheduleAdd(w http.ResponseWriter, r *http.Request) {
@@ -526,6 +544,24 @@ func (d *Dashboard) scheduleRemove(w http.ResponseWriter, r *http.Request) {
 
 func (d *Dashboard) scheduleRun(w http.ResponseWriter, r *http.Request) {
 	j, err := d.a.RunJobNow(r.Context(), r.PathValue("ref"))
+	if err != nil {
+		d.fail(w, r, 0, err)
+		return
+	}
+	d.done(w, r, "/schedules", j.ID, j)
+}
+
+func (d *Dashboard) schedulePause(w http.ResponseWriter, r *http.Request) {
+	j, err := d.a.PauseJob(r.Context(), r.PathValue("ref"))
+	if err != nil {
+		d.fail(w, r, 0, err)
+		return
+	}
+	d.done(w, r, "/schedules", j.ID, j)
+}
+
+func (d *Dashboard) scheduleResume(w http.ResponseWriter, r *http.Request) {
+	j, err := d.a.ResumeJob(r.Context(), r.PathValue("ref"))
 	if err != nil {
 		d.fail(w, r, 0, err)
 		return
