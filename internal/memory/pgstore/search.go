@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tendrilai/tendril/internal/memory"
-	"github.com/tendrilai/tendril/internal/memory/markdown"
+	"github.com/tendrilai/tendril/internal/memory/memindex"
 )
 
 // Search implements memory.Store, with the semantics of the embedded
@@ -68,7 +68,7 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 	if k <= 0 && text != "" {
 		k = memory.DefaultTopK
 	}
-	c := newCond(q, statuses, filters)
+	c := memindex.NewCond(q, statuses, filters)
 	var all []memory.Hit
 	for _, id := range actors {
 		a, done, err := s.state(ctx, id, text != "")
@@ -88,7 +88,7 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 		all = append(all, hits...)
 	}
 	if len(actors) > 1 && text != "" {
-		sortHits(all)
+		memindex.SortHits(all)
 	}
 	if k > 0 && len(all) > k {
 		all = all[:k]
@@ -124,9 +124,9 @@ func (s *Store) Prepare(ctx context.Context, actorID string) error {
 	return err
 }
 
-func (s *Store) searchActor(a *actorState, c cond, text string, qvec []float32, k int) []memory.Hit {
+func (s *Store) searchActor(a *actorState, c memindex.Cond, text string, qvec []float32, k int) []memory.Hit {
 	m := a.x.mask(c)
-	if m.scope.N() == 0 {
+	if m.Scope.N() == 0 {
 		return nil
 	}
 	return s.rank(a.x, text, qvec, m, k)
@@ -134,67 +134,9 @@ func (s *Store) searchActor(a *actorState, c cond, text string, qvec []float32, 
 
 // listActor filters a's records and unexpired events and returns them in
 // index order, at most k (k ≤ 0: all). The caller holds a.mu shared.
-func (s *Store) listActor(a *actorState, c cond, k int) []memory.Hit {
-	var recs []*memory.Record
-	keep := func(id string) {
-		r := a.records[id]
-		if c.admits(r.Strategy, r.Status) && c.inScope(r.Namespace) && memory.MatchFilters(r, c.filters) {
-			recs = append(recs, &r)
-		}
-	}
-	if len(c.strategies) > 0 {
-		done := map[memory.Strategy]bool{}
-		for _, st := range c.strategies {
-			if !done[st] {
-				done[st] = true
-				for id := range a.byStrat[st] {
-					keep(id)
-				}
-			}
-		}
-	} else {
-		for id := range a.records {
-			keep(id)
-		}
-	}
-	sort.Slice(recs, func(i, j int) bool {
-		if !recs[i].CreatedAt.Equal(recs[j].CreatedAt) {
-			return recs[i].CreatedAt.Before(recs[j].CreatedAt)
-		}
-		return recs[i].ID < recs[j].ID
-	})
-	var evs []memory.Event
-	if c.admits(memory.StrategyEpisodic, memory.StatusActive) {
-		for _, e := range a.events {
-			if s.expired(e) || !c.inScope(s.eventNamespace(e)) {
-				continue
-			}
-			evs = append(evs, e)
-		}
-		markdown.SortEvents(evs)
-	}
-	n := len(recs) + len(evs)
-	if k > 0 && n > k {
-		n = k
-	}
-	out := make([]memory.Hit, 0, n)
-	for _, r := range recs {
-		if len(out) == n {
-			return out
-		}
-		out = append(out, memory.Hit{Record: *r, Explain: "listed (no query text): index order"})
-	}
-	for _, e := range evs {
-		if len(out) == n {
-			return out
-		}
-		r := s.eventRecord(e)
-		if !memory.MatchFilters(r, c.filters) {
-			continue
-		}
-		out = append(out, memory.Hit{Record: r, Explain: "listed (no query text): index order"})
-	}
-	return out
+func (s *Store) listActor(a *actorState, c memindex.Cond, k int) []memory.Hit {
+	return memindex.List(memindex.Actor{Records: a.records, ByStrat: a.byStrat, Events: a.events}, c, k,
+		memindex.Events{Expired: s.expired, Namespace: s.eventNamespace, Record: s.eventRecord})
 }
 
 // state returns the actor's cached state, up to date with the database
@@ -338,7 +280,7 @@ func (a *actorState) apply(s *Store, recs []memory.Record, evs []memory.Event, v
 	if a.records == nil {
 		a.reset()
 	}
-	sort.Slice(recs, func(i, j int) bool { return recordKey(recs[i]) < recordKey(recs[j]) })
+	sort.Slice(recs, func(i, j int) bool { return memindex.RecordKey(recs[i]) < memindex.RecordKey(recs[j]) })
 	for _, r := range recs {
 		if old, ok := a.records[r.ID]; ok && old.Strategy != r.Strategy {
 			delete(a.byStrat[old.Strategy], r.ID)
@@ -365,7 +307,7 @@ func (a *actorState) apply(s *Store, recs []memory.Record, evs []memory.Event, v
 		return
 	}
 	a.x.putRecords(recs)
-	sort.Slice(added, func(i, j int) bool { return eventKey(added[i]) < eventKey(added[j]) })
+	sort.Slice(added, func(i, j int) bool { return memindex.EventKey(added[i]) < memindex.EventKey(added[j]) })
 	s.addEvents(a, a.x, added)
 	if s.opts.Embedder != nil {
 		a.x.vecs = vectorsFor(a.x, a.vecs)

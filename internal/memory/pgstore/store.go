@@ -42,6 +42,7 @@ import (
 
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/memory/markdown"
+	"github.com/tendrilai/tendril/internal/memory/memindex"
 	"github.com/tendrilai/tendril/internal/memory/search"
 	"github.com/tendrilai/tendril/internal/pg"
 )
@@ -204,38 +205,9 @@ func recordActor(ns string) (string, error) {
 }
 
 func (s *Store) prepare(rec memory.Record) (memory.Record, error) {
-	rec.Content = strings.TrimSpace(strings.ReplaceAll(rec.Content, "\r\n", "\n"))
-	if rec.Content == "" {
-		return rec, fmt.Errorf("put record: %w: empty content", memory.ErrInvalidQuery)
-	}
-	if rec.Namespace == "" {
-		return rec, fmt.Errorf("put record: %w: empty namespace", memory.ErrInvalidNamespace)
-	}
-	rec.Namespace = memory.CleanNamespace(rec.Namespace)
-	switch rec.Strategy {
-	case memory.StrategyUserPreference, memory.StrategySemantic, memory.StrategySummary, memory.StrategyProcedural, memory.StrategyEpisodic:
-	case "":
-		rec.Strategy = memory.StrategySemantic
-	default:
-		return rec, fmt.Errorf("put record: %w: unknown strategy %q", memory.ErrInvalidQuery, rec.Strategy)
-	}
-	switch rec.Status {
-	case memory.StatusActive, memory.StatusSuperseded, memory.StatusStaged, memory.StatusRejected:
-	case "":
-		rec.Status = memory.StatusActive
-	default:
-		return rec, fmt.Errorf("put record: %w: unknown status %q", memory.ErrInvalidQuery, rec.Status)
-	}
-	md, err := memory.NormalizeMetadata(rec.Metadata)
+	rec, err := memindex.NormalizeRecord(rec, func() string { return newID("mem_") })
 	if err != nil {
-		return rec, fmt.Errorf("put record: %w", err)
-	}
-	rec.Metadata = md
-	if rec.ID == "" {
-		rec.ID = newID("mem_")
-	}
-	if strings.ContainsAny(rec.ID, "\n\r") {
-		return rec, fmt.Errorf("put record: %w: id contains a newline", memory.ErrInvalidQuery)
+		return rec, err
 	}
 	for _, c := range []struct{ f, v string }{{"id", rec.ID}, {"namespace", rec.Namespace}, {"content", rec.Content}} {
 		if err := memory.CheckText(c.f, c.v); err != nil {
@@ -250,13 +222,7 @@ func (s *Store) prepare(rec memory.Record) (memory.Record, error) {
 	if err := memory.CheckMetadataText("metadata", rec.Metadata); err != nil {
 		return rec, fmt.Errorf("put record: %w", err)
 	}
-	now := s.opts.Now().UTC()
-	if rec.CreatedAt.IsZero() {
-		rec.CreatedAt = now
-	}
-	if rec.UpdatedAt.IsZero() {
-		rec.UpdatedAt = rec.CreatedAt
-	}
+	rec = memindex.DefaultTimes(rec, s.opts.Now().UTC())
 	rec.CreatedAt, rec.UpdatedAt = pgTime(rec.CreatedAt), pgTime(rec.UpdatedAt)
 	rec.Sources = append([]string(nil), rec.Sources...)
 	return rec, nil
@@ -526,25 +492,12 @@ func (s *Store) AppendEvents(ctx context.Context, events []memory.Event) error {
 		} else {
 			check = append(check, e.ID)
 		}
-		if strings.ContainsAny(e.ID, "\n\r") {
-			return fmt.Errorf("append events: %w: id contains a newline", memory.ErrInvalidQuery)
-		}
-		if e.Timestamp.IsZero() {
-			e.Timestamp = s.opts.Now()
-		}
-		e.Timestamp = pgTime(e.Timestamp)
-		if e.SessionID == "" {
-			e.SessionID = "default"
-		}
-		if e.Role == "" {
-			e.Role = "user"
-		}
-		e.Text = strings.TrimSpace(strings.ReplaceAll(e.Text, "\r\n", "\n"))
-		md, err := memory.NormalizeMetadata(e.Metadata)
+		ne, err := memindex.NormalizeEvent(e, s.opts.Now)
 		if err != nil {
-			return fmt.Errorf("append events: %w", err)
+			return err
 		}
-		e.Metadata = md
+		e = ne
+		e.Timestamp = pgTime(e.Timestamp)
 		for _, c := range []struct{ f, v string }{{"id", e.ID}, {"actor", e.ActorID}, {"session", e.SessionID}, {"role", e.Role}, {"text", e.Text}} {
 			if err := memory.CheckText(c.f, c.v); err != nil {
 				return fmt.Errorf("append events: %w", err)

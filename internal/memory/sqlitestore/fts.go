@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/memindex"
 )
 
 // Engine names a ranking engine for ranked searches (listings, Text "",
@@ -267,7 +268,7 @@ func ftsQuery(text string) string {
 // Scores are -bm25() (higher is better); ties go in index order (records
 // by createdAt then ID, then events by timestamp then ID), as after a
 // rebuild.
-func (s *Store) searchFTS(ctx context.Context, a *actorState, c cond, text string, k int) ([]memory.Hit, error) {
+func (s *Store) searchFTS(ctx context.Context, a *actorState, c memindex.Cond, text string, k int) ([]memory.Hit, error) {
 	q := ftsQuery(text)
 	if q == "" {
 		return nil, nil
@@ -306,13 +307,13 @@ func (s *Store) searchFTS(ctx context.Context, a *actorState, c cond, text strin
 		var r memory.Record
 		var key string
 		if rec, ok := a.records[f.id]; ok {
-			r, key = rec, recordKey(rec)
+			r, key = rec, memindex.RecordKey(rec)
 		} else if e, ok := a.events[f.id]; ok && !s.expired(e) {
-			r, key = s.eventRecord(e), eventKey(e)
+			r, key = s.eventRecord(e), memindex.EventKey(e)
 		} else {
 			continue // expired, or written to SQLite but not yet applied
 		}
-		if !c.match(r) {
+		if !c.Match(r) {
 			continue
 		}
 		hits = append(hits, hit{memory.Hit{Record: r, Score: -f.raw, Explain: fmt.Sprintf("fts5 bm25=%.6g", f.raw)}, key})

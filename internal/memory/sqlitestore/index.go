@@ -3,13 +3,11 @@ package sqlitestore
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sort"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/memindex"
 	"github.com/tendrilai/tendril/internal/memory/search"
 )
 
@@ -32,8 +30,7 @@ type actorIndex struct {
 	oldest time.Time
 	vecs   [][]float32 // per document, with an Embedder
 
-	maskMu sync.RWMutex
-	masks  map[string]*mask
+	masks memindex.Masks
 
 	// shared holds one copy of the namespace and metadata that many
 	// event documents carry alike (same role, session and event
@@ -87,54 +84,6 @@ func (r evRef) before(o evRef) bool {
 	return r.id < o.id
 }
 
-// mask is the set of documents a query's scope, statuses, strategies and
-// filters allow, with its corpus statistics; cached per condition set and
-// updated by every write.
-type mask struct {
-	cond  cond
-	scope *search.Scope
-}
-
-// cond is the non-text part of a query.
-type cond struct {
-	ns, path   string
-	statuses   []memory.Status
-	strategies []memory.Strategy
-	filters    []memory.Filter
-}
-
-func newCond(q memory.Query, statuses []memory.Status, filters []memory.Filter) cond {
-	c := cond{statuses: statuses, strategies: q.Strategies, filters: filters}
-	if q.Namespace != "" {
-		c.ns = memory.CleanNamespace(q.Namespace)
-	}
-	if q.NamespacePath != "" {
-		c.path = memory.CleanNamespace(q.NamespacePath)
-	}
-	return c
-}
-
-// admits reports whether the record's strategy and status pass (cheap, no
-// namespace or metadata).
-func (c cond) admits(st memory.Strategy, status memory.Status) bool {
-	return hasStatus(c.statuses, status) && hasStrategy(c.strategies, st)
-}
-
-func (c cond) inScope(ns string) bool {
-	return c.ns != "" && memory.NamespaceEqual(ns, c.ns) || c.path != "" && memory.NamespaceUnder(ns, c.path)
-}
-
-func (c cond) match(r memory.Record) bool {
-	return c.admits(r.Strategy, r.Status) && c.inScope(r.Namespace) && memory.MatchFilters(r, c.filters)
-}
-
-const keyTime = "2006-01-02T15:04:05.000000000"
-
-// recordKey and eventKey order documents as a fresh build does: records
-// by (createdAt, ID), then events by (timestamp, ID).
-func recordKey(r memory.Record) string { return "0" + r.CreatedAt.UTC().Format(keyTime) + r.ID }
-func eventKey(e memory.Event) string   { return "1" + e.Timestamp.UTC().Format(keyTime) + e.ID }
-
 // buildIndex builds a ranking index of a from scratch. The caller keeps
 // the maps still (a.mu shared, or a.wmu).
 func (s *Store) buildIndex(ctx context.Context, a *actorState) *actorIndex {
@@ -152,7 +101,7 @@ func (s *Store) buildIndex(ctx context.Context, a *actorState) *actorIndex {
 	x := &actorIndex{ix: search.NewIndex(s.params), docOf: make(map[string]int, len(a.records)+len(a.events)), sess: map[string][]evRef{}}
 	x.docs = make([]memory.Record, 0, len(a.records)+len(a.events))
 	for _, r := range recs {
-		x.add(recordDoc(*r), *r)
+		x.add(memindex.RecordDoc(*r), *r)
 	}
 	var evs []evRef
 	for _, e := range a.events {
@@ -200,19 +149,11 @@ func (x *actorIndex) clone() *actorIndex {
 	return c
 }
 
-func recordDoc(r memory.Record) search.Doc {
-	return search.Doc{Text: r.Content, Date: dateWords(r.CreatedAt), Key: recordKey(r)}
-}
-
-// eventDoc is the document of event e: its text (and image caption), the
-// previous and next turn of its session as context, its speaker and date.
+// eventDoc is the document of event e (memindex.EventDoc), with the
+// previous and next turn of its session as context.
 func (s *Store) eventDoc(a *actorState, x *actorIndex, e memory.Event) search.Doc {
-	text := e.Text
-	if c, ok := e.Metadata["caption"].(string); ok && c != "" {
-		text += " " + c
-	}
 	if s.opts.PlainDocs {
-		return search.Doc{Text: fmt.Sprintf("(%s) %s: %s", plainDate(e.Timestamp), speakerOf(e), text), Key: eventKey(e)}
+		return memindex.EventDoc(e, true, nil)
 	}
 	var ctxText []string
 	list := x.sess[e.SessionID]
@@ -223,7 +164,7 @@ func (s *Store) eventDoc(a *actorState, x *actorIndex, e memory.Event) search.Do
 	if i+1 < len(list) {
 		ctxText = append(ctxText, a.events[list[i+1].id].Text)
 	}
-	return search.Doc{Text: text, Context: strings.Join(ctxText, "\n"), Speaker: speakerOf(e), Date: dateWords(e.Timestamp), Group: e.SessionID, Key: eventKey(e)}
+	return memindex.EventDoc(e, false, ctxText)
 }
 
 // add appends a document for rec and places it in every cached mask.
@@ -234,9 +175,7 @@ func (x *actorIndex) add(d search.Doc, rec memory.Record) {
 	if x.vecs != nil {
 		x.vecs = append(x.vecs, nil)
 	}
-	for _, m := range x.masks {
-		m.scope.Set(x.ix, doc, m.cond.match(rec))
-	}
+	x.masks.Added(x.ix, doc, rec)
 }
 
 // remove retires the document of id, if any.
@@ -247,9 +186,7 @@ func (x *actorIndex) remove(id string) {
 	}
 	x.ix.Remove(doc)
 	delete(x.docOf, id)
-	for _, m := range x.masks {
-		m.scope.Set(x.ix, doc, false)
-	}
+	x.masks.Removed(x.ix, doc)
 }
 
 // putRecords replaces or adds the documents of recs (in order; the last
@@ -257,7 +194,7 @@ func (x *actorIndex) remove(id string) {
 func (x *actorIndex) putRecords(recs []memory.Record) {
 	for _, r := range recs {
 		x.remove(r.ID)
-		x.add(recordDoc(r), r)
+		x.add(memindex.RecordDoc(r), r)
 	}
 }
 
@@ -360,33 +297,6 @@ func (x *actorIndex) compactable() bool {
 
 // mask returns the cached mask of a condition set, computing it on a miss.
 // The caller holds the copy's slot lock (shared suffices).
-func (x *actorIndex) mask(c cond) *mask {
-	key, err := json.Marshal([]any{c.ns, c.path, c.statuses, c.strategies, c.filters})
-	if err == nil {
-		x.maskMu.RLock()
-		m, ok := x.masks[string(key)]
-		x.maskMu.RUnlock()
-		if ok {
-			return m
-		}
-	}
-	x.maskMu.Lock()
-	defer x.maskMu.Unlock()
-	if err == nil {
-		if m, ok := x.masks[string(key)]; ok {
-			return m
-		}
-	}
-	allow := make([]bool, x.ix.Len())
-	for i, r := range x.docs {
-		allow[i] = x.ix.Live(i) && c.match(r)
-	}
-	m := &mask{cond: c, scope: x.ix.NewScope(allow)}
-	if err == nil {
-		if x.masks == nil || len(x.masks) >= 16 {
-			x.masks = map[string]*mask{}
-		}
-		x.masks[string(key)] = m
-	}
-	return m
+func (x *actorIndex) mask(c memindex.Cond) *memindex.Mask {
+	return x.masks.Get(x.ix, x.docs, c)
 }

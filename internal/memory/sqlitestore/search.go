@@ -6,55 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strings"
-	"time"
 
 	"github.com/tendrilai/tendril/internal/memory"
-	"github.com/tendrilai/tendril/internal/memory/markdown"
-	"github.com/tendrilai/tendril/internal/memory/search"
+	"github.com/tendrilai/tendril/internal/memory/memindex"
 )
 
-// eventNamespace is where an event is searched: the default episodic
-// namespace of its agent (metadata "agentId", else Options.AgentID), actor
-// and session.
+// eventNamespace is where an event is searched (memindex.EventNamespace
+// with Options.AgentID).
 func (s *Store) eventNamespace(e memory.Event) string {
-	agent := s.opts.AgentID
-	if a, ok := e.Metadata["agentId"].(string); ok && a != "" {
-		agent = a
-	}
-	return memory.MustNamespace(memory.DefaultEpisodicTemplate, memory.NamespaceVars{AgentID: agent, ActorID: e.ActorID, SessionID: e.SessionID})
+	return memindex.EventNamespace(s.opts.AgentID, e)
 }
 
-func speakerOf(e memory.Event) string {
-	if sp, ok := e.Metadata["speaker"].(string); ok && sp != "" {
-		return sp
-	}
-	return e.Role
-}
-
-// eventRecord presents an event as an episodic record: content
-// "(YYYY-MM-DD) <speaker>: <text>", metadata with kind "event", role and
-// session (plus the event's own metadata), sources = [event ID].
+// eventRecord presents an event as an episodic record
+// (memindex.EventRecord in its eventNamespace).
 func (s *Store) eventRecord(e memory.Event) memory.Record {
-	md := map[string]any{}
-	for k, v := range e.Metadata {
-		md[k] = v
-	}
-	md["kind"] = "event"
-	md["role"] = e.Role
-	md["sessionId"] = e.SessionID
-	return memory.Record{
-		ID: e.ID, Namespace: s.eventNamespace(e), Strategy: memory.StrategyEpisodic,
-		Content:   fmt.Sprintf("(%s) %s: %s", e.Timestamp.UTC().Format("2006-01-02"), speakerOf(e), e.Text),
-		Metadata:  md,
-		CreatedAt: e.Timestamp, UpdatedAt: e.Timestamp, Sources: []string{e.ID}, Status: memory.StatusActive,
-	}
+	return memindex.EventRecord(e, s.eventNamespace(e))
 }
-
-func dateWords(t time.Time) string { return t.UTC().Format("2 January 2006 Monday") }
-
-func plainDate(t time.Time) string { return t.UTC().Format("3:04 pm on 2 January, 2006") }
 
 // Search implements memory.Store. Exactly one of q.Namespace (exact) and
 // q.NamespacePath (whole-segment prefix) must be set; a path naming an
@@ -147,7 +115,7 @@ func (s *Store) search(ctx context.Context, q memory.Query, engine Engine) ([]me
 	if k <= 0 && text != "" {
 		k = memory.DefaultTopK
 	}
-	c := newCond(q, statuses, filters)
+	c := memindex.NewCond(q, statuses, filters)
 	var all []memory.Hit
 	for _, id := range actors {
 		a, release, err := s.acquire(ctx, id)
@@ -170,7 +138,7 @@ func (s *Store) search(ctx context.Context, q memory.Query, engine Engine) ([]me
 		all = append(all, hits...)
 	}
 	if len(actors) > 1 && text != "" {
-		sortHits(all)
+		memindex.SortHits(all)
 	}
 	if k > 0 && len(all) > k {
 		all = all[:k]
@@ -195,69 +163,11 @@ func (s *Store) List(ctx context.Context, q memory.Query) ([]memory.Record, erro
 
 // listActor filters a's records and unexpired events directly (no ranking
 // index) and returns them in index order, at most k (k ≤ 0: all).
-func (s *Store) listActor(a *actorState, c cond, k int) []memory.Hit {
+func (s *Store) listActor(a *actorState, c memindex.Cond, k int) []memory.Hit {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	var recs []*memory.Record
-	keep := func(id string) {
-		r := a.records[id]
-		if c.admits(r.Strategy, r.Status) && c.inScope(r.Namespace) && memory.MatchFilters(r, c.filters) {
-			recs = append(recs, &r)
-		}
-	}
-	if len(c.strategies) > 0 {
-		done := map[memory.Strategy]bool{}
-		for _, st := range c.strategies {
-			if !done[st] {
-				done[st] = true
-				for id := range a.byStrat[st] {
-					keep(id)
-				}
-			}
-		}
-	} else {
-		for id := range a.records {
-			keep(id)
-		}
-	}
-	sort.Slice(recs, func(i, j int) bool {
-		if !recs[i].CreatedAt.Equal(recs[j].CreatedAt) {
-			return recs[i].CreatedAt.Before(recs[j].CreatedAt)
-		}
-		return recs[i].ID < recs[j].ID
-	})
-	var evs []memory.Event
-	if c.admits(memory.StrategyEpisodic, memory.StatusActive) {
-		for _, e := range a.events {
-			if s.expired(e) || !c.inScope(s.eventNamespace(e)) {
-				continue
-			}
-			evs = append(evs, e)
-		}
-		markdown.SortEvents(evs)
-	}
-	n := len(recs) + len(evs)
-	if k > 0 && n > k {
-		n = k
-	}
-	out := make([]memory.Hit, 0, n)
-	for _, r := range recs {
-		if len(out) == n {
-			return out
-		}
-		out = append(out, memory.Hit{Record: *r, Explain: "listed (no query text): index order"})
-	}
-	for _, e := range evs {
-		if len(out) == n {
-			return out
-		}
-		r := s.eventRecord(e)
-		if !memory.MatchFilters(r, c.filters) {
-			continue
-		}
-		out = append(out, memory.Hit{Record: r, Explain: "listed (no query text): index order"})
-	}
-	return out
+	return memindex.List(memindex.Actor{Records: a.records, ByStrat: a.byStrat, Events: a.events}, c, k,
+		memindex.Events{Expired: s.expired, Namespace: s.eventNamespace, Record: s.eventRecord})
 }
 
 // readIndex returns the active copy of a's ranking index, read-locked
@@ -294,18 +204,18 @@ func (s *Store) readIndex(ctx context.Context, a *actorState) (x *actorIndex, do
 // searchActor ranks a's documents allowed by c for text (or, text "",
 // lists them in document order: the path before incremental indexing,
 // kept for the benchmark's baseline).
-func (s *Store) searchActor(ctx context.Context, a *actorState, c cond, text string, qvec []float32, k int) []memory.Hit {
+func (s *Store) searchActor(ctx context.Context, a *actorState, c memindex.Cond, text string, qvec []float32, k int) []memory.Hit {
 	x, done := s.readIndex(ctx, a)
 	defer done()
 	m := x.mask(c)
-	if m.scope.N() == 0 {
+	if m.Scope.N() == 0 {
 		return nil
 	}
 	if text == "" {
 		var out []memory.Hit
 		for i := range x.docs {
-			if m.scope.Allowed(i) {
-				out = append(out, memory.Hit{Record: x.docs[i], Explain: "listed (no query text): index order"})
+			if m.Scope.Allowed(i) {
+				out = append(out, memory.Hit{Record: x.docs[i], Explain: memindex.ListedExplain})
 			}
 		}
 		return out
@@ -313,92 +223,10 @@ func (s *Store) searchActor(ctx context.Context, a *actorState, c cond, text str
 	return s.rank(x, text, qvec, m, k)
 }
 
-func (s *Store) rank(x *actorIndex, text string, qvec []float32, m *mask, k int) []memory.Hit {
-	if qvec == nil || x.vecs == nil {
-		res := x.ix.SearchScope(text, m.scope, k)
-		hits := make([]memory.Hit, len(res))
-		for i, r := range res {
-			hits[i] = memory.Hit{Record: x.docs[r.Doc], Score: r.Score, Explain: r.Explain}
-		}
-		return hits
-	}
-	depth := max(k, 50)
-	res := x.ix.SearchScope(text, m.scope, depth)
-	type vs struct {
-		doc int
-		sim float64
-	}
-	var sims []vs
-	for i, v := range x.vecs {
-		if v != nil && m.scope.Allowed(i) {
-			sims = append(sims, vs{i, search.Cosine(qvec, v)})
-		}
-	}
-	sort.Slice(sims, func(i, j int) bool {
-		if sims[i].sim != sims[j].sim {
-			return sims[i].sim > sims[j].sim
-		}
-		return x.ix.Key(sims[i].doc) < x.ix.Key(sims[j].doc)
-	})
-	if len(sims) > depth {
-		sims = sims[:depth]
-	}
-	bm := make([]int, len(res))
-	why := map[int]string{}
-	for i, r := range res {
-		bm[i] = r.Doc
-		why[r.Doc] = r.Explain
-	}
-	vl := make([]int, len(sims))
-	for i, v := range sims {
-		vl[i] = v.doc
-		why[v.doc] += fmt.Sprintf("; cosine %.4f", v.sim)
-	}
-	fused := search.FuseRRF([]string{"bm25f", "vector"}, bm, vl)
-	sort.SliceStable(fused, func(i, j int) bool { // equal scores in key order, as after a rebuild
-		if fused[i].Score != fused[j].Score {
-			return fused[i].Score > fused[j].Score
-		}
-		return x.ix.Key(fused[i].Doc) < x.ix.Key(fused[j].Doc)
-	})
-	if len(fused) > k {
-		fused = fused[:k]
-	}
-	hits := make([]memory.Hit, len(fused))
-	for i, f := range fused {
-		hits[i] = memory.Hit{Record: x.docs[f.Doc], Score: f.Score, Explain: f.Explain + " | " + strings.TrimPrefix(why[f.Doc], "; ")}
-	}
-	return hits
-}
-
-func sortHits(h []memory.Hit) {
-	sort.SliceStable(h, func(i, j int) bool {
-		if h[i].Score != h[j].Score {
-			return h[i].Score > h[j].Score
-		}
-		return h[i].Record.ID < h[j].Record.ID
-	})
-}
-
-func hasStatus(set []memory.Status, s memory.Status) bool {
-	for _, x := range set {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func hasStrategy(set []memory.Strategy, s memory.Strategy) bool {
-	if len(set) == 0 {
-		return true
-	}
-	for _, x := range set {
-		if x == s {
-			return true
-		}
-	}
-	return false
+// rank ranks the documents of x allowed by m for text, fused with vector
+// similarity when both a query vector and document vectors exist.
+func (s *Store) rank(x *actorIndex, text string, qvec []float32, m *memindex.Mask, k int) []memory.Hit {
+	return memindex.Rank(x.ix, x.docs, x.vecs, m.Scope, text, qvec, k)
 }
 
 // docText is what is embedded for a document.

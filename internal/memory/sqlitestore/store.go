@@ -33,6 +33,7 @@ import (
 
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/memory/markdown"
+	"github.com/tendrilai/tendril/internal/memory/memindex"
 	"github.com/tendrilai/tendril/internal/memory/search"
 )
 
@@ -328,46 +329,11 @@ func (s *Store) Put(ctx context.Context, rec memory.Record) (memory.Record, erro
 }
 
 func (s *Store) prepare(rec memory.Record) (memory.Record, error) {
-	rec.Content = strings.TrimSpace(strings.ReplaceAll(rec.Content, "\r\n", "\n"))
-	if rec.Content == "" {
-		return rec, fmt.Errorf("put record: %w: empty content", memory.ErrInvalidQuery)
-	}
-	if rec.Namespace == "" {
-		return rec, fmt.Errorf("put record: %w: empty namespace", memory.ErrInvalidNamespace)
-	}
-	rec.Namespace = memory.CleanNamespace(rec.Namespace)
-	switch rec.Strategy {
-	case memory.StrategyUserPreference, memory.StrategySemantic, memory.StrategySummary, memory.StrategyProcedural, memory.StrategyEpisodic:
-	case "":
-		rec.Strategy = memory.StrategySemantic
-	default:
-		return rec, fmt.Errorf("put record: %w: unknown strategy %q", memory.ErrInvalidQuery, rec.Strategy)
-	}
-	switch rec.Status {
-	case memory.StatusActive, memory.StatusSuperseded, memory.StatusStaged, memory.StatusRejected:
-	case "":
-		rec.Status = memory.StatusActive
-	default:
-		return rec, fmt.Errorf("put record: %w: unknown status %q", memory.ErrInvalidQuery, rec.Status)
-	}
-	md, err := memory.NormalizeMetadata(rec.Metadata)
+	rec, err := memindex.NormalizeRecord(rec, func() string { return newID("mem_") })
 	if err != nil {
-		return rec, fmt.Errorf("put record: %w", err)
+		return rec, err
 	}
-	rec.Metadata = md
-	if rec.ID == "" {
-		rec.ID = newID("mem_")
-	}
-	if strings.ContainsAny(rec.ID, "\n\r") {
-		return rec, fmt.Errorf("put record: %w: id contains a newline", memory.ErrInvalidQuery)
-	}
-	now := s.opts.Now().UTC()
-	if rec.CreatedAt.IsZero() {
-		rec.CreatedAt = now
-	}
-	if rec.UpdatedAt.IsZero() {
-		rec.UpdatedAt = rec.CreatedAt
-	}
+	rec = memindex.DefaultTimes(rec, s.opts.Now().UTC())
 	rec.CreatedAt, rec.UpdatedAt = rec.CreatedAt.UTC(), rec.UpdatedAt.UTC()
 	rec.Sources = append([]string(nil), rec.Sources...)
 	return rec, nil
@@ -843,25 +809,12 @@ func (s *Store) AppendEvents(ctx context.Context, events []memory.Event) error {
 			e.ID = newID("ev_")
 			generated[e.ID] = true
 		}
-		if strings.ContainsAny(e.ID, "\n\r") {
-			return fmt.Errorf("append events: %w: id contains a newline", memory.ErrInvalidQuery)
-		}
-		if e.Timestamp.IsZero() {
-			e.Timestamp = s.opts.Now()
-		}
-		e.Timestamp = e.Timestamp.UTC()
-		if e.SessionID == "" {
-			e.SessionID = "default"
-		}
-		if e.Role == "" {
-			e.Role = "user"
-		}
-		e.Text = strings.TrimSpace(strings.ReplaceAll(e.Text, "\r\n", "\n"))
-		md, err := memory.NormalizeMetadata(e.Metadata)
+		ne, err := memindex.NormalizeEvent(e, s.opts.Now)
 		if err != nil {
-			return fmt.Errorf("append events: %w", err)
+			return err
 		}
-		e.Metadata = md
+		e = ne
+		e.Timestamp = e.Timestamp.UTC()
 		if _, ok := byActor[e.ActorID]; !ok {
 			order = append(order, e.ActorID)
 		}
@@ -1182,7 +1135,7 @@ func (s *Store) ListRecords(ctx context.Context, namespace string, statuses []me
 	a.mu.RLock()
 	var out []memory.Record
 	for _, r := range a.records {
-		if hasStatus(statuses, r.Status) && memory.NamespaceEqual(r.Namespace, ns) {
+		if memindex.HasStatus(statuses, r.Status) && memory.NamespaceEqual(r.Namespace, ns) {
 			out = append(out, r)
 		}
 	}

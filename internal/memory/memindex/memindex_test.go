@@ -1,0 +1,71 @@
+package memindex
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/search"
+)
+
+func TestNormalizeRecord(t *testing.T) {
+	r, err := NormalizeRecord(memory.Record{Content: "  a\r\nb  ", Namespace: "/agent/actor//facts/"}, func() string { return "mem_1" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Content != "a\nb" || r.Strategy != memory.StrategySemantic || r.Status != memory.StatusActive || r.ID != "mem_1" {
+		t.Fatalf("normalized = %+v", r)
+	}
+	if r.Namespace != memory.CleanNamespace("/agent/actor//facts/") {
+		t.Fatalf("namespace = %q", r.Namespace)
+	}
+	for name, bad := range map[string]memory.Record{
+		"empty content":    {Namespace: "/a/b"},
+		"unknown status":   {Content: "x", Namespace: "/a/b", Status: "nope"},
+		"newline in id":    {Content: "x", Namespace: "/a/b", ID: "a\nb"},
+		"unknown strategy": {Content: "x", Namespace: "/a/b", Strategy: "nope"},
+	} {
+		if _, err := NormalizeRecord(bad, func() string { return "mem_1" }); !errors.Is(err, memory.ErrInvalidQuery) {
+			t.Errorf("%s: err = %v, want ErrInvalidQuery", name, err)
+		}
+	}
+	if _, err := NormalizeRecord(memory.Record{Content: "x"}, nil); !errors.Is(err, memory.ErrInvalidNamespace) {
+		t.Errorf("empty namespace: err = %v, want ErrInvalidNamespace", err)
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if d := DefaultTimes(r, now); !d.CreatedAt.Equal(now) || !d.UpdatedAt.Equal(now) {
+		t.Fatalf("default times = %v, %v", d.CreatedAt, d.UpdatedAt)
+	}
+}
+
+func TestListAndMasks(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	recs := map[string]memory.Record{
+		"b": {ID: "b", Namespace: "/ag/ac/facts", Strategy: memory.StrategySemantic, Status: memory.StatusActive, Content: "beta", CreatedAt: t0},
+		"a": {ID: "a", Namespace: "/ag/ac/facts", Strategy: memory.StrategySemantic, Status: memory.StatusActive, Content: "alpha", CreatedAt: t0},
+		"s": {ID: "s", Namespace: "/ag/ac/facts", Strategy: memory.StrategySemantic, Status: memory.StatusStaged, Content: "staged", CreatedAt: t0},
+	}
+	c := NewCond(memory.Query{NamespacePath: "/ag/ac"}, []memory.Status{memory.StatusActive}, nil)
+	hits := List(Actor{Records: recs}, c, 0, Events{})
+	if len(hits) != 2 || hits[0].Record.ID != "a" || hits[1].Record.ID != "b" || hits[0].Explain != ListedExplain {
+		t.Fatalf("list = %+v", hits)
+	}
+	ix := search.NewIndex(search.DefaultParams())
+	docs := []memory.Record{recs["a"], recs["s"]}
+	for _, r := range docs {
+		ix.Add(RecordDoc(r))
+	}
+	var ms Masks
+	m := ms.Get(ix, docs, c)
+	if m.Scope.N() != 1 || !m.Scope.Allowed(0) || m.Scope.Allowed(1) {
+		t.Fatalf("mask allows %d documents", m.Scope.N())
+	}
+	if ms.Get(ix, docs, c) != m {
+		t.Fatal("second Get computed a new mask")
+	}
+	got := Rank(ix, docs, nil, m.Scope, "alpha", nil, 5)
+	if len(got) != 1 || got[0].Record.ID != "a" || got[0].Score <= 0 {
+		t.Fatalf("rank = %+v", got)
+	}
+}
