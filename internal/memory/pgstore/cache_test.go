@@ -120,6 +120,9 @@ func TestForgetRemovesEveryRow(t *testing.T) {
 	if err := s.MarkRejected(ctx, "u1", "plastic flowers"); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.WaitEmbedded(ctx); err != nil { // vectors are stored in the background
+		t.Fatal(err)
+	}
 	count := func(actor string) map[string]int {
 		out := map[string]int{}
 		for _, tb := range []string{"memory_records", "memory_events", "memory_rejections", "memory_vectors", "memory_actors"} {

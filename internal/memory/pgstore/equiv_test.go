@@ -315,8 +315,10 @@ func TestSameHybridRankingAsSQLite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := lite.WaitEmbedded(ctx); err != nil { // sqlitestore embeds in the background
-		t.Fatal(err)
+	for _, s := range []interface{ WaitEmbedded(context.Context) error }{lite, pgA} { // both embed in the background
+		if err := s.WaitEmbedded(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	sameHits(t, "hybrid round 1", lite, pgA, pgB)
 	for _, s := range []memory.Admin{lite, pgA} {
@@ -327,8 +329,10 @@ func TestSameHybridRankingAsSQLite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := lite.WaitEmbedded(ctx); err != nil { // sqlitestore embeds in the background
-		t.Fatal(err)
+	for _, s := range []interface{ WaitEmbedded(context.Context) error }{lite, pgA} { // both embed in the background
+		if err := s.WaitEmbedded(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	sameHits(t, "hybrid round 2", lite, pgA, pgB)
 	hits, err := pgB.Search(ctx, memory.Query{NamespacePath: "/main/u1/", Text: "fig"})

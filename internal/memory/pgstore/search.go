@@ -41,15 +41,7 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 		return nil, ErrClosed
 	}
 	text := strings.TrimSpace(q.Text)
-	var qvec []float32
-	if s.opts.Embedder != nil && text != "" {
-		v, err := s.opts.Embedder.Embed(ctx, []string{text})
-		if err != nil {
-			s.opts.Logger.Warn("memory query embedding failed; BM25F only", "err", err)
-		} else if len(v) == 1 {
-			qvec = v[0]
-		}
-	}
+	qvec := s.queryVector(ctx, text) // within the retrieval budget; nil: BM25F only
 	scope := q.Namespace
 	if scope == "" {
 		scope = q.NamespacePath
@@ -251,6 +243,9 @@ func (s *Store) refresh(ctx context.Context, a *actorState, v int64, index bool)
 		}
 		a.apply(s, recs, evs, vecs, since == 0)
 		a.loaded, a.version = true, max(cur, v)
+		if since == 0 {
+			s.embedLoaded(a) // vectors missing after a crash, a rebuild or a model change
+		}
 	}
 	if index && (a.x == nil || s.needsExpiry(a.x) || a.x.compactable()) {
 		for id, e := range a.events {

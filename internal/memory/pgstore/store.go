@@ -75,8 +75,14 @@ type Options struct {
 	PlainDocs bool
 	// Embedder, when set, adds vector similarity fused with BM25F by
 	// reciprocal rank fusion; vectors are stored as real[] in
-	// memory_vectors.
+	// memory_vectors, tagged with ModelID(Embedder), and computed by a
+	// background worker after each write, never on the write path.
 	Embedder search.Embedder
+	// QueryEmbedTimeout bounds the query's embedding call of a Search (1s);
+	// it also gets at most half the time left before the context's
+	// deadline, so a slow embedder leaves the rest of the retrieval budget
+	// to BM25F.
+	QueryEmbedTimeout time.Duration
 	// MaxCachedActors bounds how many actors' rows and ranking indexes stay
 	// in memory (256); the least recently used is dropped and reloaded from
 	// the database when needed.
@@ -99,6 +105,13 @@ type Store struct {
 	actors map[string]*list.Element
 
 	loads atomic.Int64 // full actor loads, for tests
+
+	// Vectors, with an Embedder (vectors.go): the background worker, the
+	// model tag of stored vectors and the last dimension the embedder
+	// returned (0: none yet).
+	emb   *embedWorker
+	model string
+	dim   atomic.Int64
 }
 
 var (
@@ -158,12 +171,19 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	if _, err := pg.Migrate(ctx, pool, Migrations()); err != nil {
 		return nil, fmt.Errorf("memory store: %w", err)
 	}
+	if opts.Embedder != nil {
+		s.model = ModelID(opts.Embedder)
+		s.startEmbedWorker()
+	}
 	return s, nil
 }
 
-// Close drops the caches; the pool is left open.
+// Close stops the embedding worker (an unfinished pass is picked up
+// again by the next instance that writes or loads the actor) and drops
+// the caches; the pool is left open.
 func (s *Store) Close() error {
 	s.closed.Store(true)
+	s.stopEmbedWorker()
 	s.mu.Lock()
 	s.lru.Init()
 	s.actors = map[string]*list.Element{}
@@ -387,11 +407,7 @@ WHERE memory_records.actor = EXCLUDED.actor`,
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("put record: %w", err)
 	}
-	if s.opts.Embedder != nil {
-		for _, a := range order {
-			s.embedMissing(ctx, a)
-		}
-	}
+	s.scheduleEmbed(order...) // vectors follow in the background
 	return out, nil
 }
 
@@ -587,11 +603,7 @@ ON CONFLICT (id) DO NOTHING`, r...)
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("append events: %w", err)
 	}
-	if s.opts.Embedder != nil {
-		for _, a := range order {
-			s.embedMissing(ctx, a)
-		}
-	}
+	s.scheduleEmbed(order...) // vectors follow in the background
 	return nil
 }
 
@@ -761,12 +773,20 @@ func (s *Store) Actors(ctx context.Context) ([]string, error) {
 }
 
 // Rebuild drops this instance's caches and reloads every actor from the
-// rows (the database is the source of truth; there is nothing else to
-// rebuild). progress, when non-nil, sees (done, total) actors.
+// rows (the database is the source of truth). With an Embedder it first
+// drops every stored vector and queues every actor for re-embedding: the
+// vectors are recomputed by the background worker after Rebuild returns
+// (logged when done); until then searches rank those documents by BM25F
+// alone. progress, when non-nil, sees (done, total) actors.
 func (s *Store) Rebuild(ctx context.Context, progress func(done, total int)) error {
 	ids, err := s.Actors(ctx)
 	if err != nil {
 		return err
+	}
+	if s.emb != nil && len(ids) > 0 {
+		if err := s.reembedAll(ctx, ids); err != nil {
+			return err
+		}
 	}
 	s.mu.Lock()
 	s.lru.Init()

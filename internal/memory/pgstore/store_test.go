@@ -39,6 +39,7 @@ func newStore(t testing.TB, pool *pgxpool.Pool, opts pgstore.Options) *pgstore.S
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.Close() }) // before the pool closes: stops the embedding worker
 	return s
 }
 
