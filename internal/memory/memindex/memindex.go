@@ -7,6 +7,7 @@
 package memindex
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -60,6 +61,16 @@ func (c Cond) Match(r memory.Record) bool {
 	return c.Admits(r.Strategy, r.Status) && c.InScope(r.Namespace) && memory.MatchFilters(r, c.Filters)
 }
 
+// MatchEvent reports whether event e, searched in namespace ns, passes c:
+// c.Match(EventRecord(e, ns)), building that record only when c has
+// filters.
+func (c Cond) MatchEvent(e memory.Event, ns string) bool {
+	if !c.Admits(memory.StrategyEpisodic, memory.StatusActive) || !c.InScope(ns) {
+		return false
+	}
+	return len(c.Filters) == 0 || memory.MatchFilters(EventRecord(e, ns), c.Filters)
+}
+
 // HasStatus reports whether s is in set (an empty set holds nothing).
 func HasStatus(set []memory.Status, s memory.Status) bool {
 	for _, x := range set {
@@ -84,15 +95,30 @@ func HasStrategy(set []memory.Strategy, s memory.Strategy) bool {
 	return false
 }
 
-const keyTime = "2006-01-02T15:04:05.000000000"
+// RecordKey is the sort key of a record's document: byte '0', createdAt
+// as 12 big-endian bytes (Unix seconds with the sign bit flipped, then
+// nanoseconds), then the ID. Compared as bytes, records sort by
+// (createdAt, ID), before every event; the order is that of the
+// timestamps formatted as UTC text for every year 0–9999, in 13+len(ID)
+// bytes instead of 30+len(ID).
+func RecordKey(r memory.Record) string { return sortKey('0', r.CreatedAt, r.ID) }
 
-// RecordKey is the sort key of a record's document, "0" + createdAt (UTC,
-// nanoseconds) + ID: records sort by (createdAt, ID), before every event.
-func RecordKey(r memory.Record) string { return "0" + r.CreatedAt.UTC().Format(keyTime) + r.ID }
+// EventKey is the sort key of an event's document: byte '1', the
+// timestamp as in RecordKey, then the ID: events sort by (timestamp, ID),
+// after every record.
+func EventKey(e memory.Event) string { return sortKey('1', e.Timestamp, e.ID) }
 
-// EventKey is the sort key of an event's document, "1" + timestamp (UTC,
-// nanoseconds) + ID: events sort by (timestamp, ID), after every record.
-func EventKey(e memory.Event) string { return "1" + e.Timestamp.UTC().Format(keyTime) + e.ID }
+func sortKey(kind byte, t time.Time, id string) string {
+	var b strings.Builder
+	b.Grow(13 + len(id))
+	var tb [12]byte
+	binary.BigEndian.PutUint64(tb[:8], uint64(t.Unix())^1<<63)
+	binary.BigEndian.PutUint32(tb[8:], uint32(t.Nanosecond()))
+	b.WriteByte(kind)
+	b.Write(tb[:])
+	b.WriteString(id)
+	return b.String()
+}
 
 // DateWords is the date field of a document: "2 January 2006 Monday" (UTC).
 func DateWords(t time.Time) string { return t.UTC().Format("2 January 2006 Monday") }
@@ -177,9 +203,33 @@ type Masks struct {
 	m  map[string]*Mask
 }
 
+// Docs is how a store presents the documents of an index to masks and
+// ranking, so that it need not hold a full hit record per document:
+// document i's hit record (made only for the hits returned) and whether
+// it passes a condition (the same answer as c.Match(Record(i))).
+type Docs interface {
+	Record(doc int) memory.Record
+	Match(doc int, c Cond) bool
+}
+
+// Records presents documents whose hit records are held in full.
+type Records []memory.Record
+
+// Record returns r[doc].
+func (r Records) Record(doc int) memory.Record { return r[doc] }
+
+// Match is c.Match(r[doc]).
+func (r Records) Match(doc int, c Cond) bool { return c.Match(r[doc]) }
+
 // Get returns the cached mask of c over ix, whose document i has hit
 // record docs[i], computing it on a miss.
 func (ms *Masks) Get(ix *search.Index, docs []memory.Record, c Cond) *Mask {
+	return ms.GetDocs(ix, Records(docs), c)
+}
+
+// GetDocs is Get over documents presented by docs (one per document of
+// ix).
+func (ms *Masks) GetDocs(ix *search.Index, docs Docs, c Cond) *Mask {
 	key, err := json.Marshal([]any{c.Namespace, c.Path, c.Statuses, c.Strategies, c.Filters})
 	if err == nil {
 		ms.mu.RLock()
@@ -197,8 +247,8 @@ func (ms *Masks) Get(ix *search.Index, docs []memory.Record, c Cond) *Mask {
 		}
 	}
 	allow := make([]bool, ix.Len())
-	for i, r := range docs {
-		allow[i] = ix.Live(i) && c.Match(r)
+	for i := range allow {
+		allow[i] = ix.Live(i) && docs.Match(i, c)
 	}
 	m := &Mask{Cond: c, Scope: ix.NewScope(allow)}
 	if err == nil {
@@ -218,6 +268,13 @@ func (ms *Masks) Added(ix *search.Index, doc int, rec memory.Record) {
 	}
 }
 
+// AddedDoc is Added for document doc as docs presents it.
+func (ms *Masks) AddedDoc(ix *search.Index, doc int, docs Docs) {
+	for _, m := range ms.m {
+		m.Scope.Set(ix, doc, docs.Match(doc, m.Cond))
+	}
+}
+
 // Removed takes the retired document doc of ix out of every cached mask.
 func (ms *Masks) Removed(ix *search.Index, doc int) {
 	for _, m := range ms.m {
@@ -231,11 +288,17 @@ func (ms *Masks) Removed(ix *search.Index, doc int) {
 // lists (each max(k, 50) deep) are fused by reciprocal rank, equal scores
 // in document key order, and each hit's Explain names both parts.
 func Rank(ix *search.Index, docs []memory.Record, vecs [][]float32, scope *search.Scope, text string, qvec []float32, k int) []memory.Hit {
+	return RankDocs(ix, Records(docs), vecs, scope, text, qvec, k)
+}
+
+// RankDocs is Rank over documents presented by docs: only the hits
+// returned have their record made.
+func RankDocs(ix *search.Index, docs Docs, vecs [][]float32, scope *search.Scope, text string, qvec []float32, k int) []memory.Hit {
 	if qvec == nil || vecs == nil {
 		res := ix.SearchScope(text, scope, k)
 		hits := make([]memory.Hit, len(res))
 		for i, r := range res {
-			hits[i] = memory.Hit{Record: docs[r.Doc], Score: r.Score, Explain: r.Explain}
+			hits[i] = memory.Hit{Record: docs.Record(r.Doc), Score: r.Score, Explain: r.Explain}
 		}
 		return hits
 	}
@@ -283,7 +346,7 @@ func Rank(ix *search.Index, docs []memory.Record, vecs [][]float32, scope *searc
 	}
 	hits := make([]memory.Hit, len(fused))
 	for i, f := range fused {
-		hits[i] = memory.Hit{Record: docs[f.Doc], Score: f.Score, Explain: f.Explain + " | " + strings.TrimPrefix(why[f.Doc], "; ")}
+		hits[i] = memory.Hit{Record: docs.Record(f.Doc), Score: f.Score, Explain: f.Explain + " | " + strings.TrimPrefix(why[f.Doc], "; ")}
 	}
 	return hits
 }

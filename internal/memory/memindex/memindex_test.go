@@ -69,3 +69,54 @@ func TestListAndMasks(t *testing.T) {
 		t.Fatalf("rank = %+v", got)
 	}
 }
+
+// TestKeyOrder: the binary sort keys order documents exactly as the
+// keys they replaced ("0"/"1" + UTC time text to the nanosecond + ID).
+func TestKeyOrder(t *testing.T) {
+	old := func(kind string, ts time.Time, id string) string {
+		return kind + ts.UTC().Format("2006-01-02T15:04:05.000000000") + id
+	}
+	base := time.Date(2026, 3, 4, 5, 6, 7, 8, time.UTC)
+	times := []time.Time{
+		{}, time.Unix(0, 0), time.Unix(-1, 999999999), time.Unix(-1, 0), base, base.Add(time.Nanosecond), base.Add(-time.Nanosecond),
+		base.Add(time.Second), base.Add(-time.Second + time.Nanosecond), base.In(time.FixedZone("x", 3600)),
+		time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(1969, 12, 31, 23, 59, 59, 5, time.UTC),
+	}
+	ids := []string{"", "a", "ab", "b", "ev_01", "ev_02", "mem_z"}
+	type k struct{ old, new string }
+	var keys []k
+	for _, ts := range times {
+		for _, id := range ids {
+			keys = append(keys, k{old("0", ts, id), RecordKey(memory.Record{ID: id, CreatedAt: ts})})
+			keys = append(keys, k{old("1", ts, id), EventKey(memory.Event{ID: id, Timestamp: ts})})
+		}
+	}
+	for _, a := range keys {
+		for _, b := range keys {
+			if (a.old < b.old) != (a.new < b.new) || (a.old == b.old) != (a.new == b.new) {
+				t.Fatalf("order differs: old %q vs %q, new %q vs %q", a.old, b.old, a.new, b.new)
+			}
+		}
+	}
+	if got := len(EventKey(memory.Event{ID: "ev_x", Timestamp: base})); got != 13+4 {
+		t.Fatalf("event key length %d, want 17", got)
+	}
+}
+
+// TestMatchEvent: MatchEvent answers as Match over the event's record.
+func TestMatchEvent(t *testing.T) {
+	e := memory.Event{ID: "e1", ActorID: "ac", SessionID: "s1", Role: "user", Text: "hi", Timestamp: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Metadata: map[string]any{"topic": "fig"}}
+	ns := EventNamespace("ag", e)
+	for _, c := range []Cond{
+		NewCond(memory.Query{NamespacePath: "/ag/ac"}, []memory.Status{memory.StatusActive}, nil),
+		NewCond(memory.Query{NamespacePath: "/ag/other"}, []memory.Status{memory.StatusActive}, nil),
+		NewCond(memory.Query{NamespacePath: "/ag/ac"}, []memory.Status{memory.StatusStaged}, nil),
+		NewCond(memory.Query{NamespacePath: "/ag/ac", Strategies: []memory.Strategy{memory.StrategySemantic}}, []memory.Status{memory.StatusActive}, nil),
+		NewCond(memory.Query{NamespacePath: "/ag/ac"}, []memory.Status{memory.StatusActive}, []memory.Filter{{Key: "topic", Op: memory.OpEquals, Value: "fig"}}),
+		NewCond(memory.Query{NamespacePath: "/ag/ac"}, []memory.Status{memory.StatusActive}, []memory.Filter{{Key: "role", Op: memory.OpEquals, Value: "assistant"}}),
+	} {
+		if got, want := c.MatchEvent(e, ns), c.Match(EventRecord(e, ns)); got != want {
+			t.Errorf("%+v: MatchEvent %v, Match %v", c, got, want)
+		}
+	}
+}
