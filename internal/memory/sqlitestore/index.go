@@ -22,7 +22,7 @@ import (
 // exclusive, searches shared); the mask cache has its own lock.
 type actorIndex struct {
 	ix    *search.Index
-	docs  []memory.Record    // the hit record of each document number
+	docs  docList            // what each document number stands for
 	docOf map[string]int     // live document of each record or event ID
 	sess  map[string][]evRef // session → its indexed events in (timestamp, ID) order
 	// oldest is the earliest indexed event's timestamp (zero: none), so a
@@ -32,44 +32,97 @@ type actorIndex struct {
 
 	masks memindex.Masks
 
-	// shared holds one copy of the namespace and metadata that many
-	// event documents carry alike (same role, session and event
-	// metadata), so each event's hit record points to it instead of
-	// holding its own map and strings (docRecord).
-	shared map[string]sharedMeta
+	// shared holds one evMeta per (actor, role, session, metadata), so
+	// that the documents of events alike point to one copy (event).
+	shared map[string]*evMeta
+
+	// bytes estimates the heap the index holds (docBytes per document
+	// ever added, retired ones included until a rebuild); read by the
+	// actor cache's byte budget.
+	bytes int64
 }
 
-// sharedMeta is what docRecord shares between event records.
-type sharedMeta struct {
-	ns string
-	md map[string]any
+// docRef is what the index keeps of one document: a record's document
+// points to its record; an event's keeps the event's ID, text and
+// timestamp (strings shared with the event in actorState.events) and a
+// shared evMeta. An event's hit record is made only when it is returned
+// (memindex.EventRecord), instead of a full record held per document. A
+// retired document's docRef is zero.
+type docRef struct {
+	id   string
+	rec  *memory.Record
+	text string
+	ts   time.Time
+	meta *evMeta
+}
+
+// evMeta is what many event documents share: the event's actor, session,
+// role and metadata map (the event's own, read-only), and the namespace
+// it is searched in.
+type evMeta struct {
+	actor, session, role string
+	md                   map[string]any
+	ns                   string
+}
+
+// event is the event d stands for.
+func (d *docRef) event() memory.Event {
+	return memory.Event{ID: d.id, ActorID: d.meta.actor, SessionID: d.meta.session, Role: d.meta.role, Text: d.text, Timestamp: d.ts, Metadata: d.meta.md}
+}
+
+// docList presents an index's documents to memindex (masks, ranking).
+type docList []docRef
+
+// Record is document i's hit record (zero for a retired document).
+func (l docList) Record(i int) memory.Record {
+	d := &l[i]
+	switch {
+	case d.rec != nil:
+		return *d.rec
+	case d.meta != nil:
+		return memindex.EventRecord(d.event(), d.meta.ns)
+	}
+	return memory.Record{}
+}
+
+// Match reports whether document i passes c (never, retired).
+func (l docList) Match(i int, c memindex.Cond) bool {
+	d := &l[i]
+	switch {
+	case d.rec != nil:
+		return c.Match(*d.rec)
+	case d.meta != nil:
+		return c.MatchEvent(d.event(), d.meta.ns)
+	}
+	return false
 }
 
 // maxShared bounds actorIndex.shared: event metadata that differs per
 // event stops being shared past it.
 const maxShared = 4096
 
-// docRecord is the hit record of event e's document: s.eventRecord(e), its
-// namespace and metadata map shared with the earlier events alike (the
-// records handed out by a search must be treated as read-only, as the
-// index's own copies always were).
-func (s *Store) docRecord(x *actorIndex, e memory.Event) memory.Record {
-	r := s.eventRecord(e)
-	key, err := json.Marshal([]any{e.Role, e.SessionID, e.Metadata})
-	if err != nil {
-		return r
+// eventRef is the docRef of event e, its evMeta shared with the earlier
+// events alike.
+func (s *Store) eventRef(x *actorIndex, e memory.Event) docRef {
+	d := docRef{id: e.ID, text: e.Text, ts: e.Timestamp}
+	var key string
+	if len(e.Metadata) == 0 {
+		key = e.ActorID + "\x00" + e.Role + "\x00" + e.SessionID
+	} else if b, err := json.Marshal([]any{e.ActorID, e.Role, e.SessionID, e.Metadata}); err == nil {
+		key = string(b)
 	}
-	if sh, ok := x.shared[string(key)]; ok {
-		r.Namespace, r.Metadata = sh.ns, sh.md
-		return r
+	if m, ok := x.shared[key]; ok && key != "" {
+		d.meta = m
+		return d
 	}
-	if x.shared == nil {
-		x.shared = map[string]sharedMeta{}
+	d.meta = &evMeta{actor: e.ActorID, session: e.SessionID, role: e.Role, md: e.Metadata, ns: s.eventNamespace(e)}
+	if key != "" && len(x.shared) < maxShared {
+		if x.shared == nil {
+			x.shared = map[string]*evMeta{}
+		}
+		x.shared[key] = d.meta
 	}
-	if len(x.shared) < maxShared {
-		x.shared[string(key)] = sharedMeta{r.Namespace, r.Metadata}
-	}
-	return r
+	return d
 }
 
 type evRef struct {
@@ -84,8 +137,8 @@ func (r evRef) before(o evRef) bool {
 	return r.id < o.id
 }
 
-// buildIndex builds a ranking index of a from scratch. The caller keeps
-// the maps still (a.mu shared, or a.wmu).
+// buildIndex builds a ranking index of a from scratch, its slices sized
+// exactly. The caller keeps the maps still (a.mu shared, or a.wmu).
 func (s *Store) buildIndex(ctx context.Context, a *actorState) *actorIndex {
 	recs := make([]*memory.Record, 0, len(a.records))
 	for id := range a.records {
@@ -98,25 +151,31 @@ func (s *Store) buildIndex(ctx context.Context, a *actorState) *actorIndex {
 		}
 		return recs[i].ID < recs[j].ID
 	})
-	x := &actorIndex{ix: search.NewIndex(s.params), docOf: make(map[string]int, len(a.records)+len(a.events)), sess: map[string][]evRef{}}
-	x.docs = make([]memory.Record, 0, len(a.records)+len(a.events))
-	for _, r := range recs {
-		x.add(memindex.RecordDoc(*r), *r)
-	}
-	var evs []evRef
+	evs := make([]evRef, 0, len(a.events))
+	perSess := map[string]int{}
 	for _, e := range a.events {
 		if !s.expired(e) {
 			evs = append(evs, evRef{e.Timestamp, e.ID})
+			perSess[e.SessionID]++
 		}
 	}
 	sort.Slice(evs, func(i, j int) bool { return evs[i].before(evs[j]) })
+	n := len(recs) + len(evs)
+	x := &actorIndex{ix: search.NewIndex(s.params), docOf: make(map[string]int, n), sess: make(map[string][]evRef, len(perSess))}
+	x.docs = make(docList, 0, n)
+	for _, r := range recs {
+		x.add(memindex.RecordDoc(*r), docRef{id: r.ID, rec: r})
+	}
+	for sid, c := range perSess {
+		x.sess[sid] = make([]evRef, 0, c)
+	}
 	for _, r := range evs {
 		sid := a.events[r.id].SessionID
 		x.sess[sid] = append(x.sess[sid], r)
 	}
 	for _, r := range evs {
 		e := a.events[r.id]
-		x.add(s.eventDoc(a, x, e), s.docRecord(x, e))
+		x.add(s.eventDoc(a, x, e), s.eventRef(x, e))
 	}
 	if len(evs) > 0 {
 		x.oldest = evs[0].ts
@@ -125,28 +184,6 @@ func (s *Store) buildIndex(ctx context.Context, a *actorState) *actorIndex {
 		x.vecs = s.loadVectors(ctx, a, x)
 	}
 	return x
-}
-
-// clone returns an independent copy of x (masks are not copied: each copy
-// computes its own on first use).
-func (x *actorIndex) clone() *actorIndex {
-	c := &actorIndex{ix: x.ix.Clone(), docs: x.docs[:len(x.docs):len(x.docs)], oldest: x.oldest}
-	c.docOf = make(map[string]int, len(x.docOf))
-	for k, v := range x.docOf {
-		c.docOf[k] = v
-	}
-	c.sess = make(map[string][]evRef, len(x.sess))
-	for k, v := range x.sess {
-		c.sess[k] = append([]evRef(nil), v...) // insertions shift in place
-	}
-	if x.vecs != nil {
-		c.vecs = x.vecs[:len(x.vecs):len(x.vecs)]
-	}
-	c.shared = make(map[string]sharedMeta, len(x.shared))
-	for k, v := range x.shared {
-		c.shared[k] = v
-	}
-	return c
 }
 
 // eventDoc is the document of event e (memindex.EventDoc), with the
@@ -167,15 +204,17 @@ func (s *Store) eventDoc(a *actorState, x *actorIndex, e memory.Event) search.Do
 	return memindex.EventDoc(e, false, ctxText)
 }
 
-// add appends a document for rec and places it in every cached mask.
-func (x *actorIndex) add(d search.Doc, rec memory.Record) {
+// add appends document d, standing for ref, and places it in every
+// cached mask.
+func (x *actorIndex) add(d search.Doc, ref docRef) {
 	doc := x.ix.Add(d)
-	x.docs = append(x.docs, rec)
-	x.docOf[rec.ID] = doc
+	x.docs = append(x.docs, ref)
+	x.docOf[ref.id] = doc
 	if x.vecs != nil {
 		x.vecs = append(x.vecs, nil)
 	}
-	x.masks.Added(x.ix, doc, rec)
+	x.masks.AddedDoc(x.ix, doc, x.docs)
+	x.bytes += docBytes(d, ref)
 }
 
 // remove retires the document of id, if any.
@@ -186,6 +225,7 @@ func (x *actorIndex) remove(id string) {
 	}
 	x.ix.Remove(doc)
 	delete(x.docOf, id)
+	x.docs[doc] = docRef{}
 	x.masks.Removed(x.ix, doc)
 }
 
@@ -194,7 +234,7 @@ func (x *actorIndex) remove(id string) {
 func (x *actorIndex) putRecords(recs []memory.Record) {
 	for _, r := range recs {
 		x.remove(r.ID)
-		x.add(memindex.RecordDoc(r), r)
+		x.add(memindex.RecordDoc(r), docRef{id: r.ID, rec: &r})
 	}
 }
 
@@ -250,7 +290,7 @@ func (s *Store) reindexEvents(a *actorState, x *actorIndex, ids map[string]bool)
 	})
 	for _, e := range evs {
 		x.remove(e.ID)
-		x.add(s.eventDoc(a, x, e), s.docRecord(x, e))
+		x.add(s.eventDoc(a, x, e), s.eventRef(x, e))
 	}
 }
 
@@ -298,5 +338,19 @@ func (x *actorIndex) compactable() bool {
 // mask returns the cached mask of a condition set, computing it on a miss.
 // The caller holds the copy's slot lock (shared suffices).
 func (x *actorIndex) mask(c memindex.Cond) *memindex.Mask {
-	return x.masks.Get(x.ix, x.docs, c)
+	return x.masks.GetDocs(x.ix, x.docs, c)
+}
+
+// docBytes estimates the heap one document holds in the index: its
+// postings, per-document arrays and sort key in search.Index, its docRef
+// and docOf entry, and (for a record) the record copy. The constants were
+// fitted to BenchmarkActorHeap's profile; see actorBytes.
+func docBytes(d search.Doc, ref docRef) int64 {
+	n := int64(160 + len(d.Key))
+	// About one posting (8 bytes, with growth slack) per 4 bytes of text.
+	n += 2 * int64(len(d.Text)+len(d.Context)+len(d.Speaker)+len(d.Date))
+	if ref.rec != nil {
+		n += 176 + int64(len(ref.rec.Content))
+	}
+	return n
 }

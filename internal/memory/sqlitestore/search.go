@@ -185,14 +185,7 @@ func (s *Store) readIndex(ctx context.Context, a *actorState) (x *actorIndex, do
 		a.mu.RLock() // the maps stay still for both copies
 		if x := a.slots[a.active.Load()].x; x == nil {
 			built := s.buildIndex(ctx, a)
-			first := true
-			s.changeIndexLocked(a, func(*actorIndex) *actorIndex { // one build, one clone
-				if first {
-					first = false
-					return built.clone()
-				}
-				return built
-			}, true)
+			s.changeIndexLocked(a, func(*actorIndex) *actorIndex { return built }, true)
 		} else if s.needsExpiry(x) {
 			s.changeIndexLocked(a, func(x *actorIndex) *actorIndex { s.expireIndexed(a, x); return x }, false)
 		}
@@ -215,7 +208,7 @@ func (s *Store) searchActor(ctx context.Context, a *actorState, c memindex.Cond,
 		var out []memory.Hit
 		for i := range x.docs {
 			if m.Scope.Allowed(i) {
-				out = append(out, memory.Hit{Record: x.docs[i], Explain: memindex.ListedExplain})
+				out = append(out, memory.Hit{Record: x.docs.Record(i), Explain: memindex.ListedExplain})
 			}
 		}
 		return out
@@ -226,7 +219,7 @@ func (s *Store) searchActor(ctx context.Context, a *actorState, c memindex.Cond,
 // rank ranks the documents of x allowed by m for text, fused with vector
 // similarity when both a query vector and document vectors exist.
 func (s *Store) rank(x *actorIndex, text string, qvec []float32, m *memindex.Mask, k int) []memory.Hit {
-	return memindex.Rank(x.ix, x.docs, x.vecs, m.Scope, text, qvec, k)
+	return memindex.RankDocs(x.ix, x.docs, x.vecs, m.Scope, text, qvec, k)
 }
 
 // docText is what is embedded for a document.
@@ -300,7 +293,9 @@ func (s *Store) vectorsByID(ctx context.Context, actor string) map[string][]floa
 func vectorsFor(x *actorIndex, byID map[string][]float32) [][]float32 {
 	out := make([][]float32, len(x.docs))
 	for i, d := range x.docs {
-		out[i] = byID[d.ID]
+		if d.id != "" {
+			out[i] = byID[d.id]
+		}
 	}
 	return out
 }

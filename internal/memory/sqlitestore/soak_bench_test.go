@@ -111,6 +111,7 @@ func BenchmarkActorHeap(b *testing.B) {
 	var m1 runtime.MemStats
 	runtime.ReadMemStats(&m1)
 	b.ReportMetric(float64(m1.HeapInuse-m0.HeapInuse)/(1<<20), "MiB-heap")
+	b.ReportMetric(float64(s.cachedBytes())/(1<<20), "MiB-estimated")
 	if p := os.Getenv("HEAP_PROFILE"); p != "" {
 		f, err := os.Create(p)
 		if err != nil {
@@ -244,6 +245,7 @@ func BenchmarkManyActorsHeap(b *testing.B) {
 	var m1 runtime.MemStats
 	runtime.ReadMemStats(&m1)
 	b.ReportMetric(float64(m1.HeapInuse-m0.HeapInuse)/(1<<20), "MiB-heap")
+	b.ReportMetric(float64(s.cachedBytes())/(1<<20), "MiB-estimated")
 	if p := os.Getenv("HEAP_PROFILE"); p != "" {
 		f, err := os.Create(p)
 		if err != nil {
@@ -308,4 +310,16 @@ func TestOwedFilesRows(t *testing.T) {
 	if err != nil || len(got) != 2 {
 		t.Fatalf("after a crash: %d events, %v; want 2", len(got), err)
 	}
+}
+
+// cachedBytes is the estimated heap of the cached actors (what
+// Options.CacheBytes bounds).
+func (s *Store) cachedBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, a := range s.actors {
+		n += a.bytes()
+	}
+	return n
 }

@@ -79,7 +79,17 @@ type Options struct {
 	// indexes stay in memory (1000); the least recently used is dropped and
 	// reloaded from the index when needed.
 	MaxCachedActors int
+	// CacheBytes bounds the estimated heap, in bytes, of the actors held
+	// in memory (their records, events and ranking indexes; see
+	// actorBytes): past it the least recently used idle actors are
+	// dropped and rebuilt from the index on their next use (the most
+	// recently used one always stays). 0 means DefaultCacheBytes;
+	// negative means no byte bound (MaxCachedActors alone).
+	CacheBytes int64
 }
+
+// DefaultCacheBytes is Options.CacheBytes when unset: 64 MiB.
+const DefaultCacheBytes = 64 << 20
 
 // Store is the embedded memory store. It is safe for concurrent use.
 //
@@ -111,6 +121,8 @@ type Store struct {
 	lastSync  time.Time
 	actorSync map[string]time.Time // last per-actor Markdown check
 	tick      uint64
+
+	evictions int // actors dropped by evictLocked, for tests; guarded by mu
 
 	ftsStmts [ftsCached + 1]*sql.Stmt // prepared fts_docs upserts by row count, set by Open
 
@@ -169,6 +181,73 @@ type actorState struct {
 
 	used uint64 // Store.tick at last use, for eviction; guarded by Store.mu
 	refs int    // operations using the state; guarded by Store.mu
+
+	// mapBytes estimates the heap of records, byStrat, events and
+	// rejected (eventBytes, recordBytes), ixBytes that of the ranking
+	// index (actorIndex.bytes, 0 when not built): the actor's share of
+	// Options.CacheBytes. Written with mu or ixw held, read by eviction.
+	mapBytes, ixBytes atomic.Int64
+	// strs interns the sessions and roles of the actor's events, so each
+	// is held once (guarded like events).
+	strs map[string]string
+}
+
+// bytes is a's estimated heap (see mapBytes).
+func (a *actorState) bytes() int64 { return a.mapBytes.Load() + a.ixBytes.Load() }
+
+// intern returns the actor's copy of str. The caller holds a.mu
+// exclusively or has a to itself.
+func (a *actorState) intern(str string) string {
+	if v, ok := a.strs[str]; ok {
+		return v
+	}
+	if a.strs == nil {
+		a.strs = map[string]string{}
+	}
+	a.strs[str] = str
+	return str
+}
+
+// putEvent stores e (its actor, session and role interned) in a's events.
+// The caller holds a.mu exclusively or has a to itself.
+func (a *actorState) putEvent(e memory.Event) {
+	e.ActorID, e.SessionID, e.Role = a.id, a.intern(e.SessionID), a.intern(e.Role)
+	if old, ok := a.events[e.ID]; ok {
+		a.mapBytes.Add(-eventBytes(old))
+	}
+	a.events[e.ID] = e
+	a.mapBytes.Add(eventBytes(e))
+}
+
+// eventBytes estimates the heap an event holds in actorState.events: the
+// map slot (key and memory.Event, at the map's load), its ID and text, and
+// its metadata. Sessions and roles are interned and not counted.
+func eventBytes(e memory.Event) int64 {
+	return 224 + int64(len(e.ID)+len(e.Text)) + metaBytes(e.Metadata)
+}
+
+// recordBytes estimates the heap a record holds in actorState.records and
+// byStrat.
+func recordBytes(r memory.Record) int64 {
+	n := 320 + int64(len(r.ID)+len(r.Namespace)+len(r.Content)) + metaBytes(r.Metadata)
+	for _, src := range r.Sources {
+		n += 16 + int64(len(src))
+	}
+	return n
+}
+
+func metaBytes(md map[string]any) int64 {
+	if len(md) == 0 {
+		return 0
+	}
+	n := int64(48)
+	for k, v := range md {
+		n += 48 + int64(len(k))
+		if str, ok := v.(string); ok {
+			n += int64(len(str))
+		}
+	}
+	return n
 }
 
 const schema = `
@@ -211,6 +290,9 @@ func Open(home string, opts Options) (*Store, error) {
 	}
 	if opts.MaxCachedActors <= 0 {
 		opts.MaxCachedActors = 1000
+	}
+	if opts.CacheBytes == 0 {
+		opts.CacheBytes = DefaultCacheBytes
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -555,9 +637,7 @@ func (s *Store) changeIndex(a *actorState, f func(x *actorIndex) *actorIndex) {
 }
 
 // changeIndexLocked is changeIndex with a.ixw held; build runs f even
-// when the index is not built. A build's f (readIndex) was written for
-// two copies and returns a clone on its first call: it is called twice
-// and the second result, the build itself, is kept.
+// when the index is not built (f(nil) returns the build).
 func (s *Store) changeIndexLocked(a *actorState, f func(x *actorIndex) *actorIndex, build bool) {
 	cur := a.active.Load()
 	x := a.slots[cur].x
@@ -566,11 +646,13 @@ func (s *Store) changeIndexLocked(a *actorState, f func(x *actorIndex) *actorInd
 	}
 	a.slots[0].mu.Lock()
 	a.slots[1].mu.Lock()
-	if x == nil {
-		f(nil)
-	}
 	x = f(x)
 	a.slots[0].x, a.slots[1].x = x, x
+	if x != nil {
+		a.ixBytes.Store(x.bytes)
+	} else {
+		a.ixBytes.Store(0)
+	}
 	a.slots[1].mu.Unlock()
 	a.slots[0].mu.Unlock()
 }
@@ -1011,8 +1093,9 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch
 		return fmt.Errorf("memory index: %w", err)
 	}
 	a.mu.Lock()
-	for _, e := range fresh {
-		a.events[e.ID] = e
+	for i, e := range fresh {
+		a.putEvent(e)
+		fresh[i] = a.events[e.ID] // interned strings for the index too
 	}
 	a.mu.Unlock()
 	var built *actorIndex
@@ -1147,24 +1230,33 @@ func (s *Store) ListRecords(ctx context.Context, namespace string, statuses []me
 // WarmRecent loads, and builds the ranking index of, the n actors with the
 // most recent events (n ≤ 0: none; at most MaxCachedActors), most recent
 // first, so that their first search after a restart costs what a warm
-// search does. Meant to run in the background after Open; a search that
-// arrives while its actor is being warmed waits for that build instead of
-// starting its own. It stops at the first error (ctx done, store closed).
+// search does. It warms only as many as the estimated heap of their
+// events fits in Options.CacheBytes (warmBytes), so that warming never
+// evicts the actors it warmed first. Meant to run in the background after
+// Open; a search that arrives while its actor is being warmed waits for
+// that build instead of starting its own. It stops at the first error
+// (ctx done, store closed).
 func (s *Store) WarmRecent(ctx context.Context, n int) error {
 	n = min(n, s.opts.MaxCachedActors)
 	if n <= 0 {
 		return nil
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT actor FROM events GROUP BY actor ORDER BY max(ts) DESC LIMIT ?`, n)
+	rows, err := s.db.QueryContext(ctx, `SELECT actor, count(*), sum(length(id)+length(text)) FROM events GROUP BY actor ORDER BY max(ts) DESC LIMIT ?`, n)
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
 	var actors []string
+	var total int64
 	for rows.Next() {
 		var a string
-		if err := rows.Scan(&a); err != nil {
+		var count, size int64
+		if err := rows.Scan(&a, &count, &size); err != nil {
 			rows.Close()
 			return fmt.Errorf("memory index: %w", err)
+		}
+		total += warmBytes(count, size)
+		if s.opts.CacheBytes > 0 && total > s.opts.CacheBytes && len(actors) > 0 {
+			break
 		}
 		actors = append(actors, a)
 	}
@@ -1181,6 +1273,15 @@ func (s *Store) WarmRecent(ctx context.Context, n int) error {
 		}
 	}
 	return nil
+}
+
+// warmBytes estimates the heap of an actor with count events of size
+// bytes of ID and text once loaded and indexed, by the model of
+// eventBytes and docBytes: about 1.5 documents per event (a turn re-adds
+// its neighbour with the new context), each holding its text, its
+// neighbours' and its sort key.
+func warmBytes(count, size int64) int64 {
+	return count*(224+3*(160+13+2*30)/2) + size*(1+3*(1+2*3)/2)
 }
 
 // eventsAfterCursor is the cursor rule of EventsSince over a sorted list.
@@ -1285,6 +1386,7 @@ func (s *Store) expire(ctx context.Context, a *actorState) (int, error) {
 			files[markdown.EventFile(e)] = true
 			gone = append(gone, id)
 			delete(a.events, id)
+			a.mapBytes.Add(-eventBytes(e))
 		}
 	}
 	a.mu.Unlock()
@@ -1471,7 +1573,7 @@ func (s *Store) acquire(ctx context.Context, id string) (*actorState, func(), er
 	release := func() {
 		s.mu.Lock()
 		a.refs--
-		s.evictLocked(s.opts.MaxCachedActors) // states pinned at insertion may have overfilled it
+		s.evictLocked(s.opts.MaxCachedActors) // states pinned at insertion, or grown, may have overfilled it
 		s.mu.Unlock()
 	}
 	a.once.Do(func() { a.loadErr = s.load(ctx, a) })
@@ -1488,19 +1590,29 @@ func (s *Store) acquire(ctx context.Context, id string) (*actorState, func(), er
 }
 
 // evictLocked drops least recently used unpinned actors until at most
-// limit remain (or every remaining one is in use). The caller holds s.mu.
+// limit remain and their estimated heap is within Options.CacheBytes (or
+// every remaining one is in use, or only the most recently used is left).
+// The caller holds s.mu.
 func (s *Store) evictLocked(limit int) {
-	for len(s.actors) > limit {
+	var total int64
+	if s.opts.CacheBytes > 0 {
+		for _, a := range s.actors {
+			total += a.bytes()
+		}
+	}
+	for len(s.actors) > limit || s.opts.CacheBytes > 0 && total > s.opts.CacheBytes {
 		var lru *actorState
 		for _, a := range s.actors {
-			if a.refs == 0 && (lru == nil || a.used < lru.used) {
+			if a.refs == 0 && a.used != s.tick && (lru == nil || a.used < lru.used) {
 				lru = a
 			}
 		}
 		if lru == nil {
-			return // every cached actor is in use
+			return // every other cached actor is in use
 		}
 		delete(s.actors, lru.id)
+		total -= lru.bytes()
+		s.evictions++
 	}
 }
 
@@ -1539,7 +1651,7 @@ func (s *Store) load(ctx context.Context, a *actorState) error {
 		}
 		e.Timestamp, _ = time.Parse(time.RFC3339Nano, ts)
 		e.Metadata = decodeJSONMetadata(md)
-		a.events[e.ID] = e
+		a.putEvent(e)
 	}
 	rows.Close()
 	rows, err = s.db.QueryContext(ctx, `SELECT hash FROM rejections WHERE actor=?`, id)
@@ -1550,6 +1662,7 @@ func (s *Store) load(ctx context.Context, a *actorState) error {
 		var h string
 		rows.Scan(&h)
 		a.rejected[h] = true
+		a.mapBytes.Add(64 + int64(len(h)))
 	}
 	rows.Close()
 	_, err = s.expire(ctx, a)
@@ -1559,10 +1672,14 @@ func (s *Store) load(ctx context.Context, a *actorState) error {
 // setRecord stores r in a's records. The caller holds a.mu exclusively (or
 // has a to itself).
 func (a *actorState) setRecord(r memory.Record) {
-	if old, ok := a.records[r.ID]; ok && old.Strategy != r.Strategy {
-		delete(a.byStrat[old.Strategy], r.ID)
+	if old, ok := a.records[r.ID]; ok {
+		if old.Strategy != r.Strategy {
+			delete(a.byStrat[old.Strategy], r.ID)
+		}
+		a.mapBytes.Add(-recordBytes(old))
 	}
 	a.records[r.ID] = r
+	a.mapBytes.Add(recordBytes(r))
 	set := a.byStrat[r.Strategy]
 	if set == nil {
 		set = map[string]struct{}{}
