@@ -1,7 +1,6 @@
 package search
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
 	"slices"
@@ -123,11 +122,6 @@ func PlainBM25() Params {
 	}
 }
 
-type posting struct {
-	doc int32
-	tf  uint16
-}
-
 // Index is an inverted index: documents are appended (Add) and retired
 // (Remove, a tombstone: the document stops counting in every statistic and
 // result but its postings stay until the index is rebuilt). Add, Remove and
@@ -137,7 +131,7 @@ type Index struct {
 	p        Params
 	terms    map[string]int32
 	termStr  []string
-	post     [NumFields][][]posting
+	post     postings // per term, its documents and term frequencies by field
 	lens     [][NumFields]uint32
 	speaker  []int32 // speaker id per doc, -1 none
 	spkTerms map[string][]int32
@@ -145,13 +139,16 @@ type Index struct {
 	hasTime  []bool
 	group    []int32
 	groupIDs map[string]int32
-	fwd      [][]int32 // text-field terms per doc (for PRF)
+	fwd      termLists // text-field terms per doc (for PRF)
 	keys     []string  // Doc.Key per doc (tie order)
 	second   []bool    // text in the second person (AddresseeBoost)
 	groupSpk map[int32][]int32
 	dead     []bool // removed documents
 	ndead    int
 	pool     sync.Pool
+	addTF    map[int32]int32     // Add's scratch: term id → row of addRows
+	addRows  [][NumFields]uint16 // Add's scratch: per term of the document, tf by field
+	addIDs   []int32             // Add's scratch: the document's terms
 }
 
 // NewIndex returns an empty index ranking with p.
@@ -187,17 +184,12 @@ func (ix *Index) Clone() *Index {
 	}
 	c.second = clip(ix.second)
 	c.termStr = clip(ix.termStr)
-	for f := range ix.post {
-		c.post[f] = make([][]posting, len(ix.post[f]))
-		for id, ps := range ix.post[f] {
-			c.post[f][id] = clip(ps)
-		}
-	}
+	c.post = ix.post.clone()
 	c.lens = clip(ix.lens)
 	c.speaker = clip(ix.speaker)
 	c.hasTime = clip(ix.hasTime)
 	c.group = clip(ix.group)
-	c.fwd = clip(ix.fwd) // inner slices are never appended to
+	c.fwd = ix.fwd.clone()
 	c.keys = clip(ix.keys)
 	c.dead = append([]bool(nil), ix.dead...) // Remove writes in place
 	return c
@@ -240,9 +232,7 @@ func (ix *Index) termID(t string) int32 {
 		id = int32(len(ix.termStr))
 		ix.terms[t] = id
 		ix.termStr = append(ix.termStr, t)
-		for f := range ix.post {
-			ix.post[f] = append(ix.post[f], nil)
-		}
+		ix.post.newTerm()
 	}
 	return id
 }
@@ -252,35 +242,48 @@ func (ix *Index) Add(d Doc) int {
 	doc := int32(len(ix.lens))
 	var lens [NumFields]uint32
 	texts := [NumFields]string{d.Text, d.Context, d.Speaker, d.Date}
-	var fwd []int32
+	if ix.addTF == nil {
+		ix.addTF = map[int32]int32{}
+	}
+	clear(ix.addTF)
+	ids, rows := ix.addIDs[:0], ix.addRows[:0]
 	for f := Field(0); f < NumFields; f++ {
 		if texts[f] == "" || (ix.p.Fields[f].Weight == 0 && f != FieldSpeaker) {
 			continue
 		}
 		terms := ix.p.Analyzer.Terms(texts[f])
 		lens[f] = uint32(len(terms))
-		counts := map[int32]int{}
-		order := []int32{}
 		for _, t := range terms {
 			id := ix.termID(t)
-			if counts[id] == 0 {
-				order = append(order, id)
+			r, ok := ix.addTF[id]
+			if !ok {
+				r = int32(len(rows))
+				ix.addTF[id] = r
+				ids = append(ids, id)
+				rows = append(rows, [NumFields]uint16{})
 			}
-			counts[id]++
-		}
-		for _, id := range order {
-			tf := counts[id]
-			if tf > math.MaxUint16 {
-				tf = math.MaxUint16
+			if rows[r][f] < math.MaxUint16 {
+				rows[r][f]++
 			}
-			ix.post[f][id] = append(ix.post[f][id], posting{doc, uint16(tf)})
-		}
-		if f == FieldText {
-			fwd = order
 		}
 	}
+	var text []int32
+	for i, id := range ids {
+		var mask uint8
+		for f := range NumFields {
+			if rows[i][f] > 0 {
+				mask |= 1 << f
+			}
+		}
+		ix.post.add(id, doc, mask, &rows[i])
+		if mask&(1<<FieldText) != 0 {
+			text = append(text, id)
+		}
+	}
+	slices.Sort(text)
+	ix.fwd.add(text)
+	ix.addIDs, ix.addRows = ids, rows
 	ix.lens = append(ix.lens, lens)
-	ix.fwd = append(ix.fwd, fwd)
 	ix.keys = append(ix.keys, d.Key)
 	ix.dead = append(ix.dead, false)
 	ix.hasTime = append(ix.hasTime, ix.p.TimeBoost > 0 && HasTimeExpression(d.Text))
@@ -321,12 +324,40 @@ type Result struct {
 	Explain string
 }
 
+// scratch is one search's working memory, reused through Index.pool:
+// dense per-document arrays (zero between searches) and per-query tables.
 type scratch struct {
-	prior []float64 // group prior added to score, for explanations
-	score []float64
-	tfw   []float64
-	stamp []int32
+	prior   []float64 // group prior added to score, for explanations
+	score   []float64
+	touched []int32 // documents with a score
+	hits    []hit   // one query term's allowed documents
+	ids     []int32 // term ids (feedback)
+	// per query: norm[f][l] = 1-B+B·l/avg and wn[f][l] = Weight/norm[f][l]
+	// of field f for field length l < normTab
+	norm, wn [NumFields][]float64
+	avg      [NumFields]float64
+	normOK   bool // the tables hold avg's norms
+	// per group (groupPrior): the best two scores, valid when gen matches
+	best  []best2
+	bestN [][]float64
+	named []bool // per group: a speaker the query names speaks in it
 	gen   int32
+}
+
+// normTab is how many field lengths the per-query norm tables cover.
+const normTab = 256
+
+// hit is a document holding a query term, with the term's BM25F
+// pseudo-frequency t = Σ_f Weight_f·tf_f/norm_f.
+type hit struct {
+	doc int32
+	t   float64
+}
+
+type best2 struct {
+	gen    int32
+	d1     int32
+	s1, s2 float64
 }
 
 func (ix *Index) scratch() *scratch {
@@ -334,13 +365,40 @@ func (ix *Index) scratch() *scratch {
 	s, _ := ix.pool.Get().(*scratch)
 	if s == nil || len(s.score) < n {
 		n += n/8 + 64 // headroom: the index grows by a few documents per write
-		s = &scratch{prior: make([]float64, n), score: make([]float64, n), tfw: make([]float64, n), stamp: make([]int32, n)}
+		s = &scratch{prior: make([]float64, n), score: make([]float64, n)}
 	}
-	if s.gen > 1<<30 { // stamps compare with gen: restart before it wraps
-		clear(s.stamp)
+	if g := len(ix.groupIDs); len(s.best) < g {
+		s.best = make([]best2, g+g/8+16)
+		s.bestN = make([][]float64, len(s.best))
+		s.gen = 0
+	}
+	if s.gen > 1<<30 { // group entries compare with gen: restart before it wraps
+		clear(s.best)
 		s.gen = 0
 	}
 	return s
+}
+
+// normTables fills sc's per-query norm tables for the statistics st.
+func (ix *Index) normTables(sc *scratch, st stats) {
+	if sc.normOK && sc.avg == st.avg {
+		return
+	}
+	sc.avg, sc.normOK = st.avg, true
+	for f := range NumFields {
+		fp := ix.p.Fields[f]
+		if fp.Weight == 0 {
+			continue
+		}
+		if sc.norm[f] == nil {
+			sc.norm[f], sc.wn[f] = make([]float64, normTab), make([]float64, normTab)
+		}
+		for l := range normTab {
+			norm := 1 - fp.B + fp.B*float64(l)/st.avg[f]
+			sc.norm[f][l] = norm
+			sc.wn[f][l] = fp.Weight * float64(1) / norm
+		}
+	}
 }
 
 type qterm struct {
@@ -468,13 +526,17 @@ func (ix *Index) SearchScope(query string, sc0 *Scope, k int) []Result {
 	if st.n == 0 {
 		return nil
 	}
-	sc := ix.scratch()
-	defer ix.pool.Put(sc)
-	qs := ix.queryTerms(sc, query, st, allow)
+	qs := ix.parseQuery(query)
 	if len(qs) == 0 {
 		return nil
 	}
-	touched := ix.accumulate(sc, qs, st, allow, nil)
+	sc := ix.scratch()
+	defer ix.pool.Put(sc)
+	qs, touched := ix.accumulate(sc, qs, st, allow, sc.touched[:0])
+	defer func() { sc.touched = touched[:0] }()
+	if len(qs) == 0 {
+		return nil
+	}
 
 	spk := ix.namedSpeakers(query)
 	when := ix.p.TimeBoost > 0 && IsWhenQuestion(query)
@@ -500,11 +562,11 @@ func (ix *Index) SearchScope(query string, sc0 *Scope, k int) []Result {
 		}
 		return m, why
 	}
-	boost := func(d int32) float64 { m, _ := boostWhy(d); return m }
+	bs := ix.newBoosts(sc, spk, when)
 	if ix.p.GroupWeight > 0 {
 		touched = ix.groupPrior(sc, touched)
 	}
-	top := ix.topK(sc, touched, k, boost)
+	top := ix.topK(sc, touched, k, bs)
 
 	if ix.p.PRFDocs > 0 && len(top) > 0 {
 		extra := ix.feedback(sc, top, qs, st, allow)
@@ -516,12 +578,11 @@ func (ix *Index) SearchScope(query string, sc0 *Scope, k int) []Result {
 			for _, d := range touched {
 				sc.prior[d] = 0
 			}
-			touched = ix.accumulate(sc, all, st, allow, nil)
-			qs = all
+			qs, touched = ix.accumulate(sc, all, st, allow, touched[:0])
 			if ix.p.GroupWeight > 0 {
 				touched = ix.groupPrior(sc, touched)
 			}
-			top = ix.topK(sc, touched, k, boost)
+			top = ix.topK(sc, touched, k, bs)
 		}
 	}
 	out := make([]Result, len(top))
@@ -535,14 +596,30 @@ func (ix *Index) SearchScope(query string, sc0 *Scope, k int) []Result {
 	return out
 }
 
-func (ix *Index) queryTerms(sc *scratch, query string, st stats, allow []bool) []qterm {
+// queryTerms is the terms of query that allowed documents hold, each once
+// with its weight (occurrences) and idf, in order of first occurrence.
+func (ix *Index) queryTerms(_ *scratch, query string, st stats, allow []bool) []qterm {
+	qs := ix.parseQuery(query)
+	out := qs[:0]
+	for _, q := range qs {
+		if df := ix.df(q.id, allow); df > 0 {
+			q.idf = idf(st.n, df)
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// parseQuery is the indexed terms of query, each once with its weight
+// (occurrences) in order of first occurrence; accumulate sets their idf and
+// drops those no allowed document holds.
+func (ix *Index) parseQuery(query string) []qterm {
 	var qs []qterm
-	pos := map[string]int{}
 	for _, t := range ix.p.Analyzer.Terms(query) {
 		if ix.p.QuestionWords && questionWords[t] {
 			continue
 		}
-		if i, ok := pos[t]; ok {
+		if i := slices.IndexFunc(qs, func(q qterm) bool { return q.text == t }); i >= 0 {
 			qs[i].weight++
 			continue
 		}
@@ -550,12 +627,7 @@ func (ix *Index) queryTerms(sc *scratch, query string, st stats, allow []bool) [
 		if !ok {
 			continue
 		}
-		df := ix.df(sc, id, allow)
-		if df == 0 {
-			continue
-		}
-		pos[t] = len(qs)
-		qs = append(qs, qterm{id: id, text: t, weight: 1, idf: idf(st.n, df)})
+		qs = append(qs, qterm{id: id, text: t, weight: 1})
 	}
 	return qs
 }
@@ -564,98 +636,148 @@ func idf(n, df int) float64 {
 	return math.Log(1 + (float64(n)-float64(df)+0.5)/(float64(df)+0.5))
 }
 
-// df counts allowed documents holding term id in any scored field (sc's
-// stamps mark documents already counted).
-func (ix *Index) df(sc *scratch, id int32, allow []bool) int {
-	var single = -1
-	fields := 0
-	for f := Field(0); f < NumFields; f++ {
-		if ix.p.Fields[f].Weight > 0 && len(ix.post[f][id]) > 0 {
-			fields++
-			single = int(f)
+// weighted is the mask of fields with a weight (the only ones scored).
+func (ix *Index) weighted() uint8 {
+	var m uint8
+	for f := range NumFields {
+		if ix.p.Fields[f].Weight > 0 {
+			m |= 1 << f
 		}
 	}
-	if fields == 0 {
-		return 0
-	}
-	if fields == 1 {
-		c := 0
-		for _, p := range ix.post[single][id] {
-			if allow == nil || allow[p.doc] {
-				c++
-			}
-		}
-		return c
-	}
-	sc.gen++
-	c := 0
-	for f := Field(0); f < NumFields; f++ {
-		if ix.p.Fields[f].Weight == 0 {
-			continue
-		}
-		for _, p := range ix.post[f][id] {
-			if (allow == nil || allow[p.doc]) && sc.stamp[p.doc] != sc.gen {
-				sc.stamp[p.doc] = sc.gen
-				c++
-			}
+	return m
+}
+
+// df counts allowed documents holding term id in any scored field.
+func (ix *Index) df(id int32, allow []bool) int {
+	wm := ix.weighted()
+	data, doc, c := ix.post.lists[id], int32(-1), 0
+	var tf [NumFields]uint16
+	for i := 0; i < len(data); {
+		var mask uint8
+		doc, mask, i = entry(data, i, doc, &tf)
+		if mask&wm != 0 && allow[doc] {
+			c++
 		}
 	}
 	return c
 }
 
-// accumulate adds BM25F scores of qs into sc.score and returns the touched
-// documents.
-func (ix *Index) accumulate(sc *scratch, qs []qterm, st stats, allow []bool, touched []int32) []int32 {
+// accumulate adds the BM25F scores of qs into sc.score, appending the
+// documents it scores first to touched. It returns qs without the terms
+// no allowed document holds, each with its idf in the scope, and touched.
+// Term at a time: each term's list is decoded once into sc.hits, whose
+// length is the term's document frequency.
+func (ix *Index) accumulate(sc *scratch, qs []qterm, st stats, allow []bool, touched []int32) ([]qterm, []int32) {
+	ix.normTables(sc, st)
+	out := qs[:0]
 	for _, q := range qs {
-		sc.gen++
-		var local []int32
-		for f := Field(0); f < NumFields; f++ {
-			fp := ix.p.Fields[f]
-			if fp.Weight == 0 {
+		hits := ix.termHits(sc, q.id, allow)
+		if len(hits) == 0 {
+			continue
+		}
+		q.idf = idf(st.n, len(hits))
+		c, k1 := q.weight*q.idf, ix.p.K1
+		score := sc.score
+		for _, h := range hits {
+			if score[h.doc] == 0 {
+				touched = append(touched, h.doc)
+			}
+			score[h.doc] += c * h.t / (k1 + h.t)
+		}
+		out = append(out, q)
+	}
+	return out, touched
+}
+
+// termHits decodes term id's list into sc.hits: the allowed documents
+// holding it in a scored field, each with t = Σ_f Weight_f·tf_f/norm_f
+// summed in field order (as BM25F defines it, and bit for bit as a sum
+// over per-field lists would give it). sc's norm tables must be filled.
+func (ix *Index) termHits(sc *scratch, id int32, allow []bool) []hit {
+	var w [NumFields]float64
+	for f := range NumFields {
+		w[f] = ix.p.Fields[f].Weight
+	}
+	hits, data, lens, doc := sc.hits[:0], ix.post.lists[id], ix.lens, int32(-1)
+	for i := 0; i < len(data); {
+		v := uint64(data[i])
+		i++
+		if v >= 0x80 {
+			v, i = uvarint(data, i, v)
+		}
+		doc += int32(v >> 3)
+		var t float64
+		switch code := v & 7; {
+		case code < uint64(NumFields):
+			if w[code] == 0 || !allow[doc] {
 				continue
 			}
-			for _, p := range ix.post[f][q.id] {
-				if allow != nil && !allow[p.doc] {
+			t = sc.wnorm(ix, Field(code), lens[doc][code])
+		case code == codeBoth:
+			if !allow[doc] || (w[FieldText] == 0 && w[FieldContext] == 0) {
+				continue
+			}
+			if w[FieldText] != 0 {
+				t += sc.wnorm(ix, FieldText, lens[doc][FieldText])
+			}
+			if w[FieldContext] != 0 {
+				t += sc.wnorm(ix, FieldContext, lens[doc][FieldContext])
+			}
+		default:
+			mask := data[i]
+			i++
+			scored := false
+			for f := range NumFields {
+				if mask&(1<<f) == 0 {
 					continue
 				}
-				norm := 1 - fp.B + fp.B*float64(ix.lens[p.doc][f])/st.avg[f]
-				if sc.stamp[p.doc] != sc.gen {
-					sc.stamp[p.doc] = sc.gen
-					sc.tfw[p.doc] = 0
-					local = append(local, p.doc)
+				tf := uint64(data[i])
+				i++
+				if tf >= 0x80 {
+					tf, i = uvarint(data, i, tf)
 				}
-				sc.tfw[p.doc] += fp.Weight * float64(p.tf) / norm
+				if w[f] == 0 {
+					continue
+				}
+				scored = true
+				l := lens[doc][f]
+				if tf == 1 {
+					t += sc.wnorm(ix, f, l)
+					continue
+				}
+				var norm float64
+				if l < normTab {
+					norm = sc.norm[f][l]
+				} else {
+					fp := ix.p.Fields[f]
+					norm = 1 - fp.B + fp.B*float64(l)/sc.avg[f]
+				}
+				t += w[f] * float64(tf) / norm
+			}
+			if !scored || !allow[doc] {
+				continue
 			}
 		}
-		for _, d := range local {
-			t := sc.tfw[d]
-			if sc.score[d] == 0 {
-				touched = append(touched, d)
-			}
-			sc.score[d] += q.weight * q.idf * t / (ix.p.K1 + t)
-		}
+		hits = append(hits, hit{doc, t})
 	}
-	return touched
+	sc.hits = hits
+	return hits
+}
+
+// wnorm is Weight/norm of field f at length l (tf 1).
+func (sc *scratch) wnorm(ix *Index, f Field, l uint32) float64 {
+	if l < normTab {
+		return sc.wn[f][l]
+	}
+	fp := ix.p.Fields[f]
+	norm := 1 - fp.B + fp.B*float64(l)/sc.avg[f]
+	return fp.Weight * float64(1) / norm
 }
 
 type scored struct {
 	doc   int32
 	score float64
 	key   string
-}
-
-// minHeap keeps the k best: the root is the worst kept.
-type minHeap []scored
-
-func (h minHeap) Len() int           { return len(h) }
-func (h minHeap) Less(i, j int) bool { return better(h[j], h[i]) }
-func (h minHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *minHeap) Push(x any)        { *h = append(*h, x.(scored)) }
-func (h *minHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }
 
 func better(a, b scored) bool {
@@ -668,20 +790,116 @@ func better(a, b scored) bool {
 	return a.doc < b.doc
 }
 
-func (ix *Index) topK(sc *scratch, touched []int32, k int, boost func(int32) float64) []scored {
-	h := make(minHeap, 0, k+1)
-	for _, d := range touched {
-		s := scored{d, sc.score[d] * boost(d), ix.keys[d]}
-		if len(h) < k {
-			heap.Push(&h, s)
-		} else if better(s, h[0]) {
-			h[0] = s
-			heap.Fix(&h, 0)
+// boosts is one query's score multipliers (Params.SpeakerBoost,
+// AddresseeBoost, TimeBoost).
+type boosts struct {
+	spk   []bool // by speaker id: named in the query (nil: none named)
+	named []bool // by group: a named speaker speaks in it (AddresseeBoost)
+	when  bool
+	max   float64 // the largest multiplier any document gets
+}
+
+func (ix *Index) newBoosts(sc *scratch, spk map[int32]bool, when bool) *boosts {
+	b := &boosts{when: when, max: 1}
+	if len(spk) > 0 {
+		b.spk = make([]bool, len(ix.spkIDs))
+		for id := range spk {
+			b.spk[id] = true
+		}
+		b.max *= max(1, 1+ix.p.SpeakerBoost)
+		if ix.p.AddresseeBoost > 0 {
+			b.named = sc.named[:0]
+			for range ix.groupIDs {
+				b.named = append(b.named, false)
+			}
+			for g, ss := range ix.groupSpk {
+				for _, o := range ss {
+					if spk[o] {
+						b.named[g] = true
+					}
+				}
+			}
+			sc.named = b.named
+			b.max *= max(1, 1+ix.p.AddresseeBoost)
 		}
 	}
-	out := []scored(h)
-	sort.Slice(out, func(i, j int) bool { return better(out[i], out[j]) })
-	return out
+	if when {
+		b.max *= max(1, 1+ix.p.TimeBoost)
+	}
+	return b
+}
+
+// mult is doc d's multiplier, the product (in this order) of boostWhy's.
+func (ix *Index) mult(b *boosts, d int32) float64 {
+	m := 1.0
+	if b.spk != nil {
+		s := ix.speaker[d]
+		named := s >= 0 && b.spk[s]
+		if named {
+			m *= 1 + ix.p.SpeakerBoost
+		}
+		if b.named != nil && ix.second[d] && ix.group[d] >= 0 && !named && b.named[ix.group[d]] {
+			m *= 1 + ix.p.AddresseeBoost
+		}
+	}
+	if b.when && ix.hasTime[d] {
+		m *= 1 + ix.p.TimeBoost
+	}
+	return m
+}
+
+// topK returns the k best touched documents by score × multiplier, best
+// first (a heap whose root is the worst kept; a document whose score ×
+// the largest multiplier is below the root's is skipped unboosted: the
+// multipliers are products of factors, and a product of some of the
+// factors, rounded, never exceeds the product of all that are ≥ 1).
+func (ix *Index) topK(sc *scratch, touched []int32, k int, bs *boosts) []scored {
+	h := make([]scored, 0, k)
+	worse := func(i, j int) bool { return better(h[j], h[i]) }
+	down := func(i int) {
+		for {
+			l := 2*i + 1
+			if l >= len(h) {
+				return
+			}
+			if r := l + 1; r < len(h) && worse(r, l) {
+				l = r
+			}
+			if !worse(l, i) {
+				return
+			}
+			h[i], h[l] = h[l], h[i]
+			i = l
+		}
+	}
+	for _, d := range touched {
+		raw := sc.score[d]
+		if len(h) == k && raw*bs.max < h[0].score {
+			continue
+		}
+		s := scored{d, raw * ix.mult(bs, d), ix.keys[d]}
+		if len(h) < k {
+			h = append(h, s)
+			for i := len(h) - 1; i > 0; {
+				p := (i - 1) / 2
+				if !worse(i, p) {
+					break
+				}
+				h[i], h[p] = h[p], h[i]
+				i = p
+			}
+		} else if better(s, h[0]) {
+			h[0] = s
+			down(0)
+		}
+	}
+	slices.SortFunc(h, func(a, b scored) int {
+		if better(a, b) {
+			return -1
+		}
+		return 1
+	})
+	return h
 }
 
 // feedback picks expansion terms from the top documents (RM-style: tf·idf
@@ -696,7 +914,8 @@ func (ix *Index) feedback(sc *scratch, top []scored, qs []qterm, st stats, allow
 		if i >= ix.p.PRFDocs {
 			break
 		}
-		for _, id := range ix.fwd[r.doc] {
+		sc.ids = ix.fwd.terms(r.doc, sc.ids[:0])
+		for _, id := range sc.ids {
 			if !have[id] {
 				weight[id]++
 			}
@@ -716,7 +935,7 @@ func (ix *Index) feedback(sc *scratch, top []scored, qs []qterm, st stats, allow
 		if c < minDocs {
 			continue
 		}
-		df := ix.df(sc, id, allow)
+		df := ix.df(id, allow)
 		if df == 0 {
 			continue
 		}
@@ -742,20 +961,16 @@ func (ix *Index) groupPrior(sc *scratch, touched []int32) []int32 {
 	if ix.p.GroupTopN > 1 {
 		return ix.groupPriorN(sc, touched, ix.p.GroupTopN)
 	}
-	type best2 struct {
-		d1     int32
-		s1, s2 float64
-	}
-	b := map[int32]*best2{}
+	sc.gen++
+	b := sc.best
 	for _, d := range touched {
 		g := ix.group[d]
 		if g < 0 {
 			continue
 		}
-		x := b[g]
-		if x == nil {
-			x = &best2{d1: -1}
-			b[g] = x
+		x := &b[g]
+		if x.gen != sc.gen {
+			*x = best2{gen: sc.gen, d1: -1}
 		}
 		s := sc.score[d]
 		if s > x.s1 {
@@ -769,7 +984,7 @@ func (ix *Index) groupPrior(sc *scratch, touched []int32) []int32 {
 		if g < 0 {
 			continue
 		}
-		x := b[g]
+		x := &b[g]
 		other := x.s1
 		if x.d1 == d {
 			other = x.s2
@@ -783,11 +998,18 @@ func (ix *Index) groupPrior(sc *scratch, touched []int32) []int32 {
 // groupPriorN adds GroupWeight × the sum of the n best scores of other
 // documents of the same group to each touched document.
 func (ix *Index) groupPriorN(sc *scratch, touched []int32, n int) []int32 {
-	best := map[int32][]float64{} // per group, the n+1 best scores, descending
+	// per group, the n+1 best scores, descending (sc.best[g].gen marks
+	// sc.bestN[g] current)
+	sc.gen++
+	best := sc.bestN
 	for _, d := range touched {
 		g := ix.group[d]
 		if g < 0 {
 			continue
+		}
+		if sc.best[g].gen != sc.gen {
+			sc.best[g].gen = sc.gen
+			best[g] = best[g][:0]
 		}
 		b, s := best[g], sc.score[d]
 		i := sort.Search(len(b), func(i int) bool { return b[i] < s })
@@ -854,14 +1076,13 @@ var questionWords = func() map[string]bool {
 	return m
 }()
 
-// tf returns the term frequency of id in field f of doc (binary search).
+// tf returns the term frequency of id in field f of doc.
 func (ix *Index) tf(f Field, id, doc int32) int {
-	ps := ix.post[f][id]
-	i := sort.Search(len(ps), func(i int) bool { return ps[i].doc >= doc })
-	if i < len(ps) && ps[i].doc == doc {
-		return int(ps[i].tf)
+	mask, tf := ix.post.find(id, doc)
+	if mask&(1<<f) == 0 {
+		return 0
 	}
-	return 0
+	return int(tf[f])
 }
 
 func (ix *Index) explain(doc int32, qs []qterm, st stats, boostWhy func(int32) (float64, []string), total, prior float64) string {
@@ -881,12 +1102,13 @@ func (ix *Index) explain(doc int32, qs []qterm, st stats, boostWhy func(int32) (
 	for _, q := range qs {
 		t := 0.0
 		parts = parts[:0]
+		mask, tfs := ix.post.find(q.id, doc)
 		for f := Field(0); f < NumFields; f++ {
 			fp := ix.p.Fields[f]
-			if fp.Weight == 0 {
+			if fp.Weight == 0 || mask&(1<<f) == 0 {
 				continue
 			}
-			tf := ix.tf(f, q.id, doc)
+			tf := int(tfs[f])
 			if tf == 0 {
 				continue
 			}
