@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"fmt"
 	"reflect"
+	"sort"
 	"testing"
 	"time"
 
@@ -100,6 +101,51 @@ func TestCacheBounded(t *testing.T) {
 	if s.Loads() < 10 {
 		t.Fatalf("loads %d: evicted actors were not reloaded", s.Loads())
 	}
+}
+
+// TestCacheBytesBounded: past Options.CacheBytes the least recently used
+// actors are dropped (each here is estimated at about 15 KB: 10 records
+// and their documents), and an evicted actor is reloaded with the same
+// results.
+func TestCacheBytesBounded(t *testing.T) {
+	s := newStore(t, openPool(t, testenv.PostgresSchema(t)), pgstore.Options{CacheBytes: 40_000})
+	want := map[string][]string{}
+	for i := 0; i < 5; i++ {
+		actor := fmt.Sprintf("actor%d", i)
+		for j := 0; j < 10; j++ {
+			r, err := s.Put(ctx, memory.Record{Namespace: "/main/" + actor + "/long_term/", Content: fmt.Sprintf("basil and mint %d", j)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[actor] = append(want[actor], r.ID)
+		}
+	}
+	for round := 0; round < 2; round++ {
+		for i := 0; i < 5; i++ {
+			actor := fmt.Sprintf("actor%d", i)
+			hits, err := s.Search(ctx, memory.Query{NamespacePath: "/main/" + actor + "/", Text: "basil"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := hitIDs(hits)
+			sort.Strings(got)
+			if w := append([]string(nil), want[actor]...); !reflect.DeepEqual(got, sortedCopy(w)) {
+				t.Fatalf("%s: %v, want %v", actor, got, w)
+			}
+			if n := s.CachedActors(); n > 2 {
+				t.Fatalf("%d actors cached, the budget holds 2", n)
+			}
+		}
+	}
+	if s.Loads() < 10 {
+		t.Fatalf("loads %d: evicted actors were not reloaded", s.Loads())
+	}
+}
+
+func sortedCopy(s []string) []string {
+	out := append([]string(nil), s...)
+	sort.Strings(out)
+	return out
 }
 
 // TestForgetRemovesEveryRow: after Forget no table holds a row of the

@@ -157,31 +157,75 @@ func (s *Store) state(ctx context.Context, actor string, index bool) (*actorStat
 		a.mu.RUnlock()
 		a.mu.Lock()
 		err := s.refresh(ctx, a, v, index)
+		a.bytes.Store(a.estimate())
 		a.mu.Unlock()
+		s.trim(a)
 		if err != nil {
 			return nil, nil, err
 		}
 	}
 }
 
-// cached returns the cache entry of actor, creating it (and evicting the
-// least recently used beyond MaxCachedActors) when missing. An evicted
-// state still in use stays valid for its users.
+// cached returns the cache entry of actor, creating it when missing, and
+// evicts the least recently used beyond MaxCachedActors or
+// Options.CacheBytes (never the entry returned). An evicted state still
+// in use stays valid for its users.
 func (s *Store) cached(actor string) *actorState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if el, ok := s.actors[actor]; ok {
+	el, ok := s.actors[actor]
+	if ok {
 		s.lru.MoveToFront(el)
-		return el.Value.(*actorState)
+	} else {
+		el = s.lru.PushFront(&actorState{id: actor})
+		s.actors[actor] = el
 	}
-	a := &actorState{id: actor}
-	s.actors[actor] = s.lru.PushFront(a)
-	for s.lru.Len() > s.opts.MaxCachedActors {
-		old := s.lru.Back()
-		s.lru.Remove(old)
-		delete(s.actors, old.Value.(*actorState).id)
-	}
+	a := el.Value.(*actorState)
+	s.trimLocked(a)
 	return a
+}
+
+// trim evicts as cached does, once keep's estimate has changed.
+func (s *Store) trim(keep *actorState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.trimLocked(keep)
+}
+
+// trimLocked drops least recently used entries other than keep until at
+// most MaxCachedActors remain within Options.CacheBytes. The caller holds
+// s.mu.
+func (s *Store) trimLocked(keep *actorState) {
+	var total int64
+	if s.opts.CacheBytes > 0 {
+		for e := s.lru.Front(); e != nil; e = e.Next() {
+			total += e.Value.(*actorState).bytes.Load()
+		}
+	}
+	for e := s.lru.Back(); e != nil && s.lru.Len() > 1 && (s.lru.Len() > s.opts.MaxCachedActors || s.opts.CacheBytes > 0 && total > s.opts.CacheBytes); {
+		prev := e.Prev()
+		if a := e.Value.(*actorState); a != keep {
+			s.lru.Remove(e)
+			delete(s.actors, a.id)
+			total -= a.bytes.Load()
+		}
+		e = prev
+	}
+}
+
+// estimate is a's heap in bytes by a count-based model (per record,
+// event, vector and index document, fitted to sqlitestore's profile; the
+// texts' own lengths are not read). The caller holds a.mu.
+func (a *actorState) estimate() int64 {
+	n := int64(len(a.records))*600 + int64(len(a.events))*330
+	for _, v := range a.vecs {
+		n += int64(len(a.vecs)) * (64 + 4*int64(len(v)))
+		break
+	}
+	if a.x != nil {
+		n += int64(a.x.ix.Len()) * 900
+	}
+	return n
 }
 
 // drop forgets the cache entry of actor.

@@ -87,6 +87,12 @@ type Options struct {
 	// in memory (256); the least recently used is dropped and reloaded from
 	// the database when needed.
 	MaxCachedActors int
+	// CacheBytes bounds the estimated heap, in bytes, of the cached actors
+	// (rows, vectors and ranking indexes; see actorState.estimate): past
+	// it the least recently used are dropped as with MaxCachedActors (the
+	// most recently used one always stays). 0 means 64 MiB; negative
+	// means no byte bound.
+	CacheBytes int64
 	// Now is the clock (time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -133,6 +139,9 @@ type actorState struct {
 	events  map[string]memory.Event
 	vecs    map[string][]float32
 	x       *actorIndex // nil until the first ranked search
+	// bytes is estimate() as of the last refresh, read by the cache
+	// under Store.mu.
+	bytes atomic.Int64
 }
 
 // New migrates the schema (pg.Migrate with Migrations) and returns a store
@@ -157,6 +166,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	}
 	if opts.MaxCachedActors <= 0 {
 		opts.MaxCachedActors = 256
+	}
+	if opts.CacheBytes == 0 {
+		opts.CacheBytes = 64 << 20
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
