@@ -46,9 +46,20 @@ type Options struct {
 // not openai, ollama or bedrock.
 var ErrUnknownProvider = errors.New("embed: unknown embedding provider")
 
+// Model is an embedder built by New with the reference it was built
+// from. The memory stores tag every stored vector with ModelID, so a
+// changed model re-embeds instead of mixing vectors of two models.
+type Model struct {
+	search.Embedder
+	Ref string // "<provider>/<model>", as given to New
+}
+
+// ModelID returns m.Ref.
+func (m Model) ModelID() string { return m.Ref }
+
 // New returns the embedder named by ref ("openai/text-embedding-3-small",
-// "ollama/nomic-embed-text", "bedrock/amazon.titan-embed-text-v2:0"), or
-// nil and no error when ref is empty (no embedder: BM25F only).
+// "ollama/nomic-embed-text", "bedrock/amazon.titan-embed-text-v2:0") as a
+// Model, or nil and no error when ref is empty (no embedder: BM25F only).
 //
 // Errors: a reference without "/" or with an empty model, ErrUnknownProvider,
 // and for bedrock an AWS configuration that cannot be loaded.
@@ -57,6 +68,14 @@ func New(ctx context.Context, ref string, o Options) (search.Embedder, error) {
 	if ref == "" {
 		return nil, nil
 	}
+	e, err := newEmbedder(ctx, ref, o)
+	if err != nil {
+		return nil, err
+	}
+	return Model{Embedder: e, Ref: ref}, nil
+}
+
+func newEmbedder(ctx context.Context, ref string, o Options) (search.Embedder, error) {
 	provider, model, ok := strings.Cut(ref, "/")
 	if !ok || model == "" {
 		return nil, fmt.Errorf("embed: model reference %q: want <provider>/<model>", ref)
@@ -79,7 +98,11 @@ func New(ctx context.Context, ref string, o Options) (search.Embedder, error) {
 		}
 		return &search.HTTPEmbedder{BaseURL: base, Model: model, Ollama: true, Client: client}, nil
 	case "bedrock":
-		return NewTitan(ctx, model, o)
+		t, err := NewTitan(ctx, model, o)
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
 	}
 	return nil, fmt.Errorf("%w %q in %q (want openai, ollama or bedrock)", ErrUnknownProvider, provider, ref)
 }

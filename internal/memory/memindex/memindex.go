@@ -299,6 +299,9 @@ func RankDocs(ix *search.Index, docs Docs, vecs [][]float32, scope *search.Scope
 		hits := make([]memory.Hit, len(res))
 		for i, r := range res {
 			hits[i] = memory.Hit{Record: docs.Record(r.Doc), Score: r.Score, Explain: r.Explain}
+			if vecs != nil { // an embedder is configured, but the query has no vector
+				hits[i].Explain += " | " + NoQueryVectorExplain
+			}
 		}
 		return hits
 	}
@@ -310,7 +313,7 @@ func RankDocs(ix *search.Index, docs Docs, vecs [][]float32, scope *search.Scope
 	}
 	var sims []vs
 	for i, v := range vecs {
-		if v != nil && scope.Allowed(i) {
+		if len(v) == len(qvec) && scope.Allowed(i) { // another dimension is another model's: left out
 			sims = append(sims, vs{i, search.Cosine(qvec, v)})
 		}
 	}
@@ -324,15 +327,34 @@ func RankDocs(ix *search.Index, docs Docs, vecs [][]float32, scope *search.Scope
 		sims = sims[:depth]
 	}
 	bm := make([]int, len(res))
-	why := map[int]string{}
+	bmWhy := map[int]string{}
 	for i, r := range res {
 		bm[i] = r.Doc
-		why[r.Doc] = r.Explain
+		bmWhy[r.Doc] = r.Explain
 	}
 	vl := make([]int, len(sims))
+	vecRank := map[int]int{}
 	for i, v := range sims {
 		vl[i] = v.doc
-		why[v.doc] += fmt.Sprintf("; cosine %.4f", v.sim)
+		vecRank[v.doc] = i + 1
+	}
+	// why is the vector part beside BM25F's: cosine and vector rank, or
+	// why the document has none.
+	why := func(doc int) string {
+		b, ok := bmWhy[doc]
+		if !ok {
+			b = fmt.Sprintf("bm25f: not in the top %d", depth)
+		}
+		var v string
+		switch r := vecRank[doc]; {
+		case r > 0:
+			v = fmt.Sprintf("vector: cosine %.4f, rank %d", sims[r-1].sim, r)
+		case len(vecs[doc]) == len(qvec):
+			v = fmt.Sprintf("vector: cosine %.4f, not in the top %d", search.Cosine(qvec, vecs[doc]), depth)
+		default:
+			v = "vector: none (not embedded yet)"
+		}
+		return b + " | " + v
 	}
 	fused := search.FuseRRF([]string{"bm25f", "vector"}, bm, vl)
 	sort.SliceStable(fused, func(i, j int) bool { // equal scores in key order, as after a rebuild
@@ -346,10 +368,15 @@ func RankDocs(ix *search.Index, docs Docs, vecs [][]float32, scope *search.Scope
 	}
 	hits := make([]memory.Hit, len(fused))
 	for i, f := range fused {
-		hits[i] = memory.Hit{Record: docs.Record(f.Doc), Score: f.Score, Explain: f.Explain + " | " + strings.TrimPrefix(why[f.Doc], "; ")}
+		hits[i] = memory.Hit{Record: docs.Record(f.Doc), Score: f.Score, Explain: "hybrid " + f.Explain + " | " + why(f.Doc)}
 	}
 	return hits
 }
+
+// NoQueryVectorExplain ends the Explain of a BM25F-only hit when an
+// embedder is configured but the query has no vector (the embedding call
+// failed or ran out of its share of the retrieval budget).
+const NoQueryVectorExplain = "vector: no query vector (embedding failed or timed out): BM25F only"
 
 // SortHits orders hits by score, highest first, equal scores by record ID
 // (stable).

@@ -2,10 +2,8 @@ package sqlitestore
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/tendrilai/tendril/internal/memory"
@@ -222,73 +220,7 @@ func (s *Store) rank(x *actorIndex, text string, qvec []float32, m *memindex.Mas
 	return memindex.RankDocs(x.ix, x.docs, x.vecs, m.Scope, text, qvec, k)
 }
 
-// docText is what is embedded for a document.
-func docText(r memory.Record) string { return r.Content }
-
-// embedMissing embeds documents of a that have no stored vector and
-// refreshes the ranking index's vectors. Errors are logged: search then
-// falls back to BM25F alone for those documents. The caller holds a.wmu.
-func (s *Store) embedMissing(ctx context.Context, a *actorState) {
-	defer func() {
-		byID := s.vectorsByID(ctx, a.id)
-		s.changeIndex(a, func(x *actorIndex) *actorIndex { x.vecs = vectorsFor(x, byID); return x })
-	}()
-	have := map[string]bool{}
-	rows, err := s.db.QueryContext(ctx, `SELECT id FROM vectors WHERE actor=?`, a.id)
-	if err != nil {
-		return
-	}
-	for rows.Next() {
-		var id string
-		rows.Scan(&id)
-		have[id] = true
-	}
-	rows.Close()
-	var ids, texts []string
-	for _, r := range a.records {
-		if !have[r.ID] {
-			ids, texts = append(ids, r.ID), append(texts, docText(r))
-		}
-	}
-	for _, e := range a.events {
-		if !have[e.ID] {
-			ids, texts = append(ids, e.ID), append(texts, docText(s.eventRecord(e)))
-		}
-	}
-	for start := 0; start < len(ids); start += 64 {
-		end := min(start+64, len(ids))
-		vecs, err := s.opts.Embedder.Embed(ctx, texts[start:end])
-		if err != nil {
-			s.opts.Logger.Warn("memory embedding failed; BM25F only for these documents", "actor", a.id, "err", err)
-			return
-		}
-		for i, v := range vecs {
-			s.db.ExecContext(ctx, `INSERT OR REPLACE INTO vectors(id,actor,vec) VALUES(?,?,?)`, ids[start+i], a.id, encodeVec(v))
-		}
-	}
-}
-
-// loadVectors returns the stored vector of each document of x (nil where
-// none).
-func (s *Store) loadVectors(ctx context.Context, a *actorState, x *actorIndex) [][]float32 {
-	return vectorsFor(x, s.vectorsByID(ctx, a.id))
-}
-
-func (s *Store) vectorsByID(ctx context.Context, actor string) map[string][]float32 {
-	byID := map[string][]float32{}
-	rows, err := s.db.QueryContext(ctx, `SELECT id,vec FROM vectors WHERE actor=?`, actor)
-	if err != nil {
-		return byID
-	}
-	for rows.Next() {
-		var id string
-		var b []byte
-		rows.Scan(&id, &b)
-		byID[id] = decodeVec(b)
-	}
-	rows.Close()
-	return byID
-}
+// The vectors' storage and the embedding worker are in embedworker.go.
 
 func vectorsFor(x *actorIndex, byID map[string][]float32) [][]float32 {
 	out := make([][]float32, len(x.docs))
@@ -298,22 +230,6 @@ func vectorsFor(x *actorIndex, byID map[string][]float32) [][]float32 {
 		}
 	}
 	return out
-}
-
-func encodeVec(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, f := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
-	}
-	return b
-}
-
-func decodeVec(b []byte) []float32 {
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v
 }
 
 // Prepare builds the ranking index of an actor now rather than on its first

@@ -335,7 +335,10 @@ func Open(home string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	if opts.Embedder != nil {
-		s.startEmbedWorker()
+		if err := s.startEmbedWorker(); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }

@@ -470,7 +470,8 @@ func (s *Store) Rebuild(ctx context.Context, progress func(done, total int)) err
 	s.mu.Lock()
 	s.lastSync = s.opts.Now()
 	s.mu.Unlock()
-	return nil
+	// With an embedder, vectors are recomputed too, in the background.
+	return s.reembedAll(ctx)
 }
 
 // ExportMarkdown writes every actor's layer files, rendered from the index,
