@@ -74,6 +74,7 @@ type config struct {
 	llmExtraction      bool
 	pause              time.Duration
 	quiesceMax         time.Duration
+	pprof              bool
 }
 
 func main() {
@@ -97,6 +98,7 @@ func main() {
 	flag.StringVar(&out, "out", "", "write the Markdown report here too (default stdout only)")
 	flag.StringVar(&cfg.workDir, "work", "", "directory for binaries and homes (default a temp dir on the same disk as /tmp)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep homes and binaries")
+	flag.BoolVar(&cfg.pprof, "pprof", false, "start each server with TENDRIL_PPROF_ADDR on a free loopback port (logged) to profile it while it runs")
 	flag.BoolVar(&cfg.llmExtraction, "llm-extraction", false, "leave LLM extraction on (the echo model returns no JSON)")
 	flag.Parse()
 	if len(srcs) == 0 {
@@ -395,6 +397,16 @@ func (r *runner) start(v *variant, home string) (*server, error) {
 	}
 	cmd.Env = append(env, "TENDRIL_HOME="+home, "MODEL_ID=openai/gpt-soak",
 		"OPENAI_BASE_URL="+r.fake.srv.URL+"/v1", "OPENAI_API_KEY=soak")
+	if r.cfg.pprof {
+		pl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		paddr := pl.Addr().String()
+		pl.Close()
+		cmd.Env = append(cmd.Env, "TENDRIL_PPROF_ADDR="+paddr)
+		log.Printf("%s: pprof at http://%s/debug/pprof/ (home %s)", v.name, paddr, home)
+	}
 	s := &server{cmd: cmd, url: "http://" + addr, home: home, logs: &bytes.Buffer{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = lockedWriter{s}, lockedWriter{s}
 	if err := cmd.Start(); err != nil {

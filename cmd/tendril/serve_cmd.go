@@ -107,6 +107,13 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer a.Close()
+	if addr := os.Getenv(runtime.PprofEnv); addr != "" {
+		stopPprof, err := runtime.ServePprof(addr, log)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 	srv, err := newServer(a, tr, cfg.Addr, log, logs)
 	if err != nil {
 		return err
