@@ -343,7 +343,10 @@ func (w idleWorker) Work(ctx context.Context, job *river.Job[IdleArgs]) error {
 		}
 		// Loop: a turn that raced the sweep left the session pending.
 	}
-	return nil
+	// Still pending: look again shortly. Returning nil would leave the
+	// session without an idle job (turns insert one only for a new
+	// idle_gen).
+	return river.JobSnooze(time.Second)
 }
 
 // runJob runs one memory.extract job. A failure is returned to River,

@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -107,6 +108,8 @@ CREATE TABLE IF NOT EXISTS memory_pipeline_sessions (
 	cursor_ts     INTEGER NOT NULL DEFAULT 0,
 	gen           INTEGER NOT NULL DEFAULT 0,
 	idle_gen      INTEGER NOT NULL DEFAULT 0,
+	queued_gen      INTEGER NOT NULL DEFAULT -1,
+	idle_queued_gen INTEGER NOT NULL DEFAULT -1,
 	PRIMARY KEY (agent_id, actor_id, session_id)
 );
 CREATE TABLE IF NOT EXISTS memory_pipeline_harvest (
@@ -255,10 +258,29 @@ type queue struct {
 	owned bool // opened by New: Close closes it
 }
 
+// sqliteAdded are the columns added to memory_pipeline_sessions after its
+// first release (migrations/002_queued_gen.sql on PostgreSQL).
+var sqliteAdded = []struct{ name, def string }{
+	{"queued_gen", "INTEGER NOT NULL DEFAULT -1"},
+	{"idle_queued_gen", "INTEGER NOT NULL DEFAULT -1"},
+}
+
 func openState(ctx context.Context, q *jobs.Queue) error {
 	if db := q.DB(); db != nil {
 		if _, err := db.ExecContext(ctx, sqliteSchema); err != nil {
 			return fmt.Errorf("memory pipeline schema: %w", err)
+		}
+		cols, err := queryStrings(ctx, sqlConn{c: db}, `SELECT name FROM pragma_table_info('memory_pipeline_sessions')`)
+		if err != nil {
+			return fmt.Errorf("memory pipeline schema: %w", err)
+		}
+		for _, c := range sqliteAdded {
+			if slices.Contains(cols, c.name) {
+				continue
+			}
+			if _, err := db.ExecContext(ctx, `ALTER TABLE memory_pipeline_sessions ADD COLUMN `+c.name+` `+c.def); err != nil {
+				return fmt.Errorf("memory pipeline schema: add %s: %w", c.name, err)
+			}
 		}
 		return nil
 	}
@@ -332,33 +354,55 @@ func (q *queue) extractOpts(maxAttempts int) *river.InsertOpts {
 // the session, and every `every` turns enqueues an extraction job unless
 // one is already waiting — all in one transaction. It reports whether it
 // enqueued an extraction.
+//
+// Back-to-back turns are coalesced without touching River: the session row
+// remembers the generations it last queued jobs for (queued_gen,
+// idle_queued_gen). While the extraction job of the current gen waits (it
+// has not begun: begin advances gen), a turn inserts nothing and leaves
+// pending_turns counting, so the first turn noted after that job begins
+// queues the next one; that job reads from the cursor and covers every turn
+// since. The idle job of the current idle_gen is inserted once (it snoozes
+// until the session is quiet); sweeping it advances idle_gen.
 func (q *queue) noteTurn(ctx context.Context, agentID, actorID, sessionID string, every, maxAttempts int, idleAfter time.Duration, now time.Time) (bool, error) {
 	enq := false
 	err := q.tx(ctx, "", func(tx txn) error {
+		enq = false
 		var pending int
-		var gen, idleGen int64
+		var gen, idleGen, queuedGen, idleQueuedGen int64
 		err := tx.queryRow(ctx, `INSERT INTO memory_pipeline_sessions AS s (agent_id, actor_id, session_id, pending_turns, last_turn_at, idle_done)
 			VALUES(?,?,?,1,?,0)
 			ON CONFLICT(agent_id, actor_id, session_id) DO UPDATE SET pending_turns = s.pending_turns + 1, last_turn_at = excluded.last_turn_at, idle_done = 0
-			RETURNING pending_turns, gen, idle_gen`, agentID, actorID, sessionID, ms(now)).Scan(&pending, &gen, &idleGen)
+			RETURNING pending_turns, gen, idle_gen, queued_gen, idle_queued_gen`, agentID, actorID, sessionID, ms(now)).Scan(&pending, &gen, &idleGen, &queuedGen, &idleQueuedGen)
 		if err != nil {
 			return err
 		}
-		// River schedules by the wall clock; the worker judges idleness by
-		// the pipeline's clock and snoozes when the session is not idle yet.
-		if _, err := q.jobs.InsertTx(ctx, tx.raw(), IdleArgs{AgentID: agentID, ActorID: actorID, SessionID: sessionID, IdleGen: idleGen},
-			&river.InsertOpts{Queue: Queue, ScheduledAt: time.Now().Add(idleAfter), UniqueOpts: uniqueWhileLive}); err != nil {
-			return err
+		if idleQueuedGen != idleGen {
+			// River schedules by the wall clock; the worker judges idleness
+			// by the pipeline's clock and snoozes when the session is not
+			// idle yet.
+			if _, err := q.jobs.InsertTx(ctx, tx.raw(), IdleArgs{AgentID: agentID, ActorID: actorID, SessionID: sessionID, IdleGen: idleGen},
+				&river.InsertOpts{Queue: Queue, ScheduledAt: time.Now().Add(idleAfter), UniqueOpts: uniqueWhileLive}); err != nil {
+				return err
+			}
 		}
-		if pending < every {
+		extract := pending >= every && queuedGen != gen
+		if extract {
+			res, err := q.jobs.InsertTx(ctx, tx.raw(), ExtractArgs{AgentID: agentID, ActorID: actorID, SessionID: sessionID, Reason: reasonTurns, Gen: gen, QueuedAt: ms(now)}, q.extractOpts(maxAttempts))
+			if err != nil {
+				return err
+			}
+			enq = !res.UniqueSkippedAsDuplicate
+		}
+		if !extract && idleQueuedGen == idleGen {
 			return nil
 		}
-		res, err := q.jobs.InsertTx(ctx, tx.raw(), ExtractArgs{AgentID: agentID, ActorID: actorID, SessionID: sessionID, Reason: reasonTurns, Gen: gen, QueuedAt: ms(now)}, q.extractOpts(maxAttempts))
-		if err != nil {
-			return err
+		set := `idle_queued_gen = ?`
+		args := []any{idleGen}
+		if extract {
+			set += `, pending_turns = 0, queued_gen = ?`
+			args = append(args, gen)
 		}
-		enq = !res.UniqueSkippedAsDuplicate
-		return tx.exec(ctx, `UPDATE memory_pipeline_sessions SET pending_turns = 0 WHERE agent_id=? AND actor_id=? AND session_id=?`, agentID, actorID, sessionID)
+		return tx.exec(ctx, `UPDATE memory_pipeline_sessions SET `+set+` WHERE agent_id=? AND actor_id=? AND session_id=?`, append(args, agentID, actorID, sessionID)...)
 	})
 	return enq, err
 }

@@ -1,0 +1,126 @@
+package pipeline
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/gate"
+)
+
+// Back-to-back turns while an extraction job waits insert no River job:
+// the session holds one waiting memory.extract job and one memory.idle job,
+// and the waiting job covers every turn recorded before it runs.
+func TestWaitingJobCoalescesTurns(t *testing.T) {
+	forStores(t, func(t *testing.T, f *fixture) {
+		facts := []string{"I only use organic fertiliser", "call me Jin", "I live in Busan", "my sister is called Mina"}
+		for i := 0; i < 20; i++ {
+			f.turn("u1", "s1", facts[i%len(facts)])
+			if i >= 1 {
+				if n := riverJobsOf(t, f.p, "u1"); n != 2 {
+					t.Fatalf("after %d turns: %d River jobs of the actor, want 2 (one extraction, one idle timer)", i+1, n)
+				}
+			}
+		}
+		if ran := f.drain(); ran != 1 {
+			t.Fatalf("ran %d jobs, want 1", ran)
+		}
+		got := strings.Join(contents(f.active("u1")), "|")
+		for _, want := range []string{"organic fertiliser", "Call me Jin", "Busan", "Mina"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("records %q lack %q", got, want)
+			}
+		}
+	})
+}
+
+// Turns recorded while the session's extraction job runs (after it read
+// its events) make another job run, which extracts them.
+func TestTurnDuringRunningJobQueuesAnother(t *testing.T) {
+	for _, kind := range storeKinds {
+		t.Run(kind, func(t *testing.T) {
+			f := newFixture(t, kind)
+			ex := newBlocking(false)
+			p := f.openWith(t, ex, gate.Thresholds{})
+			rec := func(text string) {
+				t.Helper()
+				f.clk.Add(time.Second)
+				if err := p.RecordTurn(ctx, "main", "u1", "s1", []memory.Event{{Role: "user", Text: text}, {Role: "assistant", Text: "Got it."}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rec("I only use organic fertiliser")
+			rec("hello")
+			startJobs(t, p)
+			defer stopJobs(t, p)
+			ex.wait(t) // the first job has begun and read the first two turns
+			rec("call me Jin")
+			rec("I live in Busan")
+			ex.release <- struct{}{} // first job finishes
+			ex.wait(t)               // a second job starts, for the turns above
+			close(ex.release)
+			waitDepth(t, p, 0)
+			got := strings.Join(contents(activeOf(t, f.store, "u1")), "|")
+			for _, want := range []string{"organic fertiliser", "Call me Jin", "Busan"} {
+				if !strings.Contains(got, want) {
+					t.Errorf("records %q lack %q", got, want)
+				}
+			}
+			// The extraction cursor reached the last event: nothing is left.
+			evs, err := f.store.Events(ctx, "u1", "s1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur, err := p.q.cursor(ctx, "main", "u1", "s1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last := evs[len(evs)-1]; cur.CursorID != last.ID {
+				t.Errorf("cursor %q, want the last event %q", cur.CursorID, last.ID)
+			}
+		})
+	}
+}
+
+// An idle job lost (here: deleted from River's table) is inserted again
+// when the pipeline starts, for every session still waiting for its idle
+// extraction.
+func TestLostIdleJobRecoveredAtStart(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	f.turn("u1", "s1", "I only use organic fertiliser")
+	if _, err := f.p.q.jobs.DB().Exec(`DELETE FROM river_job WHERE kind = ?`, KindIdle); err != nil {
+		t.Fatal(err)
+	}
+	f.turn("u1", "s1", "hello") // the session row says the idle job was queued: no insert
+	if n := countKind(t, f.p, KindIdle); n != 0 {
+		t.Fatalf("%d idle jobs before Start, want 0", n)
+	}
+	f.p.Start(context.Background())
+	f.p.Stop()
+	if n := countKind(t, f.p, KindIdle); n != 1 {
+		t.Fatalf("%d idle jobs after Start, want 1", n)
+	}
+}
+
+func countKind(t *testing.T, p *Pipeline, kind string) int {
+	t.Helper()
+	rows, err := p.q.jobs.List(ctx, river.NewJobListParams().Kinds(kind).First(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(rows)
+}
+
+func activeOf(t *testing.T, st memory.Store, actor string) []memory.Record {
+	var out []memory.Record
+	for _, r := range allOf(t, st, actor) {
+		if r.Status == memory.StatusActive {
+			out = append(out, r)
+		}
+	}
+	return out
+}
