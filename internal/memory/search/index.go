@@ -91,6 +91,9 @@ type Params struct {
 	// QuestionWords drops words that phrase a question rather than its
 	// content ("kind", "likely", "think", "would", "many", …) from queries.
 	QuestionWords bool
+	// Conv holds the techniques for long conversational logs (convlog.go);
+	// the zero value turns them off.
+	Conv ConvParams
 }
 
 // DefaultParams is Tendril's ranking: BM25F over text, neighbouring turns,
@@ -146,6 +149,7 @@ type Index struct {
 	dead     []bool // removed documents
 	ndead    int
 	pool     sync.Pool
+	conv     *convState // Params.Conv's per-document state (convlog.go), nil when off
 	addTF    map[int32]int32     // Add's scratch: term id → row of addRows
 	addRows  [][NumFields]uint16 // Add's scratch: per term of the document, tf by field
 	addIDs   []int32             // Add's scratch: the document's terms
@@ -192,6 +196,7 @@ func (ix *Index) Clone() *Index {
 	c.fwd = ix.fwd.clone()
 	c.keys = clip(ix.keys)
 	c.dead = append([]bool(nil), ix.dead...) // Remove writes in place
+	c.conv = ix.conv.clone()
 	return c
 }
 
@@ -224,6 +229,7 @@ func (ix *Index) Remove(doc int) {
 	}
 	ix.dead[doc] = true
 	ix.ndead++
+	ix.convRemove(doc)
 }
 
 func (ix *Index) termID(t string) int32 {
@@ -239,6 +245,7 @@ func (ix *Index) termID(t string) int32 {
 
 // Add appends d and returns its document number (0, 1, …).
 func (ix *Index) Add(d Doc) int {
+	d = ix.p.convDoc(d)
 	doc := int32(len(ix.lens))
 	var lens [NumFields]uint32
 	texts := [NumFields]string{d.Text, d.Context, d.Speaker, d.Date}
@@ -314,6 +321,7 @@ func (ix *Index) Add(d Doc) int {
 	if g >= 0 && spk >= 0 && !slices.Contains(ix.groupSpk[g], spk) {
 		ix.groupSpk[g] = append(ix.groupSpk[g], spk)
 	}
+	ix.convAdd(d, int(doc))
 	return int(doc)
 }
 
@@ -516,8 +524,9 @@ func (ix *Index) Search(query string, allow []bool, k int) []Result {
 	return ix.SearchScope(query, ix.NewScope(allow), k)
 }
 
-// SearchScope is Search over a precomputed Scope.
-func (ix *Index) SearchScope(query string, sc0 *Scope, k int) []Result {
+// searchScope is the BM25F ranking of SearchScope (convlog.go), before
+// the Params.Conv techniques.
+func (ix *Index) searchScope(query string, sc0 *Scope, k int) []Result {
 	n := len(ix.lens)
 	if n == 0 || k <= 0 || sc0 == nil || len(sc0.allow) != n {
 		return nil
