@@ -95,3 +95,19 @@ func TestFailingServer(t *testing.T) {
 		}
 	}
 }
+
+// New names its embedder by the reference, the tag the memory stores keep
+// with every vector.
+func TestNewNamesTheModel(t *testing.T) {
+	o := Options{AWSRegion: "us-east-1", AWSCredentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")}
+	for _, ref := range []string{"openai/text-embedding-3-small", "ollama/nomic-embed-text", "bedrock/amazon.titan-embed-text-v2:0"} {
+		e, err := New(context.Background(), " "+ref+" ", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, ok := e.(interface{ ModelID() string })
+		if !ok || m.ModelID() != ref {
+			t.Fatalf("%s: embedder %T does not name its model (%v)", ref, e, ok)
+		}
+	}
+}
