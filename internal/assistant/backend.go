@@ -130,7 +130,7 @@ func (a *Assistant) openMemoryStore(ctx context.Context) (memory.Admin, error) {
 	}
 	st, err := memorypg.New(ctx, a.db, memorypg.Options{
 		AgentID: mo.AgentID, IndexedKeys: mo.IndexedKeys, EventExpiryDays: mo.EventExpiryDays,
-		Ranking: mo.Ranking, Embedder: mo.Embedder, Logger: a.log,
+		Ranking: mo.Ranking, Embedder: mo.Embedder, Logger: a.log, CacheBytes: mo.CacheBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open memory: %w", err)

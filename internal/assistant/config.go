@@ -60,7 +60,7 @@ func StateOptions(cfg *config.Config) (state.Options, error) {
 
 // MemoryStoreOptions maps the config onto sqlitestore.Options.
 func MemoryStoreOptions(cfg *config.Config) sqlitestore.Options {
-	o := sqlitestore.Options{AgentID: cfg.AgentID, EventExpiryDays: cfg.Memory.EventExpiryDays}
+	o := sqlitestore.Options{AgentID: cfg.AgentID, EventExpiryDays: cfg.Memory.EventExpiryDays, CacheBytes: int64(cfg.Memory.CacheMB) << 20}
 	for _, k := range cfg.Memory.IndexedKeys {
 		o.IndexedKeys = append(o.IndexedKeys, memory.IndexedKey{Name: k.Name, Type: k.Type})
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -192,6 +193,12 @@ type MemoryConfig struct {
 	// "bedrock/amazon.titan-embed-text-v2:0". Env EMBEDDING_MODEL_ID.
 	// Empty (the default): BM25F only.
 	Embedder string `json:"embedder,omitempty"`
+	// CacheMB bounds, in MiB, the estimated heap of the actors whose
+	// records, events and ranking index the memory store keeps in memory
+	// (default 64); past it the least recently used idle actor is dropped
+	// and rebuilt from the index (SQLite or PostgreSQL) on its next turn.
+	// A negative value removes the bound. Env TENDRIL_MEMORY_CACHE_MB.
+	CacheMB int `json:"cacheMB"`
 }
 
 // StateConfig is SPEC §6.1–6.2.
@@ -293,6 +300,7 @@ func Default() Config {
 			RetrieveTimeout: Duration(3 * time.Second),
 			IndexedKeys:     []IndexedKey{{"type", "STRING"}, {"section", "STRING"}, {"plants", "STRINGLIST"}},
 			StageThreshold:  0.4, StoreThreshold: 0.7, LLMExtraction: true, BlockShare: 0.15,
+			CacheMB: 64,
 		},
 		State: StateConfig{
 			HalfLife: Duration(30 * time.Minute),
@@ -361,6 +369,13 @@ func Load(path string) (*Config, error) {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	c.applyEnv(os.Getenv)
+	if v := os.Getenv("TENDRIL_MEMORY_CACHE_MB"); v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("TENDRIL_MEMORY_CACHE_MB %q: want a whole number of MiB (negative: no bound)", v)
+		}
+		c.Memory.CacheMB = n
+	}
 	if c.Runtime != "" && c.Runtime != RuntimeAgentCore {
 		return nil, fmt.Errorf("runtime %q (TENDRIL_RUNTIME) is unknown: use %q, or leave it unset for a self-hosted server", c.Runtime, RuntimeAgentCore)
 	}

@@ -105,3 +105,27 @@ func TestMemoryBlockShare(t *testing.T) {
 		t.Fatalf("memory.blockShare from file = %v, %v", c.Memory.BlockShare, err)
 	}
 }
+
+// TestMemoryCacheMB: default 64, memory.cacheMB from the file,
+// TENDRIL_MEMORY_CACHE_MB over it, and a clear error for a non-number.
+func TestMemoryCacheMB(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("TENDRIL_HOME", home)
+	t.Setenv("TENDRIL_MEMORY_CACHE_MB", "")
+	c, err := Load("")
+	if err != nil || c.Memory.CacheMB != 64 {
+		t.Fatalf("default memory.cacheMB = %v, %v; want 64", c.Memory.CacheMB, err)
+	}
+	os.WriteFile(filepath.Join(home, "tendril.json"), []byte(`{"memory": {"cacheMB": 24}}`), 0o600)
+	if c, err = Load(""); err != nil || c.Memory.CacheMB != 24 {
+		t.Fatalf("memory.cacheMB from file = %v, %v; want 24", c.Memory.CacheMB, err)
+	}
+	t.Setenv("TENDRIL_MEMORY_CACHE_MB", "-1")
+	if c, err = Load(""); err != nil || c.Memory.CacheMB != -1 {
+		t.Fatalf("TENDRIL_MEMORY_CACHE_MB=-1: %v, %v", c.Memory.CacheMB, err)
+	}
+	t.Setenv("TENDRIL_MEMORY_CACHE_MB", "lots")
+	if _, err = Load(""); err == nil || !strings.Contains(err.Error(), "TENDRIL_MEMORY_CACHE_MB") {
+		t.Fatalf("TENDRIL_MEMORY_CACHE_MB=lots: err = %v, want an error naming it", err)
+	}
+}
