@@ -88,8 +88,9 @@ any running instances: they see the change on their next search).`,
 	search := &cobra.Command{
 		Use:   "search <query> --actor A",
 		Short: "Search one actor's memory (records and past exchanges)",
-		Long: `Search ranks the actor's records and past exchanges with BM25F; --explain shows how
-each score was made; --engine fts5 ranks with SQLite FTS5 bm25() instead. Filters are
+		Long: `Search ranks the actor's records and past exchanges with BM25F, fused with vector
+similarity when memory.embedder is set (hybrid); --explain shows how each score was made
+(for a hybrid score: the fusion, the BM25F part and the vector cosine and rank); --engine fts5 ranks with SQLite FTS5 bm25() instead. Filters are
 key:OP:value on indexed keys (type, section, plants) or createdAt/updatedAt, OP one of
 EQUALS_TO, CONTAINS, EXISTS, NOT_EXISTS, BEFORE, AFTER, GREATER_THAN(_OR_EQUALS),
 LESS_THAN(_OR_EQUALS); up to 5, AND-ed.`,
@@ -110,7 +111,14 @@ LESS_THAN(_OR_EQUALS); up to 5, AND-ed.`,
 				for i, h := range hits {
 					fmt.Fprintf(tw, "%d\t%.3f\t%s\t%s\t%s\t%s\n", i+1, h.Score, h.Record.ID, h.Record.Strategy, tag(h.Record), clip(h.Record.Content, 100))
 					if explain && h.Explain != "" {
-						fmt.Fprintf(tw, "\t\t\t\t\t  explain: %s\n", h.Explain)
+						// A hybrid score's parts (fusion, BM25F, vector) one per line.
+						for j, part := range strings.Split(h.Explain, " | ") {
+							label := "explain:"
+							if j > 0 {
+								label = "        "
+							}
+							fmt.Fprintf(tw, "\t\t\t\t\t  %s %s\n", label, part)
+						}
 					}
 				}
 				return tw.Flush()

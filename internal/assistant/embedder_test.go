@@ -81,7 +81,7 @@ func TestEmbedderSwitch(t *testing.T) {
 	if err != nil || len(hits) == 0 {
 		t.Fatalf("search: %v %v", hits, err)
 	}
-	if !strings.Contains(hits[0].Explain, "vector") || calls.Load() == 0 {
+	if ex := hits[0].Explain; !strings.Contains(ex, "bm25f") || !strings.Contains(ex, "vector: cosine") || !strings.Contains(ex, ", rank ") || calls.Load() == 0 {
 		t.Fatalf("no vector ranking (embedding calls %d): %s", calls.Load(), hits[0].Explain)
 	}
 }
