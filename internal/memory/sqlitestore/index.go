@@ -344,11 +344,11 @@ func (x *actorIndex) mask(c memindex.Cond) *memindex.Mask {
 // docBytes estimates the heap one document holds in the index: its
 // postings, per-document arrays and sort key in search.Index, its docRef
 // and docOf entry, and (for a record) the record copy. The constants were
-// fitted to BenchmarkActorHeap's profile; see actorBytes.
+// fitted to BenchmarkActorHeap's heap profile (compact postings: about
+// half a byte per byte of field text).
 func docBytes(d search.Doc, ref docRef) int64 {
-	n := int64(160 + len(d.Key))
-	// About one posting (8 bytes, with growth slack) per 4 bytes of text.
-	n += 2 * int64(len(d.Text)+len(d.Context)+len(d.Speaker)+len(d.Date))
+	n := int64(250 + len(d.Key))
+	n += int64(len(d.Text)+len(d.Context)+len(d.Speaker)+len(d.Date)) / 2
 	if ref.rec != nil {
 		n += 176 + int64(len(ref.rec.Content))
 	}

@@ -213,10 +213,19 @@ func TestWarmRecent(t *testing.T) {
 
 // BenchmarkManyActorsHeap spreads b.N turns over 100 actors (round robin),
 // searches each actor after each of its turns, as a turn does, and reports
-// the live heap per actor after a GC. Run with -benchtime 20000x.
-func BenchmarkManyActorsHeap(b *testing.B) {
+// the live heap after a GC, with the default Options.CacheBytes. Run with
+// -benchtime 20000x.
+func BenchmarkManyActorsHeap(b *testing.B) { manyActorsHeap(b, Options{NoFsync: true}) }
+
+// BenchmarkManyActorsHeapUnbounded is BenchmarkManyActorsHeap with no byte
+// budget (every actor stays cached): the per-event heap alone.
+func BenchmarkManyActorsHeapUnbounded(b *testing.B) {
+	manyActorsHeap(b, Options{NoFsync: true, CacheBytes: -1})
+}
+
+func manyActorsHeap(b *testing.B, opts Options) {
 	const actors = 100
-	s, err := Open(b.TempDir(), Options{NoFsync: true})
+	s, err := Open(b.TempDir(), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -246,6 +255,10 @@ func BenchmarkManyActorsHeap(b *testing.B) {
 	runtime.ReadMemStats(&m1)
 	b.ReportMetric(float64(m1.HeapInuse-m0.HeapInuse)/(1<<20), "MiB-heap")
 	b.ReportMetric(float64(s.cachedBytes())/(1<<20), "MiB-estimated")
+	s.mu.Lock()
+	b.ReportMetric(float64(len(s.actors)), "actors-cached")
+	b.ReportMetric(float64(s.evictions), "evictions")
+	s.mu.Unlock()
 	if p := os.Getenv("HEAP_PROFILE"); p != "" {
 		f, err := os.Create(p)
 		if err != nil {

@@ -1281,10 +1281,10 @@ func (s *Store) WarmRecent(ctx context.Context, n int) error {
 // warmBytes estimates the heap of an actor with count events of size
 // bytes of ID and text once loaded and indexed, by the model of
 // eventBytes and docBytes: about 1.5 documents per event (a turn re-adds
-// its neighbour with the new context), each holding its text, its
+// its neighbour with the new context), each indexing its text, its
 // neighbours' and its sort key.
 func warmBytes(count, size int64) int64 {
-	return count*(224+3*(160+13+2*30)/2) + size*(1+3*(1+2*3)/2)
+	return count*640 + size*13/4
 }
 
 // eventsAfterCursor is the cursor rule of EventsSince over a sorted list.
