@@ -17,6 +17,28 @@
 // A person may edit the text, delete entries or add a "## " section with no
 // comment; such a section becomes an active record of the file's layer
 // with an ID derived from its content.
+//
+// Record files are append-only between compactions: a record that changes
+// (a merge, an update, a supersede) is written again as a new entry with
+// the same ID at the end of its file, and the last entry of an ID in a
+// file is the record (last one wins); earlier entries of that ID are
+// stale. A last entry with an emptied text deletes the record. So a hand
+// edit takes effect only in the last entry of an ID; an edit of an
+// earlier, stale entry is ignored, and deleting the last entry brings the
+// previous one back (empty its text instead, or delete every entry of
+// the ID). The embedded store rewrites a file whole (compacts it: one
+// entry per record, as Render writes it) when most of it is stale and on
+// `tendril memory rebuild`; Render (export, any backend) always writes the
+// compact form.
+//
+// A write torn by a crash can only damage the final entry, and every
+// earlier entry (so every earlier version of the record being rewritten)
+// still parses: a final entry cut inside its heading or metadata is
+// skipped with a warning, one cut right after its metadata (no text, no
+// blank line after it: every written entry ends with one) is skipped
+// rather than read as a deletion, and one cut inside its text keeps the
+// text up to the cut. A heading cut after "## " reads as a hand-written
+// title.
 package markdown
 
 import (
@@ -290,6 +312,10 @@ type Parsed struct {
 	Records  []memory.Record
 	Hashes   []string // rejected.md only
 	Warnings []string // entries skipped as unreadable (e.g. a torn last write)
+	// Stale counts the record entries overridden by a later entry of the
+	// same ID (last one wins), and StaleBytes their size in bytes.
+	Stale      int
+	StaleBytes int64
 }
 
 // Defaults completes hand-written entries, which carry no metadata.
@@ -302,7 +328,10 @@ type Defaults struct {
 }
 
 // Parse reads one layer file. It never fails on content: unreadable
-// entries are skipped and reported in Warnings.
+// entries are skipped and reported in Warnings. Records come in the order
+// of their last entry; of several entries with one ID only the last
+// counts (an emptied last entry deletes the record) and the others are
+// counted in Stale and StaleBytes.
 func Parse(data []byte, d Defaults) Parsed {
 	p := Parsed{ActorID: d.ActorID}
 	type entry struct {
@@ -311,15 +340,30 @@ func Parse(data []byte, d Defaults) Parsed {
 		meta    string
 		body    []string
 		lineNum int
+		size    int64 // bytes from the heading to the next heading
 	}
 	var entries []*entry
 	var cur *entry
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 64*1024), 64*1024*1024)
 	line := 0
+	final := -1 // the last line when it has no newline: where a torn write ends
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		final = bytes.Count(data, []byte("\n")) + 1
+	}
 	for sc.Scan() {
 		line++
+		n := int64(len(sc.Bytes())) + 1
 		l := strings.TrimRight(sc.Text(), "\r")
+		if cur != nil && !strings.HasPrefix(l, "## ") {
+			cur.size += n
+		}
+		if (l == "#" || l == "##") && line == final {
+			// The start of a heading torn off by a crash: not text of the
+			// entry before.
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%s:%d: torn heading skipped", d.File, line))
+			continue
+		}
 		switch {
 		case strings.HasPrefix(l, commentActor) && strings.HasSuffix(l, commentEnd):
 			var m actorMeta
@@ -328,7 +372,7 @@ func Parse(data []byte, d Defaults) Parsed {
 			}
 			continue
 		case strings.HasPrefix(l, "## "):
-			cur = &entry{title: strings.TrimSpace(l[3:]), kind: "hand", lineNum: line}
+			cur = &entry{title: strings.TrimSpace(l[3:]), kind: "hand", lineNum: line, size: n}
 			entries = append(entries, cur)
 			continue
 		case cur != nil && cur.kind == "hand" && len(cur.body) == 0 && (strings.HasPrefix(l, commentEvent) || strings.HasPrefix(l, commentRecord)):
@@ -358,7 +402,26 @@ func Parse(data []byte, d Defaults) Parsed {
 	if err := sc.Err(); err != nil {
 		p.Warnings = append(p.Warnings, fmt.Sprintf("%s: %v", d.File, err))
 	}
-	for _, e := range entries {
+	// Records are collected with the index of their entry; an ID's later
+	// entry replaces (or, emptied, deletes) the earlier one.
+	type found struct {
+		rec  memory.Record
+		size int64
+		gone bool // emptied by a person: deleted
+	}
+	var recs []found
+	last := map[string]int{} // record ID -> index in recs
+	addRecord := func(f found) {
+		if i, ok := last[f.rec.ID]; ok {
+			p.Stale++
+			p.StaleBytes += recs[i].size
+			recs[i].gone = true
+			recs[i].size = 0
+		}
+		last[f.rec.ID] = len(recs)
+		recs = append(recs, f)
+	}
+	for ei, e := range entries {
 		text := strings.TrimSpace(strings.Join(e.body, "\n"))
 		switch e.kind {
 		case "event":
@@ -375,12 +438,19 @@ func Parse(data []byte, d Defaults) Parsed {
 				p.Warnings = append(p.Warnings, fmt.Sprintf("%s:%d: unreadable record metadata, entry skipped", d.File, e.lineNum))
 				continue
 			}
-			if text == "" {
-				continue // a person emptied it: treat as deleted
+			if text == "" && ei == len(entries)-1 && !bytes.HasSuffix(data, []byte("\n\n")) {
+				// Torn after its metadata (every entry written ends in a
+				// blank line): not a deletion.
+				p.Warnings = append(p.Warnings, fmt.Sprintf("%s:%d: torn record entry skipped", d.File, e.lineNum))
+				continue
 			}
-			p.Records = append(p.Records, memory.Record{ID: m.ID, Namespace: m.Namespace, Strategy: m.Strategy, Content: text,
+			if text == "" { // a person emptied it: deleted, earlier entries of the ID too
+				addRecord(found{rec: memory.Record{ID: m.ID}, size: e.size, gone: true})
+				continue
+			}
+			addRecord(found{rec: memory.Record{ID: m.ID, Namespace: m.Namespace, Strategy: m.Strategy, Content: text,
 				Metadata: DecodeMetadata(m.Metadata), CreatedAt: m.CreatedAt.UTC(), UpdatedAt: m.UpdatedAt.UTC(), Sources: m.Sources,
-				Importance: m.Importance, Status: m.Status})
+				Importance: m.Importance, Status: m.Status}, size: e.size})
 		case "hand":
 			if text == "" {
 				text = e.title
@@ -389,11 +459,16 @@ func Parse(data []byte, d Defaults) Parsed {
 				continue
 			}
 			sum := sha256.Sum256([]byte(d.File + "\x00" + e.title + "\x00" + text))
-			p.Records = append(p.Records, memory.Record{ID: "md_" + hex.EncodeToString(sum[:10]), Namespace: d.Namespace,
+			addRecord(found{rec: memory.Record{ID: "md_" + hex.EncodeToString(sum[:10]), Namespace: d.Namespace,
 				Strategy: d.Strategy, Content: text, CreatedAt: d.Time.UTC(), UpdatedAt: d.Time.UTC(), Importance: 1,
-				Status: memory.StatusActive, Metadata: map[string]any{"source": "markdown"}})
+				Status: memory.StatusActive, Metadata: map[string]any{"source": "markdown"}}, size: e.size})
 		default:
 			p.Warnings = append(p.Warnings, fmt.Sprintf("%s:%d: torn or unreadable entry skipped", d.File, e.lineNum))
+		}
+	}
+	for _, f := range recs {
+		if !f.gone {
+			p.Records = append(p.Records, f.rec)
 		}
 	}
 	return p
