@@ -517,11 +517,18 @@ func (s *Store) ownerOf(ctx context.Context, id string) (string, error) {
 	return actor, nil
 }
 
-// writeRecords persists recs of one actor: Markdown first (append for new
-// records, rewrite for updates), then the index rows, then the in-memory
-// state and ranking index. The caller holds a.wmu.
+// writeRecords persists recs of one actor: Markdown first, then the index
+// rows, then the in-memory state and ranking index. The caller holds
+// a.wmu.
+//
+// In the Markdown a new record is appended to its layer file, and so is
+// the new version of a changed record (a merge, update or supersede: last
+// entry of an ID wins), which leaves its earlier entry stale. A file is
+// rewritten whole (compacted) when it would be mostly stale, and the file
+// a record moves out of (another layer or day) is rewritten without it.
 func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.Record) error {
 	appends := map[string][]byte{}
+	staled := map[string]int64{} // bytes of entries this write makes stale, by file
 	rewrite := map[string]bool{}
 	pending := map[string]memory.Record{}
 	for _, r := range recs {
@@ -530,12 +537,12 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 		if !ok {
 			old, ok = a.records[r.ID]
 		}
-		if ok {
-			rewrite[f] = true
+		if ok && markdown.RecordFile(old) != f {
 			rewrite[markdown.RecordFile(old)] = true
-		} else {
-			appends[f] = append(appends[f], markdown.FormatRecord(r)...)
+		} else if ok {
+			staled[f] += int64(len(markdown.FormatRecord(old)))
 		}
+		appends[f] = append(appends[f], markdown.FormatRecord(r)...)
 		pending[r.ID] = r
 	}
 	for f, b := range appends {
@@ -543,10 +550,19 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 			continue
 		}
 		path := filepath.Join(s.dir, a.enc, f)
-		if err := markdown.AppendFile(path, markdown.FileHeader(a.id, markdown.Title(f)), b); err != nil {
-			return fmt.Errorf("write memory markdown: %w", err)
+		if staled[f] > 0 {
+			compact, err := appendStales(path, int64(len(b)), staled[f])
+			if err != nil {
+				return fmt.Errorf("write memory markdown: %w", err)
+			}
+			if compact {
+				rewrite[f] = true
+				continue
+			}
 		}
-		s.fsync(path)
+		if err := s.appendRecords(a, f, b, staled[f]); err != nil {
+			return err
+		}
 	}
 	for f := range rewrite {
 		if err := s.rewriteFile(a, f, pending, ""); err != nil {
@@ -717,6 +733,7 @@ func (s *Store) rewriteFile(a *actorState, rel string, pending map[string]memory
 	}
 	path := filepath.Join(s.dir, a.enc, rel)
 	data := markdown.Render(a.id, recs, evs, rej)[rel]
+	forgetStale(path)
 	if data == nil {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("write memory markdown: %w", err)
@@ -725,6 +742,46 @@ func (s *Store) rewriteFile(a *actorState, rel string, pending map[string]memory
 	}
 	if err := markdown.WriteFileAtomic(path, data); err != nil {
 		return fmt.Errorf("write memory markdown: %w", err)
+	}
+	noteStale(path, int64(len(data)), 0)
+	return nil
+}
+
+// appendStales reports whether the record file at path, once add more
+// bytes are appended to it and staled more of its bytes are stale, is
+// mostly stale and should rather be rewritten whole.
+func appendStales(path string, add, staled int64) (bool, error) {
+	stale, err := countStale(path)
+	if err != nil {
+		return false, err
+	}
+	var size int64
+	if st, err := os.Stat(path); err == nil {
+		size = st.Size()
+	}
+	return mostlyStale(size+add, stale+staled), nil
+}
+
+// appendRecords appends the record entries b to a's layer file rel, of
+// which they make staled bytes stale, and makes it durable. The caller
+// holds a.wmu.
+func (s *Store) appendRecords(a *actorState, rel string, b []byte, staled int64) error {
+	path := filepath.Join(s.dir, a.enc, rel)
+	var before int64 = -1
+	if st, err := os.Stat(path); err == nil {
+		before = st.Size()
+	}
+	stale, known := knownStale(path, max(before, 0))
+	if err := markdown.AppendFile(path, markdown.FileHeader(a.id, markdown.Title(rel)), b); err != nil {
+		return fmt.Errorf("write memory markdown: %w", err)
+	}
+	s.fsync(path)
+	if before < 0 {
+		stale, known = 0, true
+	}
+	if st, err := os.Stat(path); err == nil && (known || staled > 0) {
+		// staled > 0 was counted by appendStales just before.
+		noteStale(path, st.Size(), stale+staled)
 	}
 	return nil
 }

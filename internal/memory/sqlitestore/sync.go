@@ -148,7 +148,7 @@ func (s *Store) maybeSyncActor(ctx context.Context, actor string) error {
 	s.gate.Lock()
 	if !s.closed {
 		if changed, err = s.actorChanged(ctx, enc); err == nil && changed {
-			err = s.reload(ctx, enc)
+			err = s.reload(ctx, enc, false)
 		}
 	}
 	s.gate.Unlock()
@@ -209,7 +209,7 @@ func (s *Store) syncLocked(ctx context.Context) error {
 	}
 	sort.Strings(encs)
 	for _, enc := range encs {
-		if err := s.reload(ctx, enc); err != nil {
+		if err := s.reload(ctx, enc, false); err != nil {
 			return err
 		}
 	}
@@ -270,8 +270,11 @@ func (s *Store) actorChanged(ctx context.Context, enc string) (bool, error) {
 	return changed, nil
 }
 
-// readActorDir parses every layer file of one actor directory.
-func (s *Store) readActorDir(enc string) (actor string, recs []memory.Record, evs []memory.Event, rejected []string, files map[string]fileStat, err error) {
+// readActorDir parses every layer file of one actor directory. With
+// compact, a file holding stale entries (earlier entries of a record
+// appended again, see package markdown) is rewritten in its compact form
+// first, when that form keeps every entry in the same file.
+func (s *Store) readActorDir(enc string, compact bool) (actor string, recs []memory.Record, evs []memory.Event, rejected []string, files map[string]fileStat, err error) {
 	root := filepath.Join(s.dir, enc)
 	files = map[string]fileStat{}
 	actor = decodeDir(enc)
@@ -332,6 +335,13 @@ func (s *Store) readActorDir(enc string) (actor string, recs []memory.Record, ev
 		for _, w := range p.Warnings {
 			s.opts.Logger.Warn("memory markdown", "actor", actor, "warning", w)
 		}
+		if compact && p.Stale > 0 {
+			st, err := s.compactFile(filepath.Join(root, filepath.FromSlash(it.rel)), it.rel, actor, p)
+			if err != nil {
+				return "", nil, nil, nil, nil, err
+			}
+			files[it.rel] = st
+		}
 		for _, r := range p.Records {
 			if _, a, ok := memory.NamespaceActor(r.Namespace); ok && a == actor {
 				recs = append(recs, r)
@@ -348,9 +358,10 @@ func (s *Store) readActorDir(enc string) (actor string, recs []memory.Record, ev
 	return actor, recs, evs, rejected, files, nil
 }
 
-// reload replaces the index rows of one actor directory with its Markdown.
-func (s *Store) reload(ctx context.Context, enc string) error {
-	actor, recs, evs, rejected, files, err := s.readActorDir(enc)
+// reload replaces the index rows of one actor directory with its
+// Markdown, compacting its files first when compact is set (Rebuild).
+func (s *Store) reload(ctx context.Context, enc string, compact bool) error {
+	actor, recs, evs, rejected, files, err := s.readActorDir(enc, compact)
 	if err != nil {
 		return err
 	}
@@ -411,6 +422,31 @@ func (s *Store) reload(ctx context.Context, enc string) error {
 	return nil
 }
 
+// compactFile rewrites the layer file at path (rel in its actor directory)
+// from its parse p, one entry per record, and returns its new size and
+// mtime. A file whose entries would not all render back into it (a record
+// of another layer or day put there by hand) is left as it is.
+func (s *Store) compactFile(path, rel, actor string, p markdown.Parsed) (fileStat, error) {
+	out := markdown.Render(actor, p.Records, p.Events, p.Hashes)
+	data, ok := out[rel]
+	if !ok || len(out) != 1 {
+		st, err := os.Stat(path)
+		if err != nil {
+			return fileStat{}, fmt.Errorf("compact memory markdown: %w", err)
+		}
+		return fileStat{st.Size(), st.ModTime().UnixNano()}, nil
+	}
+	if err := markdown.WriteFileAtomic(path, data); err != nil {
+		return fileStat{}, fmt.Errorf("compact memory markdown: %w", err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return fileStat{}, fmt.Errorf("compact memory markdown: %w", err)
+	}
+	noteStale(path, st.Size(), 0)
+	return fileStat{st.Size(), st.ModTime().UnixNano()}, nil
+}
+
 func likeEscape(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 	return r.Replace(s)
@@ -455,7 +491,7 @@ func (s *Store) Rebuild(ctx context.Context, progress func(done, total int)) err
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := s.reload(ctx, enc); err != nil {
+		if err := s.reload(ctx, enc, true); err != nil {
 			return err
 		}
 		if progress != nil {
