@@ -46,8 +46,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -192,6 +194,25 @@ type sess struct {
 	ids    map[string]int32
 	leaf   int32 // index of the active leaf, -1 when empty
 	leafID string
+
+	// cache holds recently read nodes, decoded, in nodeCacheSlots slots by
+	// index modulo the size: a turn reads the same tail of the path as the
+	// turn before, and decoding JSON was most of Path's cost. Lines are
+	// never rewritten in place, so an entry stays valid until the index is
+	// rebuilt (load, eviction, Clear), which drops the cache (with mu held
+	// for writing). cmu guards the slots while readers share mu.
+	cmu   sync.Mutex
+	cache []cachedNode
+}
+
+// nodeCacheSlots is the number of decoded nodes a loaded session keeps:
+// the history path of the largest default limit (100 messages plus the
+// 16-node margin) fits.
+const nodeCacheSlots = 128
+
+type cachedNode struct {
+	i  int32 // index + 1; 0 for an empty slot
+	nd session.Node
 }
 
 // ensure loads the session index once.
@@ -254,6 +275,7 @@ func (ss *sess) loadLocked() error {
 	defer ss.mu.Unlock()
 	ss.closeFileLocked()
 	ss.recs, ss.ids, ss.leaf, ss.leafID, ss.size = nil, map[string]int32{}, -1, "", 0
+	ss.cache = nil
 	f, err := os.OpenFile(ss.path, os.O_RDWR|os.O_APPEND, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		ss.loaded.Store(true)
@@ -325,6 +347,7 @@ func (s *Store) evict(keep *sess) {
 		victim.loaded.Store(false)
 		victim.closeFileLocked()
 		victim.recs, victim.ids, victim.leaf, victim.leafID, victim.size = nil, nil, -1, "", 0
+		victim.cache = nil
 		victim.mu.Unlock()
 		victim.wmu.Unlock()
 	}
@@ -793,8 +816,42 @@ func (s *Store) SetLeaf(ctx context.Context, k session.Key, nodeID string) error
 	return nil
 }
 
-// readNode reads and decodes node i; mu held (read).
+// readNode reads and decodes node i, or takes it from the cache; mu held
+// (read). The node returned is the caller's: its Metadata map and Blocks
+// slice are copies (values nested inside them are shared with the cache
+// and must not be modified).
 func (ss *sess) readNode(i int32) (session.Node, error) {
+	slot := int(i) % nodeCacheSlots
+	ss.cmu.Lock()
+	if ss.cache != nil && ss.cache[slot].i == i+1 {
+		n := ss.cache[slot].nd
+		ss.cmu.Unlock()
+		return cloneNode(n), nil
+	}
+	ss.cmu.Unlock()
+	n, err := ss.decodeNode(i)
+	if err != nil {
+		return n, err
+	}
+	ss.cmu.Lock()
+	if ss.cache == nil {
+		ss.cache = make([]cachedNode, nodeCacheSlots)
+	}
+	ss.cache[slot] = cachedNode{i: i + 1, nd: n}
+	ss.cmu.Unlock()
+	return cloneNode(n), nil
+}
+
+// cloneNode copies n's Metadata map and Blocks slice, so that a caller
+// changing them leaves the cached node as it was stored.
+func cloneNode(n session.Node) session.Node {
+	n.Metadata = maps.Clone(n.Metadata)
+	n.Blocks = slices.Clone(n.Blocks)
+	return n
+}
+
+// decodeNode reads and decodes node i; mu held (read).
+func (ss *sess) decodeNode(i int32) (session.Node, error) {
 	r := ss.recs[i]
 	buf := make([]byte, r.n)
 	if _, err := ss.f.ReadAt(buf, r.off); err != nil {
@@ -971,6 +1028,7 @@ func (s *Store) Clear(ctx context.Context, k session.Key) error {
 	defer ss.mu.Unlock()
 	ss.closeFileLocked()
 	ss.recs, ss.ids, ss.leaf, ss.leafID, ss.size = nil, map[string]int32{}, -1, "", 0
+	ss.cache = nil
 	ss.loaded.Store(true)
 	err = os.Remove(ss.path)
 	if errors.Is(err, os.ErrNotExist) {
