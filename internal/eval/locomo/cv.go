@@ -35,13 +35,11 @@ func Candidates() []Candidate {
 		f    func(*search.Params)
 	}
 	opts := [][]mod{
+		{{"", nil}, {"+sess.1", func(p *search.Params) { p.Conv.SessionWeight = 0.1 }}},
 		{{"", nil},
-			{"+sess.1", func(p *search.Params) { p.Conv.SessionWeight = 0.1 }},
-			{"+sess.3", func(p *search.Params) { p.Conv.SessionWeight = 0.3 }}},
-		{{"", nil},
-			{"+mh3.3", func(p *search.Params) { p.Conv.MultiHopSeeds, p.Conv.MultiHopWeight = 3, 0.3 }},
-			{"+mh5.6", func(p *search.Params) { p.Conv.MultiHopSeeds, p.Conv.MultiHopWeight = 5, 0.6 }}},
-		{{"", nil}, {"+prox1", func(p *search.Params) { p.Conv.Proximity = 1 }}},
+			{"+div.9", func(p *search.Params) { p.Conv.Diversity = 0.9 }},
+			{"+aggdiv.8", func(p *search.Params) { p.Conv.Diversity, p.Conv.DiversityAggregate = 0.8, true }},
+			{"+aggdiv.6", func(p *search.Params) { p.Conv.Diversity, p.Conv.DiversityAggregate = 0.6, true }}},
 		{{"", nil}, {"+rel", func(p *search.Params) { p.Conv.RelTime = true }}},
 	}
 	var rec func(i int, name string, p search.Params)
@@ -89,6 +87,9 @@ type FoldChoice struct {
 	Candidate string
 	// TrainScore is the objective on the training questions.
 	TrainScore float64
+	// TestScore and DefaultTestScore are the objective on the held-out
+	// questions of the chosen candidate and of Tendril's defaults.
+	TestScore, DefaultTestScore float64
 }
 
 // CVReport is the result of CrossValidate.
@@ -232,7 +233,8 @@ func CrossValidate(ctx context.Context, convs []Conversation, opts CVOptions) (*
 				held = append(held, c.SampleID)
 			}
 		}
-		cv.Choices = append(cv.Choices, FoldChoice{HeldOut: held, Candidate: name, TrainScore: score})
+		_, dtest := split(cv.Default, f)
+		cv.Choices = append(cv.Choices, FoldChoice{HeldOut: held, Candidate: name, TrainScore: score, TestScore: Objective(test), DefaultTestScore: Objective(dtest)})
 	}
 	cvRep.summarize()
 	cv.CrossValidated = cvRep
@@ -285,7 +287,7 @@ func (cv *CVReport) WriteText(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "\nchoices per fold (trained on the other folds):")
 	for _, f := range cv.Choices {
-		fmt.Fprintf(w, "  held out %v: %s (train objective %.4f)\n", f.HeldOut, f.Candidate, f.TrainScore)
+		fmt.Fprintf(w, "  held out %v: %s (train objective %.4f; held-out objective %.4f, default %.4f)\n", f.HeldOut, f.Candidate, f.TrainScore, f.TestScore, f.DefaultTestScore)
 	}
 	fmt.Fprintf(w, "in-sample best: %s\n", cv.InSampleChoice)
 	type row struct {
@@ -302,11 +304,8 @@ func (cv *CVReport) WriteText(w io.Writer) {
 		}
 		return rows[i].name < rows[j].name
 	})
-	fmt.Fprintln(w, "\nbest candidates in sample (objective = mean of recall@10 and all@10):")
-	for i, r := range rows {
-		if i == 10 {
-			break
-		}
+	fmt.Fprintln(w, "\ncandidates in sample, best first (objective = mean of recall@10 and all@10):")
+	for _, r := range rows {
 		m := cv.Grid[r.name].Overall
 		fmt.Fprintf(w, "  %-30s %.4f  recall@10 %.3f all@10 %.3f  cat1 all@10 %.3f\n", r.name, r.s, m.Recall[10], m.All[10], cv.Grid[r.name].Categories[1].All[10])
 	}
@@ -323,7 +322,8 @@ func (cv *CVReport) WriteText(w io.Writer) {
 func (cv *CVReport) JSON() any {
 	var ch []map[string]any
 	for _, f := range cv.Choices {
-		ch = append(ch, map[string]any{"held_out": f.HeldOut, "candidate": f.Candidate, "train_objective": round(f.TrainScore)})
+		ch = append(ch, map[string]any{"held_out": f.HeldOut, "candidate": f.Candidate, "train_objective": round(f.TrainScore),
+			"test_objective": round(f.TestScore), "default_test_objective": round(f.DefaultTestScore)})
 	}
 	return map[string]any{"folds": cv.Folds, "cross_validated": cv.CrossValidated.JSON(), "in_sample": cv.InSample.JSON(),
 		"in_sample_choice": cv.InSampleChoice, "choices": ch, "default": cv.Default.JSON(), "baseline_bm25": cv.Baseline.JSON()}

@@ -41,6 +41,14 @@ type ConvParams struct {
 	// resolved against its Doc.Date ("2 January 2006 Monday"), to its date
 	// field as words ("7 May 2023", "week of 1 May 2023").
 	RelTime bool
+	// Diversity (0–1) re-ranks greedily so that the n-th document of a
+	// session (Doc.Group) counts Diversity^(n-1) of its score: evidence of
+	// one question spread over several sessions (multi-hop) is not crowded
+	// out by one session's turns. 0 disables it.
+	Diversity float64
+	// DiversityAggregate applies Diversity to aggregate questions only
+	// (IsAggregateQuestion: "What activities has…", "How many times…").
+	DiversityAggregate bool
 	// Depth is how many first-round documents the fusion re-ranks
 	// (default 100).
 	Depth int
@@ -48,7 +56,7 @@ type ConvParams struct {
 
 // reranks reports whether SearchScope fuses anything after BM25F.
 func (c ConvParams) reranks() bool {
-	return c.SessionWeight > 0 || (c.MultiHopSeeds > 0 && c.MultiHopWeight > 0) || c.Proximity > 0
+	return c.SessionWeight > 0 || (c.MultiHopSeeds > 0 && c.MultiHopWeight > 0) || c.Proximity > 0 || c.Diversity > 0
 }
 
 func (c ConvParams) depth() int {
@@ -135,7 +143,7 @@ func (ix *Index) convAdd(d Doc, doc int) {
 	}
 	g := int32(-1)
 	var terms []string
-	if cp.SessionWeight > 0 && d.Group != "" {
+	if (cp.SessionWeight > 0 || cp.Diversity > 0) && d.Group != "" {
 		id, ok := cs.groupIDs[d.Group]
 		if !ok {
 			id = int32(len(cs.groupIDs))
@@ -144,9 +152,11 @@ func (ix *Index) convAdd(d Doc, doc int) {
 		}
 		g = id
 		cs.sessLen[g]++
-		for _, t := range ix.p.Analyzer.Terms(d.Text) {
-			if !slices.Contains(terms, t) {
-				terms = append(terms, t)
+		if cp.SessionWeight > 0 {
+			for _, t := range ix.p.Analyzer.Terms(d.Text) {
+				if !slices.Contains(terms, t) {
+					terms = append(terms, t)
+				}
 			}
 		}
 		for _, t := range terms {
@@ -365,6 +375,39 @@ func (ix *Index) SearchScope(query string, sc *Scope, k int) []Result {
 				sortCands()
 			}
 		}
+	}
+	if cp.Diversity > 0 && cp.Diversity < 1 && (!cp.DiversityAggregate || IsAggregateQuestion(query)) {
+		// greedy: the best adjusted score next, where a document's score
+		// counts Diversity^(documents of its session already taken)
+		taken := map[int32]int{}
+		done := make([]bool, len(cands))
+		var out []cand
+		for len(out) < k && len(out) < len(cands) {
+			bi, bs := -1, 0.0
+			for i, c := range cands {
+				if done[i] {
+					continue
+				}
+				s := c.score
+				if g := ix.conv.group[c.r.Doc]; g >= 0 {
+					s *= math.Pow(cp.Diversity, float64(taken[g]))
+				}
+				if bi < 0 || s > bs { // cands are in rank order: ties keep it
+					bi, bs = i, s
+				}
+			}
+			done[bi] = true
+			c := cands[bi]
+			if g := ix.conv.group[c.r.Doc]; g >= 0 {
+				if n := taken[g]; n > 0 {
+					c.why = append(c.why, fmt.Sprintf("× %.3g (turn %d of its session in the ranking)", math.Pow(cp.Diversity, float64(n)), n+1))
+				}
+				taken[g]++
+			}
+			c.score = bs
+			out = append(out, c)
+		}
+		cands = out
 	}
 	if len(cands) > k {
 		cands = cands[:k]

@@ -169,3 +169,60 @@ func TestRelTimeDateWords(t *testing.T) {
 		t.Errorf("unparsable date changed: %q", bad.Date)
 	}
 }
+
+func TestSessionDiversity(t *testing.T) {
+	docs := []Doc{
+		{Text: "camping camping trip", Group: "s1"},
+		{Text: "camping trip again", Group: "s1"},
+		{Text: "camping trip planned", Group: "s1"},
+		{Text: "camping with kids", Group: "s2"},
+	}
+	base := PlainBM25()
+	plain := build(base, docs...).Search("camping trip", nil, 4)
+	if plain[3].Doc != 3 {
+		t.Fatalf("plain ranking puts s2's turn last: %v", docsOf(plain))
+	}
+	p := base
+	p.Conv.Diversity = 0.2
+	got := build(p, docs...).Search("camping trip", nil, 4)
+	if len(got) != 4 || got[0].Doc != plain[0].Doc || got[1].Doc != 3 {
+		t.Fatalf("the other session's turn should come second: plain %v diverse %v", docsOf(plain), docsOf(got))
+	}
+	if !strings.Contains(got[2].Explain, "turn 2 of its session") {
+		t.Errorf("explain %q", got[2].Explain)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].Score > got[i-1].Score {
+			t.Errorf("scores not descending: %v", got)
+		}
+	}
+}
+
+func TestAggregateRouting(t *testing.T) {
+	for q, want := range map[string]bool{
+		"What activities has Melanie done with her family?": true,
+		"How many times has Caroline been to Sweden?":       true,
+		"What are Caroline's hobbies?":                      true,
+		"When did Melanie paint a sunrise?":                 false,
+		"What did Caroline research?":                       false,
+	} {
+		if got := IsAggregateQuestion(q); got != want {
+			t.Errorf("IsAggregateQuestion(%q) = %v", q, got)
+		}
+	}
+	docs := []Doc{
+		{Text: "camping camping trip", Group: "s1"},
+		{Text: "camping trip again", Group: "s1"},
+		{Text: "camping trip planned", Group: "s1"},
+		{Text: "camping with kids", Group: "s2"},
+	}
+	p := PlainBM25()
+	p.Conv.Diversity, p.Conv.DiversityAggregate = 0.2, true
+	ix := build(p, docs...)
+	if got := ix.Search("camping trip", nil, 4); got[3].Doc != 3 {
+		t.Errorf("diversity applied to a plain question: %v", docsOf(got))
+	}
+	if got := ix.Search("how many camping trips", nil, 4); got[1].Doc != 3 {
+		t.Errorf("diversity not applied to an aggregate question: %v", docsOf(got))
+	}
+}

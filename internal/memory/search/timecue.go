@@ -57,3 +57,11 @@ func HasTimeExpression(text string) bool {
 	}
 	return false
 }
+
+var aggregateQuestion = regexp.MustCompile(`(?i)\b(how many|what (are|were)|what \w+s (has|have|does|do|did)|which \w+s (has|have|does|do|did))\b|\b(both|all|ever|times)\b`)
+
+// IsAggregateQuestion reports whether q asks for several things at once
+// ("What activities has Melanie done?", "How many times…", "What are…",
+// "both", "all", "ever"): questions whose evidence is usually spread over
+// several turns and sessions.
+func IsAggregateQuestion(q string) bool { return aggregateQuestion.MatchString(q) }
