@@ -18,7 +18,6 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/metrics"
 	"github.com/tendrilai/tendril/internal/model"
 	"github.com/tendrilai/tendril/internal/session"
@@ -117,9 +116,6 @@ func New(opt Options, deps Deps) (*Agent, error) {
 			}
 			return store.Path(ctx, key, leaf, 50)
 		}
-	}
-	if deps.RenderMemory == nil {
-		deps.RenderMemory = memory.RenderBlock
 	}
 	return &Agent{opt: opt, deps: deps, locks: newKeyedFIFO()}, nil
 }

@@ -120,18 +120,50 @@ func (a *Agent) memoryBlock(hits []memory.Hit, room int) (string, []memory.Hit) 
 	if a.opt.ContextWindow > 0 && room <= 0 {
 		return "", nil
 	}
-	hits = memory.Assemble(hits, len(hits)) // filter and rank; retrieval has capped them
 	if a.opt.ContextWindow <= 0 {
 		room = 0
 	}
-	render := func(h []memory.Hit) string {
+	if a.deps.RenderMemory == nil {
+		if text, fit, ok := defaultMemoryBlock(hits, room); ok {
+			return text, fit
+		}
+	}
+	render := a.deps.RenderMemory
+	if render == nil {
+		render = memory.RenderBlock
+	}
+	hits = memory.Assemble(hits, len(hits)) // filter and rank; retrieval has capped them
+	fit, text := memory.FitBlock(hits, room, func(h []memory.Hit) string {
 		if len(h) == 0 {
 			return ""
 		}
-		return strings.TrimSpace(a.deps.RenderMemory(h))
-	}
-	fit, text := memory.FitBlock(hits, room, render)
+		return strings.TrimSpace(render(h))
+	})
 	return text, fit
+}
+
+// defaultMemoryBlock is memoryBlock with memory.RenderBlock in one pass:
+// memory.RenderBlockWith filters the hits once (Assemble and RenderBlock
+// would each filter them, an O(hits²) comparison) and fits its untrimmed
+// text. That text may estimate one token more than the trimmed block the
+// agent sends, so it is fitted to room+1; when the trimmed result then
+// fits room it is the longest prefix that does (any prefix that fits room
+// trimmed fits room+1 untrimmed), else ok is false and the caller fits
+// the slow way.
+func defaultMemoryBlock(hits []memory.Hit, room int) (string, []memory.Hit, bool) {
+	budget := 0
+	if room > 0 {
+		budget = room + 1
+	}
+	b := memory.RenderBlockWith(hits, memory.BlockOptions{MaxTokens: budget})
+	text := strings.TrimSpace(b.Text)
+	if room > 0 && session.EstimateText(text) > room {
+		return "", nil, false
+	}
+	if len(b.Hits) == 0 {
+		return "", nil, true
+	}
+	return text, b.Hits, true
 }
 
 // fitReport says what fitRequest cut.

@@ -556,3 +556,36 @@ func TestMemoryBlockBudgetInTheAgent(t *testing.T) {
 	}
 	t.Logf("huge turn: %d memories, %d messages, estimate %d", res.MemoriesUsed, len(req.Messages), EstimateRequest(&req))
 }
+
+// The one-pass default memory block (no Deps.RenderMemory) is the block
+// the explicit memory.RenderBlock renderer gives, at every budget: the
+// same records and the same text.
+func TestDefaultMemoryBlockMatchesRenderer(t *testing.T) {
+	var hits []memory.Hit
+	hits = append(hits, memory.Hit{Record: memory.Record{ID: "e1", Strategy: memory.StrategyUserPreference, Content: "I only use organic fertiliser"}})
+	hits = append(hits, memory.Hit{Record: memory.Record{ID: "e1", Strategy: memory.StrategyUserPreference, Content: "I only use organic fertiliser"}}) // duplicate
+	for i := 0; i < 40; i++ {
+		hits = append(hits, memory.Hit{Record: memory.Record{ID: fmt.Sprintf("i%d", i), Strategy: memory.StrategySemantic,
+			Content: fmt.Sprintf("%s number %d grows in bed %d near the %s ", topics[i%len(topics)], i%7, i%9, []string{"shed", "pond", "gate", "wall"}[i%4])}})
+	}
+	fast := &Agent{opt: Options{ContextWindow: 4000}}
+	slow := &Agent{opt: Options{ContextWindow: 4000}, deps: Deps{RenderMemory: memory.RenderBlock}}
+	for room := -1; room <= 700; room++ {
+		ft, fh := fast.memoryBlock(hits, room)
+		st, sh := slow.memoryBlock(hits, room)
+		if ft != st || len(fh) != len(sh) {
+			t.Fatalf("room %d: default block %d records %q, renderer's %d records %q", room, len(fh), ft, len(sh), st)
+		}
+		for i := range fh {
+			if fh[i].Record.ID != sh[i].Record.ID {
+				t.Fatalf("room %d: record %d is %s, want %s", room, i, fh[i].Record.ID, sh[i].Record.ID)
+			}
+		}
+	}
+	// Without a window there is no budget.
+	ft, fh := (&Agent{}).memoryBlock(hits, 5)
+	st, sh := (&Agent{deps: Deps{RenderMemory: memory.RenderBlock}}).memoryBlock(hits, 5)
+	if ft != st || len(fh) != len(sh) || len(fh) < 10 {
+		t.Fatalf("no window: %d vs %d records", len(fh), len(sh))
+	}
+}
