@@ -18,35 +18,54 @@ type Candidate struct {
 	Params search.Params
 }
 
-// Candidates is the grid cross-validation chooses from: Tendril's
-// defaults with each technique for long conversational logs
-// (search.ConvParams) on or off, one principled setting each, so that the
-// grid stays small (16 candidates) and selection noise low: session
-// documents fused into turn scores (λ 0.3), a multi-hop second round
-// seeded by the top 3 turns' entity words (weight 0.3), a query word-pair
-// proximity bonus (0.3), and relative dates indexed as date words.
-// (Issue 16's first grid, 72 candidates over the session prior, feedback,
-// addressee and speaker boosts, is in the git history: none of it
-// generalised.)
+// Candidates is the grid cross-validation chooses from (48 candidates):
+// Tendril's defaults with every technique for long conversational logs
+// (search.ConvParams) off, then each on or off at one principled setting,
+// so that the grid stays small and selection noise low: session documents
+// fused into turn scores (λ 0.1), a multi-hop second round seeded by the
+// top 3 turns' entity words (weight 0.3), a query word-pair proximity
+// bonus (1), session diversity (0.8, for every question or for aggregate
+// questions only) and relative dates indexed as date words. (Issue 16's
+// first grid, 72 candidates over the session prior, feedback, addressee
+// and speaker boosts, is in the git history: none of it generalised.)
 func Candidates() []Candidate {
-	var out []Candidate
-	type mod struct {
-		name string
-		f    func(*search.Params)
-	}
-	opts := [][]mod{
+	return grid([][]mod{
 		{{"", nil}, {"+sess.1", func(p *search.Params) { p.Conv.SessionWeight = 0.1 }}},
+		{{"", nil}, {"+mh3.3", func(p *search.Params) { p.Conv.MultiHopSeeds, p.Conv.MultiHopWeight = 3, 0.3 }}},
+		{{"", nil}, {"+prox1", func(p *search.Params) { p.Conv.Proximity = 1 }}},
 		{{"", nil},
-			{"+div.9", func(p *search.Params) { p.Conv.Diversity = 0.9 }},
-			{"+aggdiv.8", func(p *search.Params) { p.Conv.Diversity, p.Conv.DiversityAggregate = 0.8, true }},
-			{"+aggdiv.6", func(p *search.Params) { p.Conv.Diversity, p.Conv.DiversityAggregate = 0.6, true }}},
+			{"+div.8", func(p *search.Params) { p.Conv.Diversity = 0.8 }},
+			{"+aggdiv.8", func(p *search.Params) { p.Conv.Diversity, p.Conv.DiversityAggregate = 0.8, true }}},
 		{{"", nil}, {"+rel", func(p *search.Params) { p.Conv.RelTime = true }}},
-	}
+	})
+}
+
+// RecordsCandidates is Candidates without the techniques that need
+// sessions (records have no Doc.Group, so those candidates tie): the
+// multi-hop round, proximity and relative dates on or off (8 candidates).
+func RecordsCandidates() []Candidate {
+	return grid([][]mod{
+		{{"", nil}, {"+mh3.3", func(p *search.Params) { p.Conv.MultiHopSeeds, p.Conv.MultiHopWeight = 3, 0.3 }}},
+		{{"", nil}, {"+prox1", func(p *search.Params) { p.Conv.Proximity = 1 }}},
+		{{"", nil}, {"+rel", func(p *search.Params) { p.Conv.RelTime = true }}},
+	})
+}
+
+type mod struct {
+	name string
+	f    func(*search.Params)
+}
+
+// grid is every combination of one option per row, applied to
+// search.DefaultParams with its Conv techniques off; the candidate with
+// none is "conv-off".
+func grid(opts [][]mod) []Candidate {
+	var out []Candidate
 	var rec func(i int, name string, p search.Params)
 	rec = func(i int, name string, p search.Params) {
 		if i == len(opts) {
 			if name == "" {
-				name = "default"
+				name = "conv-off"
 			}
 			out = append(out, Candidate{Name: name, Params: p})
 			return
@@ -59,7 +78,9 @@ func Candidates() []Candidate {
 			rec(i+1, name+m.name, q)
 		}
 	}
-	rec(0, "", search.DefaultParams())
+	base := search.DefaultParams()
+	base.Conv = search.ConvParams{}
+	rec(0, "", base)
 	return out
 }
 
@@ -74,7 +95,8 @@ type CVOptions struct {
 	Ks      []int
 	Extract func(dir string) ExtractFunc
 	Dir     string
-	// Candidates to choose from (default Candidates()).
+	// Candidates to choose from (default Candidates(), RecordsCandidates()
+	// at LevelRecords).
 	Candidates []Candidate
 	// Progress is called after each candidate run (done, total).
 	Progress func(done, total int)
@@ -148,6 +170,9 @@ func CrossValidate(ctx context.Context, convs []Conversation, opts CVOptions) (*
 	cands := opts.Candidates
 	if len(cands) == 0 {
 		cands = Candidates()
+		if opts.Level == LevelRecords {
+			cands = RecordsCandidates()
+		}
 	}
 	dir, cleanup, err := scratchDir(opts.Dir)
 	if err != nil {

@@ -14,7 +14,7 @@ func docsOf(rs []Result) []int {
 	return out
 }
 
-func TestConvOffIsBM25F(t *testing.T) {
+func TestConvOffKeepsNoState(t *testing.T) {
 	docs := []Doc{
 		{Text: "I went hiking in the mountains", Speaker: "Mel", Group: "s1"},
 		{Text: "Hiking is fun", Speaker: "Caro", Group: "s1"},
@@ -161,7 +161,9 @@ func TestRelTimeDateWords(t *testing.T) {
 	if r := ix.Search("7 May 2023", nil, 2); len(r) != 1 || r[0].Doc != 0 {
 		t.Errorf("resolved date not searchable: %+v", r)
 	}
-	off := DefaultParams().convDoc(Doc{Text: "yesterday", Date: "8 May 2023 Monday"})
+	offp := DefaultParams()
+	offp.Conv.RelTime = false
+	off := offp.convDoc(Doc{Text: "yesterday", Date: "8 May 2023 Monday"})
 	if off.Date != "8 May 2023 Monday" {
 		t.Errorf("RelTime off changed the date: %q", off.Date)
 	}

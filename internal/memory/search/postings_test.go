@@ -145,6 +145,7 @@ type refIndex struct {
 }
 
 func (r *refIndex) add(d Doc) {
+	d = r.p.convDoc(d) // as Index.Add indexes it (Params.Conv.RelTime)
 	r.docs = append(r.docs, d)
 	r.dead = append(r.dead, false)
 	texts := [NumFields]string{d.Text, d.Context, d.Speaker, d.Date}
