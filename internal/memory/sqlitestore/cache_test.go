@@ -9,6 +9,14 @@ import (
 	"github.com/tendrilai/tendril/internal/memory"
 )
 
+// cacheStats is how many actors were evicted so far and how many are
+// cached now.
+func (s *Store) cacheStats() (evictions, cached int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.evictions, len(s.actors)
+}
+
 func (s *Store) cached(actor string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -61,11 +69,11 @@ func TestCacheBytesEvicts(t *testing.T) {
 	if s.cached("a") || !s.cached("b") {
 		t.Fatalf("cached a %v b %v; want a evicted, b kept", s.cached("a"), s.cached("b"))
 	}
-	if s.evictions == 0 {
+	if n, _ := s.cacheStats(); n == 0 {
 		t.Fatal("no eviction counted")
 	}
-	if est := s.cachedBytes(); est > 1<<20 && len(s.actors) > 1 {
-		t.Fatalf("%d bytes cached over a 1 MiB budget with %d actors", est, len(s.actors))
+	if _, cached := s.cacheStats(); s.cachedBytes() > 1<<20 && cached > 1 {
+		t.Fatalf("%d bytes cached over a 1 MiB budget with %d actors", s.cachedBytes(), cached)
 	}
 	after := search()
 	if !reflect.DeepEqual(before, after) {
@@ -94,8 +102,8 @@ func TestCacheBytesUnbounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !s.cached("a") || !s.cached("b") || !s.cached("c") || s.evictions != 0 {
-		t.Fatalf("evicted without a byte budget: %d evictions", s.evictions)
+	if n, _ := s.cacheStats(); !s.cached("a") || !s.cached("b") || !s.cached("c") || n != 0 {
+		t.Fatalf("evicted without a byte budget: %d evictions", n)
 	}
 }
 
