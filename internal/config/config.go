@@ -195,7 +195,7 @@ type MemoryConfig struct {
 	Embedder string `json:"embedder,omitempty"`
 	// CacheMB bounds, in MiB, the estimated heap of the actors whose
 	// records, events and ranking index the memory store keeps in memory
-	// (default 64); past it the least recently used idle actor is dropped
+	// (default 32); past it the least recently used idle actor is dropped
 	// and rebuilt from the index (SQLite or PostgreSQL) on its next turn.
 	// A negative value removes the bound. Env TENDRIL_MEMORY_CACHE_MB.
 	CacheMB int `json:"cacheMB"`
@@ -300,7 +300,7 @@ func Default() Config {
 			RetrieveTimeout: Duration(3 * time.Second),
 			IndexedKeys:     []IndexedKey{{"type", "STRING"}, {"section", "STRING"}, {"plants", "STRINGLIST"}},
 			StageThreshold:  0.4, StoreThreshold: 0.7, LLMExtraction: true, BlockShare: 0.15,
-			CacheMB: 64,
+			CacheMB: 32,
 		},
 		State: StateConfig{
 			HalfLife: Duration(30 * time.Minute),

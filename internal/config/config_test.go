@@ -106,15 +106,15 @@ func TestMemoryBlockShare(t *testing.T) {
 	}
 }
 
-// TestMemoryCacheMB: default 64, memory.cacheMB from the file,
+// TestMemoryCacheMB: default 32, memory.cacheMB from the file,
 // TENDRIL_MEMORY_CACHE_MB over it, and a clear error for a non-number.
 func TestMemoryCacheMB(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("TENDRIL_HOME", home)
 	t.Setenv("TENDRIL_MEMORY_CACHE_MB", "")
 	c, err := Load("")
-	if err != nil || c.Memory.CacheMB != 64 {
-		t.Fatalf("default memory.cacheMB = %v, %v; want 64", c.Memory.CacheMB, err)
+	if err != nil || c.Memory.CacheMB != 32 {
+		t.Fatalf("default memory.cacheMB = %v, %v; want 32", c.Memory.CacheMB, err)
 	}
 	os.WriteFile(filepath.Join(home, "tendril.json"), []byte(`{"memory": {"cacheMB": 24}}`), 0o600)
 	if c, err = Load(""); err != nil || c.Memory.CacheMB != 24 {

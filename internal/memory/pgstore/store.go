@@ -90,7 +90,7 @@ type Options struct {
 	// CacheBytes bounds the estimated heap, in bytes, of the cached actors
 	// (rows, vectors and ranking indexes; see actorState.estimate): past
 	// it the least recently used are dropped as with MaxCachedActors (the
-	// most recently used one always stays). 0 means 64 MiB; negative
+	// most recently used one always stays). 0 means 32 MiB (as sqlitestore); negative
 	// means no byte bound.
 	CacheBytes int64
 	// Now is the clock (time.Now).
@@ -168,7 +168,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 		opts.MaxCachedActors = 256
 	}
 	if opts.CacheBytes == 0 {
-		opts.CacheBytes = 64 << 20
+		opts.CacheBytes = 32 << 20
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -88,8 +88,11 @@ type Options struct {
 	CacheBytes int64
 }
 
-// DefaultCacheBytes is Options.CacheBytes when unset: 64 MiB.
-const DefaultCacheBytes = 64 << 20
+// DefaultCacheBytes is Options.CacheBytes when unset: 32 MiB, about
+// 30,000 events with their index, so that the heap stays well within
+// 150 MiB of resident memory with the Go collector's default headroom
+// (issue 14).
+const DefaultCacheBytes = 32 << 20
 
 // Store is the embedded memory store. It is safe for concurrent use.
 //
