@@ -1701,6 +1701,12 @@ func (s *Store) load(ctx context.Context, a *actorState) error {
 		a.setRecord(r)
 	}
 	rows.Close()
+	// Sized once: a map grown by doubling holds about 1.5× the slots.
+	var nev int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE actor=?`, id).Scan(&nev); err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	a.events = make(map[string]memory.Event, nev)
 	rows, err = s.db.QueryContext(ctx, `SELECT id,session,role,text,ts,metadata FROM events WHERE actor=?`, id)
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
