@@ -97,7 +97,8 @@ type Params struct {
 }
 
 // DefaultParams is Tendril's ranking: BM25F over text, neighbouring turns,
-// speaker and date with Snowball stemming, speaker awareness and time cues.
+// speaker and date with Snowball stemming, speaker awareness, time cues
+// and relative dates resolved into the date field (ConvParams.RelTime).
 func DefaultParams() Params {
 	return Params{
 		Analyzer: Analyzer{Stem: true},
@@ -111,6 +112,9 @@ func DefaultParams() Params {
 		SpeakerBoost: 0.4,
 		TimeBoost:    0.3,
 		GroupWeight:  0.1,
+		// chosen by leave-one-conversation-out cross-validation on LoCoMo
+		// (docs/bench/memory.md, issue 16 round 3)
+		Conv: ConvParams{RelTime: true},
 	}
 }
 
