@@ -124,7 +124,7 @@ func (a *Agent) memoryBlock(hits []memory.Hit, room int) (string, []memory.Hit) 
 		room = 0
 	}
 	if a.deps.RenderMemory == nil {
-		if text, fit, ok := defaultMemoryBlock(hits, room); ok {
+		if text, fit, ok := defaultMemoryBlock(hits, room, a.deps.HitsAssembled); ok {
 			return text, fit
 		}
 	}
@@ -150,12 +150,14 @@ func (a *Agent) memoryBlock(hits []memory.Hit, room int) (string, []memory.Hit) 
 // fits room it is the longest prefix that does (any prefix that fits room
 // trimmed fits room+1 untrimmed), else ok is false and the caller fits
 // the slow way.
-func defaultMemoryBlock(hits []memory.Hit, room int) (string, []memory.Hit, bool) {
+// With assembled set the hits are Assemble's already and not filtered at
+// all.
+func defaultMemoryBlock(hits []memory.Hit, room int, assembled bool) (string, []memory.Hit, bool) {
 	budget := 0
 	if room > 0 {
 		budget = room + 1
 	}
-	b := memory.RenderBlockWith(hits, memory.BlockOptions{MaxTokens: budget})
+	b := memory.RenderBlockWith(hits, memory.BlockOptions{MaxTokens: budget, Filtered: assembled})
 	text := strings.TrimSpace(b.Text)
 	if room > 0 && session.EstimateText(text) > room {
 		return "", nil, false

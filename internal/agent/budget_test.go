@@ -582,6 +582,17 @@ func TestDefaultMemoryBlockMatchesRenderer(t *testing.T) {
 			}
 		}
 	}
+	// Hits the retriever assembled already are not filtered again: the
+	// same block as from the raw hits.
+	pre := &Agent{opt: Options{ContextWindow: 4000}, deps: Deps{HitsAssembled: true}}
+	assembled := memory.Assemble(hits, len(hits))
+	for room := 1; room <= 700; room += 7 {
+		pt, ph := pre.memoryBlock(assembled, room)
+		st, sh := slow.memoryBlock(hits, room)
+		if pt != st || len(ph) != len(sh) {
+			t.Fatalf("room %d: assembled hits give %d records %q, raw hits %d records %q", room, len(ph), pt, len(sh), st)
+		}
+	}
 	// Without a window there is no budget.
 	ft, fh := (&Agent{}).memoryBlock(hits, 5)
 	st, sh := (&Agent{deps: Deps{RenderMemory: memory.RenderBlock}}).memoryBlock(hits, 5)

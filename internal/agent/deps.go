@@ -95,6 +95,11 @@ type Deps struct {
 	// fits its output to the block's budget with memory.FitBlock (the
 	// longest prefix of the ranked hits that fits).
 	RenderMemory func([]memory.Hit) string
+	// HitsAssembled says the Retriever's hits are memory.Assemble's output
+	// already (memory.Retrieval's are): the default memory block then fits
+	// and renders them without filtering them again. Ignored with
+	// RenderMemory set.
+	HitsAssembled bool
 	// State supplies the breaker level; nil means always state.Normal.
 	State StateTracker
 	// Gate decides every tool call; nil offers and runs read tools only.

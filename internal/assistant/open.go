@@ -71,7 +71,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Assistant, er
 		return nil, err
 	}
 	deps := agent.Deps{Sessions: a.sessions, Models: router, State: a.state, Gate: a.gate, Deliverer: a,
-		Retriever: a.retrieval, Recorder: a.pipeline}
+		Retriever: a.retrieval, Recorder: a.pipeline, HitsAssembled: true}
 	deps.Compact = a.compact
 	deps.History = a.history
 	deps.Persona, deps.Skills = a.loadPersona()

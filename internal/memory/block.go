@@ -429,6 +429,11 @@ type BlockOptions struct {
 	// Limit caps the records rendered; ≤ 0 means no cap (retrieval has
 	// already capped the hits at its topK).
 	Limit int
+	// Filtered says the hits are FilterHits' (or Assemble's) output
+	// already, as Retrieval.Recall returns them: they are fitted and
+	// rendered as given, without filtering them again (FilterHits is
+	// idempotent, so the block is the same; Block.Dropped is then empty).
+	Filtered bool
 }
 
 // Block is a rendered memory block.
@@ -454,7 +459,10 @@ type Block struct {
 //
 // Each record is one line (whitespace folded, at most 500 runes).
 func RenderBlockWith(hits []Hit, opts BlockOptions) Block {
-	kept, dropped := FilterHits(hits)
+	kept, dropped := hits, []Dropped(nil)
+	if !opts.Filtered {
+		kept, dropped = FilterHits(hits)
+	}
 	cut := 0
 	if opts.Limit > 0 && len(kept) > opts.Limit {
 		cut = len(kept) - opts.Limit
