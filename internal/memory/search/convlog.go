@@ -39,7 +39,9 @@ type ConvParams struct {
 	// RelTime appends the dates of relative time expressions in a
 	// document's text ("yesterday", "last Tuesday", "two weeks ago"),
 	// resolved against its Doc.Date ("2 January 2006 Monday"), to its date
-	// field as words ("7 May 2023", "week of 1 May 2023").
+	// field as words ("7 May 2023", "week of 1 May 2023"), unless the text
+	// already writes that date out (records carry the dates extraction
+	// resolved).
 	RelTime bool
 	// Diversity (0–1) re-ranks greedily so that the n-th document of a
 	// session (Doc.Group) counts Diversity^(n-1) of its score: evidence of
@@ -118,7 +120,9 @@ func (p Params) convDoc(d Doc) Doc {
 	}
 	var words []string
 	for _, r := range ResolveRelative(d.Text, ref) {
-		words = append(words, r.Words())
+		if w := r.Words(); !strings.Contains(d.Text, w) && !slices.Contains(words, w) {
+			words = append(words, w) // a date the text already writes out (a record's "(7 May 2023)") is not added again
+		}
 	}
 	if len(words) > 0 {
 		d.Date += " " + strings.Join(words, " ")

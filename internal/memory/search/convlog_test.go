@@ -167,6 +167,9 @@ func TestRelTimeDateWords(t *testing.T) {
 	if off.Date != "8 May 2023 Monday" {
 		t.Errorf("RelTime off changed the date: %q", off.Date)
 	}
+	if rec := p.convDoc(Doc{Text: "Went to the support group yesterday (7 May 2023)", Date: "8 May 2023 Monday"}); rec.Date != "8 May 2023 Monday" {
+		t.Errorf("a date the text writes out was added again: %q", rec.Date)
+	}
 	if bad := p.convDoc(Doc{Text: "yesterday", Date: "someday"}); bad.Date != "someday" {
 		t.Errorf("unparsable date changed: %q", bad.Date)
 	}
