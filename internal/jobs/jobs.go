@@ -174,6 +174,14 @@ type Queue struct {
 // meet SQLITE_BUSY inside the process; other processes wait on the busy
 // timeout), and applies River's migrations. Close closes the database.
 //
+// synchronous=NORMAL: a commit is not fsynced (WAL checkpoints are), so a
+// power loss — not a process crash — may undo the last transactions. That
+// is acceptable for what lives here: a lost job or turn count only delays
+// work whose inputs are stored elsewhere (the memory pipeline's next job
+// for the session reads its events from the extraction cursor, so the next
+// turn of the session catches up), and a lost cursor advance makes a job
+// run again, which consolidation makes idempotent.
+//
 // Components that share the file keep their tables beside River's and
 // must never use DB() while they hold a transaction: the pool has one
 // connection.
