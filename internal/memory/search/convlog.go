@@ -36,12 +36,13 @@ type ConvParams struct {
 	// share of the query's adjacent term pairs that are adjacent in the
 	// document's text, after stop-word removal); 0 disables it.
 	Proximity float64
-	// RelTime appends the dates of relative time expressions in a
-	// document's text ("yesterday", "last Tuesday", "two weeks ago"),
+	// RelTime appends the dates of relative time expressions in an
+	// utterance's text ("yesterday", "last Tuesday", "two weeks ago"),
 	// resolved against its Doc.Date ("2 January 2006 Monday"), to its date
 	// field as words ("7 May 2023", "week of 1 May 2023"), unless the text
 	// already writes that date out (records carry the dates extraction
-	// resolved).
+	// resolved). Only documents with a Doc.Speaker are utterances: a
+	// record's date is when it was written, not when its words were said.
 	RelTime bool
 	// Diversity (0–1) re-ranks greedily so that the n-th document of a
 	// session (Doc.Group) counts Diversity^(n-1) of its score: evidence of
@@ -111,7 +112,7 @@ func (cs *convState) clone() *convState {
 // convDoc returns d as Add indexes it: with RelTime, its resolved
 // relative dates appended to the date field.
 func (p Params) convDoc(d Doc) Doc {
-	if !p.Conv.RelTime || d.Date == "" || !HasTimeExpression(d.Text) {
+	if !p.Conv.RelTime || d.Date == "" || d.Speaker == "" || !HasTimeExpression(d.Text) {
 		return d
 	}
 	ref, err := time.Parse("2 January 2006 Monday", d.Date)

@@ -153,24 +153,27 @@ func TestProximity(t *testing.T) {
 func TestRelTimeDateWords(t *testing.T) {
 	p := DefaultParams()
 	p.Conv.RelTime = true
-	d := p.convDoc(Doc{Text: "I went to the support group yesterday", Date: "8 May 2023 Monday"})
+	d := p.convDoc(Doc{Text: "I went to the support group yesterday", Speaker: "Caroline", Date: "8 May 2023 Monday"})
 	if d.Date != "8 May 2023 Monday 7 May 2023" {
 		t.Errorf("date = %q", d.Date)
 	}
-	ix := build(p, Doc{Text: "I went to the support group yesterday", Date: "8 May 2023 Monday"}, Doc{Text: "painting", Date: "10 June 2024 Monday"})
+	ix := build(p, Doc{Text: "I went to the support group yesterday", Speaker: "Caroline", Date: "8 May 2023 Monday"}, Doc{Text: "painting", Speaker: "Caroline", Date: "10 June 2024 Monday"})
 	if r := ix.Search("7 May 2023", nil, 2); len(r) != 1 || r[0].Doc != 0 {
 		t.Errorf("resolved date not searchable: %+v", r)
 	}
 	offp := DefaultParams()
 	offp.Conv.RelTime = false
-	off := offp.convDoc(Doc{Text: "yesterday", Date: "8 May 2023 Monday"})
+	off := offp.convDoc(Doc{Text: "yesterday", Speaker: "Mel", Date: "8 May 2023 Monday"})
 	if off.Date != "8 May 2023 Monday" {
 		t.Errorf("RelTime off changed the date: %q", off.Date)
 	}
-	if rec := p.convDoc(Doc{Text: "Went to the support group yesterday (7 May 2023)", Date: "8 May 2023 Monday"}); rec.Date != "8 May 2023 Monday" {
+	if rec := p.convDoc(Doc{Text: "Went to the support group yesterday (7 May 2023)", Speaker: "Caroline", Date: "8 May 2023 Monday"}); rec.Date != "8 May 2023 Monday" {
 		t.Errorf("a date the text writes out was added again: %q", rec.Date)
 	}
-	if bad := p.convDoc(Doc{Text: "yesterday", Date: "someday"}); bad.Date != "someday" {
+	if rec := p.convDoc(Doc{Text: "Caroline went to the support group yesterday", Date: "1 December 2026 Tuesday"}); rec.Date != "1 December 2026 Tuesday" {
+		t.Errorf("a record (no speaker) got a date resolved against its creation: %q", rec.Date)
+	}
+	if bad := p.convDoc(Doc{Text: "yesterday", Speaker: "Mel", Date: "someday"}); bad.Date != "someday" {
 		t.Errorf("unparsable date changed: %q", bad.Date)
 	}
 }
