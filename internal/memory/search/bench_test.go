@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -96,6 +97,13 @@ func loadLocomo(tb testing.TB) []locomoConv {
 // context, speaker, date words, session as group.
 func locomoDocs(convs []locomoConv, copies int) []Doc {
 	var docs []Doc
+	eachLocomoDoc(convs, copies, func(d Doc) { docs = append(docs, d) })
+	return docs
+}
+
+// eachLocomoDoc calls add with each document of locomoDocs, made just
+// before (its key a new string, as the stores make them).
+func eachLocomoDoc(convs []locomoConv, copies int, add func(Doc)) {
 	for c := 0; c < copies; c++ {
 		for _, conv := range convs {
 			for s, turns := range conv.Turns {
@@ -111,14 +119,14 @@ func locomoDocs(convs []locomoConv, copies int) []Doc {
 					if i+1 < len(turns) {
 						ctx = append(ctx, turns[i+1].Text)
 					}
-					docs = append(docs, Doc{Text: text, Context: strings.Join(ctx, "\n"), Speaker: t.Speaker,
+					add(Doc{Text: text, Context: strings.Join(ctx, "\n"), Speaker: t.Speaker,
 						Date: conv.Dates[s], Group: fmt.Sprintf("%d/%s/%d", c, conv.ID, s),
-						Key: fmt.Sprintf("1%d%s%04d%04d", c, conv.ID, s, i)})
+						// as memindex.EventKey: "1", timestamp, event ID
+						Key: fmt.Sprintf("1%s.%09d%s-%d-%04d-%04d", "2023-05-08T13:56:00", i, conv.ID, c, s, i)})
 				}
 			}
 		}
 	}
-	return docs
 }
 
 func heapAlloc() uint64 {
@@ -133,26 +141,26 @@ func heapAlloc() uint64 {
 // BenchmarkIndexMemory indexes about 20,000 LoCoMo turns (the dev
 // conversations repeated 8 times, each turn with its neighbours as
 // context) with DefaultParams and reports the heap the index holds after
-// GC: MiB-heap in all and B/doc per document (the documents' own strings
-// excluded). Run with -benchtime 1x.
+// GC: MiB-heap in all and B/doc per document. Each document is made just
+// before its Add and dropped after, so what the index keeps of it (its key)
+// counts, as in the stores. Run with -benchtime 1x.
 func BenchmarkIndexMemory(b *testing.B) {
-	docs := locomoDocs(loadLocomo(b), 8)
+	convs := loadLocomo(b)
 	var ix *Index
 	var before, after uint64
+	n := 0
 	for i := 0; i < b.N; i++ {
-		ix = nil
+		ix, n = nil, 0
 		before = heapAlloc()
 		ix = NewIndex(DefaultParams())
-		for _, d := range docs {
-			ix.Add(d)
-		}
+		eachLocomoDoc(convs, 8, func(d Doc) { ix.Add(d); n++ })
 		after = heapAlloc()
 	}
 	b.StopTimer()
 	held := float64(after) - float64(before)
-	b.ReportMetric(float64(len(docs)), "docs")
+	b.ReportMetric(float64(n), "docs")
 	b.ReportMetric(held/(1<<20), "MiB-heap")
-	b.ReportMetric(held/float64(len(docs)), "B/doc")
+	b.ReportMetric(held/float64(n), "B/doc")
 	runtime.KeepAlive(ix)
 }
 
@@ -181,31 +189,58 @@ func syntheticIndex(n int) *Index {
 	return ix
 }
 
-// reportLatency adds p50 and p99 of lat (ms).
-func reportLatency(b *testing.B, lat []time.Duration) {
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	pct := func(p float64) float64 {
+// cpuTime is the CPU time (user and system) the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportLatency adds p50 and p99 of lat and the p99 of min3 (ms).
+func reportLatency(b *testing.B, lat, min3 []time.Duration) {
+	pct := func(lat []time.Duration, p float64) float64 {
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Nanoseconds()) / 1e6
 	}
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(pct(lat, 0.50), "p50-ms")
+	b.ReportMetric(pct(lat, 0.99), "p99-ms")
+	b.ReportMetric(pct(min3, 0.99), "p99-min3-ms")
 }
 
 // BenchmarkSearch times SearchScope (top 50) over 100,000 synthetic
 // records (the pgstore benchmark's records and queries, index only) and
-// over the LoCoMo turns of BenchmarkIndexMemory with their questions.
+// over the LoCoMo turns of BenchmarkIndexMemory with their questions. Each
+// query runs 3 times: the first timing is the latency (p50-ms, p99-ms); the
+// fastest of the 3 (p99-min3-ms) filters out preemption by other processes
+// on a shared machine, and cpu-ms/search (the process's CPU time, GC
+// included, per search) does not count waiting for a core.
 func BenchmarkSearch(b *testing.B) {
 	run := func(b *testing.B, ix *Index, qs []string) {
 		sc := ix.NewScope(nil)
 		lat := make([]time.Duration, 0, b.N)
+		min3 := make([]time.Duration, 0, b.N)
+		cpu0 := cpuTime()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			t0 := time.Now()
-			ix.SearchScope(qs[i%len(qs)], sc, 50)
-			lat = append(lat, time.Since(t0))
+			var best time.Duration
+			for r := range 3 {
+				t0 := time.Now()
+				ix.SearchScope(qs[i%len(qs)], sc, 50)
+				d := time.Since(t0)
+				if r == 0 {
+					lat = append(lat, d)
+				}
+				if r == 0 || d < best {
+					best = d
+				}
+			}
+			min3 = append(min3, best)
 		}
 		b.StopTimer()
-		reportLatency(b, lat)
+		b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/1e6/float64(3*b.N), "cpu-ms/search")
+		reportLatency(b, lat, min3)
 	}
 	b.Run("synthetic/n=100000", func(b *testing.B) {
 		run(b, syntheticIndex(100_000), []string{"organic fertiliser for the fig tree", "When did Caroline water the basil?", "토마토 비료", "compost drainage"})
