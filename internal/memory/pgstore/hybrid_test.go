@@ -81,6 +81,12 @@ func (f *fakeEmbeddings) serve(w http.ResponseWriter, r *http.Request) {
 		InputText string   `json:"inputText"`
 	}
 	json.NewDecoder(r.Body).Decode(&body)
+	for _, in := range append(body.Input, body.InputText) {
+		if len(in) > 8000 { // as real models reject inputs past their context
+			http.Error(w, `{"error":{"message":"input too long","type":"invalid_request_error"}}`, http.StatusBadRequest)
+			return
+		}
+	}
 	f.calls.Add(1)
 	switch {
 	case r.URL.Path == "/v1/embeddings":
@@ -355,5 +361,38 @@ func TestForgetDuringEmbedding(t *testing.T) {
 	pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM memory_vectors), (SELECT count(*) FROM memory_actors)`).Scan(&vecs, &actors)
 	if vecs != 0 || actors != 0 {
 		t.Fatalf("after forget: %d vectors, %d actor rows", vecs, actors)
+	}
+}
+
+// A document longer than an embedder takes is embedded cut
+// (memindex.EmbedText) rather than failing its batch, and its vector
+// stays current: the hash is over the whole text.
+func TestLongDocumentIsEmbeddedCut(t *testing.T) {
+	f := newFakeEmbeddings(t, "ok", 16)
+	pool := openPool(t, testenv.PostgresSchema(t))
+	s := newStore(t, pool, pgstore.Options{Embedder: f.embedder(t, "openai/m")})
+	long := strings.Repeat("무화과 나무가 잘 자라요. ", 1500) // about 40 KB
+	r, err := s.Put(ctx, memory.Record{Namespace: "/main/u1/long_term/", Content: long})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putFig(t, s, "u1")
+	if err := s.WaitEmbedded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var current bool
+	if err := pool.QueryRow(ctx, `SELECT hash = md5(content) FROM memory_vectors v JOIN memory_records r USING (id) WHERE id = $1`, r.ID).Scan(&current); err != nil || !current {
+		t.Fatalf("long record's vector: current %v, err %v", current, err)
+	}
+	if n, _ := vectorRows(t, pool, "u1"); n != 4 {
+		t.Fatalf("%d vectors, want 4", n)
+	}
+	calls := f.calls.Load()
+	putFig(t, s, "u1") // new documents only: the long one is not embedded again
+	if err := s.WaitEmbedded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := vectorRows(t, pool, "u1"); n != 7 || f.calls.Load()-calls > 3 {
+		t.Fatalf("%d vectors (want 7), %d more calls", n, f.calls.Load()-calls)
 	}
 }

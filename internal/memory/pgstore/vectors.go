@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tendrilai/tendril/internal/memory/memindex"
 	"github.com/tendrilai/tendril/internal/memory/search"
 )
 
@@ -24,7 +25,8 @@ import (
 // (ModelID), its dimension the last one the embedder returned, and, for
 // a record, its hash the MD5 of the record's content.
 
-// docText is what is embedded for a document (as in the embedded store).
+// docText is a document's text, as in the embedded store: hashed whole,
+// embedded cut to memindex.MaxEmbedBytes.
 func docText(content string) string { return content }
 
 // textHash is the hash stored with a vector: MD5 hex of the embedded
@@ -222,7 +224,11 @@ func (s *Store) embedMissing(ctx context.Context, actor string) int {
 	n := 0
 	for start := 0; start < len(ids); start += embedBatch {
 		end := min(start+embedBatch, len(ids))
-		vecs, err := s.opts.Embedder.Embed(ctx, texts[start:end])
+		batch := make([]string, end-start)
+		for i, t := range texts[start:end] {
+			batch[i] = memindex.EmbedText(t)
+		}
+		vecs, err := s.opts.Embedder.Embed(ctx, batch)
 		if err == nil && len(vecs) != end-start {
 			err = fmt.Errorf("%d vectors for %d texts", len(vecs), end-start)
 		}

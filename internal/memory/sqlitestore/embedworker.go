@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/memindex"
 	"github.com/tendrilai/tendril/internal/memory/search"
 )
 
@@ -164,7 +165,8 @@ func (s *Store) embedLoop(w *embedWorker) {
 	}
 }
 
-// docText is what is embedded for a document.
+// docText is a document's text: hashed whole, embedded cut to
+// memindex.MaxEmbedBytes.
 func docText(r memory.Record) string { return r.Content }
 
 // textHash is the hash stored with a vector: MD5 hex of the embedded text.
@@ -184,7 +186,11 @@ func (s *Store) embedMissing(ctx context.Context, actor string) int {
 	n := 0
 	for start := 0; start < len(ids); start += embedBatch {
 		end := min(start+embedBatch, len(ids))
-		vecs, err := s.opts.Embedder.Embed(ctx, texts[start:end])
+		batch := make([]string, end-start)
+		for i, t := range texts[start:end] {
+			batch[i] = memindex.EmbedText(t)
+		}
+		vecs, err := s.opts.Embedder.Embed(ctx, batch)
 		if err == nil && len(vecs) != end-start {
 			err = fmt.Errorf("%d vectors for %d texts", len(vecs), end-start)
 		}
