@@ -107,3 +107,39 @@ func TestCacheBytesUnbounded(t *testing.T) {
 	}
 }
 
+// TestWarmRecentBudget: WarmRecent warms the most recent actors only as
+// far as their estimated size fits Options.CacheBytes, so that warming
+// does not evict the most recent actor it warmed first.
+func TestWarmRecentBudget(t *testing.T) {
+	home := t.TempDir()
+	s, err := Open(home, Options{NoFsync: true, SyncInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().Add(-time.Hour)
+	for i, a := range []string{"old", "mid", "new"} {
+		appendTurns(t, s, a, t0.Add(time.Duration(i)*time.Minute), 300)
+	}
+	s.Close()
+	// About 0.56 MB per actor by warmBytes: a 1.5 MiB budget holds two.
+	s, err = Open(home, Options{NoFsync: true, SyncInterval: -1, CacheBytes: 3 << 19})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.WarmRecent(context.Background(), 3); err != nil {
+		t.Fatal(err)
+	}
+	built := func(actor string) bool {
+		s.mu.Lock()
+		a := s.actors[actor]
+		s.mu.Unlock()
+		return a != nil && a.slots[a.active.Load()].x != nil
+	}
+	if !built("new") || !built("mid") || built("old") {
+		t.Fatalf("built: new %v mid %v old %v; want true true false", built("new"), built("mid"), built("old"))
+	}
+	if n, _ := s.cacheStats(); n != 0 {
+		t.Fatalf("warming evicted %d actors", n)
+	}
+}

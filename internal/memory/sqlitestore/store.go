@@ -81,10 +81,11 @@ type Options struct {
 	MaxCachedActors int
 	// CacheBytes bounds the estimated heap, in bytes, of the actors held
 	// in memory (their records, events and ranking indexes; see
-	// actorBytes): past it the least recently used idle actors are
-	// dropped and rebuilt from the index on their next use (the most
-	// recently used one always stays). 0 means DefaultCacheBytes;
-	// negative means no byte bound (MaxCachedActors alone).
+	// eventBytes, recordBytes, docBytes): past it the least recently used
+	// idle actors are dropped and rebuilt from the index on their next
+	// use (the most recently used one always stays). 0 means
+	// DefaultCacheBytes; negative means no byte bound (MaxCachedActors
+	// alone).
 	CacheBytes int64
 }
 
