@@ -852,6 +852,9 @@ func (ix *Index) feedback(sc *scratch, top []scored, qs []qterm, st stats, allow
 // groupPrior adds GroupWeight × the best score of another document of the
 // same group to each touched document.
 func (ix *Index) groupPrior(sc *scratch, touched []int32) []int32 {
+	if len(ix.groupIDs) == 0 { // no document has a group (records)
+		return touched
+	}
 	if ix.p.GroupTopN > 1 {
 		return ix.groupPriorN(sc, touched, ix.p.GroupTopN)
 	}
