@@ -285,14 +285,23 @@ func (p *Pipeline) consolidateIx(ctx context.Context, actorID, ns string, c extr
 	// Novelty is 1 − the highest token Jaccard with an active record on
 	// another topic; records sharing no token score 0 and cannot change
 	// it, so only the records sharing a token are passed.
+	// The gate takes the maximum over the records it is given; passing only
+	// the record with the highest Jaccard gives it the same novelty without
+	// re-tokenising every record for every candidate (ix keeps each
+	// record's gate tokens for the job).
 	gin := c.GateInput(nil)
-	var others []string
-	for _, i := range ix.sharing(gate.Tokens(gin.Text)) {
+	words := gate.Tokens(gin.Text)
+	best, bestJ := "", -1.0
+	for _, i := range ix.sharing(words) {
 		if r := ix.recs[i]; r.Status == memory.StatusActive && (c.Topic == "" || topicOf(r) != c.Topic) {
-			others = append(others, r.Content)
+			if j := gate.Jaccard(words, ix.gateTokens(i)); j > bestJ {
+				best, bestJ = r.Content, j
+			}
 		}
 	}
-	gin.Existing = others
+	if bestJ >= 0 {
+		gin.Existing = []string{best}
+	}
 	_, score, outcome := p.opts.Thresholds.Evaluate(gin)
 	if outcome == gate.Dropped {
 		return Result{Outcome: OutcomeDropped, Score: score}, nil
@@ -492,6 +501,21 @@ type candIndex struct {
 	byTok   map[string][]int // token → positions
 	byTopic map[string][]int // topic → positions
 	ntok    []int            // distinct tokens of each position's content
+	gtok    map[int][]string // gate.Tokens of a position's content, filled on first use
+}
+
+// gateTokens is gate.Tokens of the content at position i, computed once
+// per content.
+func (x *candIndex) gateTokens(i int) []string {
+	if t, ok := x.gtok[i]; ok {
+		return t
+	}
+	if x.gtok == nil {
+		x.gtok = map[int][]string{}
+	}
+	t := gate.Tokens(x.recs[i].Content)
+	x.gtok[i] = t
+	return t
 }
 
 func newCandIndex(existing []memory.Record) *candIndex {
@@ -509,6 +533,9 @@ func (x *candIndex) put(r memory.Record) {
 	if ok {
 		old := x.recs[i]
 		x.recs[i] = r
+		if old.Content != r.Content {
+			delete(x.gtok, i)
+		}
 		if old.Content == r.Content && topicOf(old) == topicOf(r) {
 			return
 		}
