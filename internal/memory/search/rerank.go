@@ -1,0 +1,190 @@
+package search
+
+import (
+	"math"
+	"slices"
+)
+
+// Rerank features, in the order of Features' vectors.
+const (
+	FeatScore      = iota // first-stage score / the best first-stage score of the list
+	FeatRank              // -log2(2 + rank), rank from 0
+	FeatText              // BM25 of the text field alone (k1, b of the field), / the list's best
+	FeatContext           // BM25 of the context field alone, / the list's best
+	FeatSpeaker           // 1 if the query names the document's speaker
+	FeatDate              // BM25 of the date field alone, / the list's best
+	FeatSession           // BM25 of the document's session (turns as term frequency), / the best session
+	FeatCoverText         // share of the query's distinct terms in the text
+	FeatCoverAll          // share of the query's distinct terms in text or context
+	FeatTimeCue           // 1 if the query asks "when" and the text mentions a time
+	FeatLength            // log(1 + text length in terms)
+	NumFeatures
+)
+
+// FeatureNames names the rerank features (FeatScore …).
+var FeatureNames = [NumFeatures]string{"score", "rank", "text", "context", "speaker", "date", "session", "cover_text", "cover_all", "time_cue", "length"}
+
+// Features returns one vector of NumFeatures features per result of res
+// (a first-stage ranking of query over scope sc, best first), for a
+// learned re-ranker: per-field BM25 parts, the session-level BM25 of
+// the document's Doc.Group (each session one document, term frequency
+// the number of its turns in scope holding the term in their text), the
+// first-stage score and rank, speaker and time cue matches, query-term
+// coverage and text length. Scores are divided by the best of the list,
+// so the features of one query are comparable with another's. Nil when
+// res is empty or sc does not cover the index.
+func (ix *Index) Features(query string, sc *Scope, res []Result) [][NumFeatures]float64 {
+	if len(res) == 0 || sc == nil || len(sc.allow) != len(ix.lens) {
+		return nil
+	}
+	st := sc.stats()
+	qs := ix.queryTerms(nil, query, st, sc.allow)
+	spk := ix.namedSpeakers(query)
+	when := IsWhenQuestion(query)
+	out := make([][NumFeatures]float64, len(res))
+	// session documents: turns in scope per session, and per query term
+	// the turns of each session holding it in their text
+	sessLen := map[int32]int{}
+	for d, ok := range sc.allow {
+		if ok && ix.group[d] >= 0 {
+			sessLen[ix.group[d]]++
+		}
+	}
+	sessScore := map[int32]float64{}
+	if len(sessLen) > 0 {
+		total := 0
+		for _, l := range sessLen {
+			total += l
+		}
+		avg := float64(total) / float64(len(sessLen))
+		const k1, b = 1.2, 0.75
+		for _, q := range qs {
+			tf := map[int32]int{}
+			data, doc := ix.post.lists[q.id], int32(-1)
+			var tfs [NumFields]uint16
+			for i := 0; i < len(data); {
+				var mask uint8
+				doc, mask, i = entry(data, i, doc, &tfs)
+				if mask&(1<<FieldText) != 0 && sc.allow[doc] && ix.group[doc] >= 0 {
+					tf[ix.group[doc]]++
+				}
+			}
+			if len(tf) == 0 {
+				continue
+			}
+			w := idf(len(sessLen), len(tf))
+			for g, n := range tf {
+				f := float64(n)
+				sessScore[g] += q.weight * w * f * (k1 + 1) / (f + k1*(1-b+b*float64(sessLen[g])/avg))
+			}
+		}
+	}
+	var field [NumFields][]float64
+	for f := range field {
+		field[f] = make([]float64, len(res))
+	}
+	for i, r := range res {
+		d := int32(r.Doc)
+		v := &out[i]
+		v[FeatScore] = r.Score
+		v[FeatRank] = -math.Log2(2 + float64(i))
+		inText, inAll := 0, 0
+		mask0 := uint8(0)
+		for _, q := range qs {
+			mask, tfs := ix.post.find(q.id, d)
+			mask0 |= mask
+			if mask&(1<<FieldText) != 0 {
+				inText++
+			}
+			if mask&(1<<FieldText|1<<FieldContext) != 0 {
+				inAll++
+			}
+			for f := Field(0); f < NumFields; f++ {
+				if mask&(1<<f) == 0 || tfs[f] == 0 {
+					continue
+				}
+				fp := ix.p.Fields[f]
+				bb := fp.B
+				norm := 1 - bb + bb*float64(ix.lens[d][f])/st.avg[f]
+				t := float64(tfs[f]) / norm
+				field[f][i] += q.weight * q.idf * t / (ix.p.K1 + t)
+			}
+		}
+		if len(qs) > 0 {
+			v[FeatCoverText] = float64(inText) / float64(len(qs))
+			v[FeatCoverAll] = float64(inAll) / float64(len(qs))
+		}
+		if len(spk) > 0 && ix.speaker[d] >= 0 && spk[ix.speaker[d]] {
+			v[FeatSpeaker] = 1
+		}
+		if when && ix.hasTime[d] {
+			v[FeatTimeCue] = 1
+		}
+		v[FeatLength] = math.Log1p(float64(ix.lens[d][FieldText]))
+		if g := ix.group[d]; g >= 0 {
+			v[FeatSession] = sessScore[g]
+		}
+	}
+	norm := func(feat int, vals func(i int) float64) {
+		best := 0.0
+		for i := range out {
+			best = max(best, vals(i))
+		}
+		for i := range out {
+			if best > 0 {
+				out[i][feat] = vals(i) / best
+			} else {
+				out[i][feat] = 0
+			}
+		}
+	}
+	norm(FeatScore, func(i int) float64 { return res[i].Score })
+	norm(FeatText, func(i int) float64 { return field[FieldText][i] })
+	norm(FeatContext, func(i int) float64 { return field[FieldContext][i] })
+	norm(FeatDate, func(i int) float64 { return field[FieldDate][i] })
+	sess := make([]float64, len(out))
+	for i := range out {
+		sess[i] = out[i][FeatSession]
+	}
+	norm(FeatSession, func(i int) float64 { return sess[i] })
+	return out
+}
+
+// RerankWeights is a linear re-ranker: a candidate scores the dot
+// product of its Features with Weights.
+type RerankWeights [NumFeatures]float64
+
+// Rerank re-orders res by w · Features (ties keep res's order).
+func (ix *Index) Rerank(query string, sc *Scope, res []Result, w RerankWeights) []Result {
+	fs := ix.Features(query, sc, res)
+	if fs == nil {
+		return res
+	}
+	type c struct {
+		r Result
+		s float64
+	}
+	cs := make([]c, len(res))
+	for i, r := range res {
+		s := 0.0
+		for j, x := range fs[i] {
+			s += w[j] * x
+		}
+		cs[i] = c{r, s}
+	}
+	slices.SortStableFunc(cs, func(a, b c) int {
+		switch {
+		case a.s > b.s:
+			return -1
+		case a.s < b.s:
+			return 1
+		}
+		return 0
+	})
+	out := make([]Result, len(cs))
+	for i, x := range cs {
+		out[i] = x.r
+		out[i].Score = x.s
+	}
+	return out
+}
