@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"testing"
 	"time"
@@ -123,4 +124,36 @@ func activeOf(t *testing.T, st memory.Store, actor string) []memory.Record {
 		}
 	}
 	return out
+}
+
+// A job database from before queued_gen and idle_queued_gen gets the
+// columns when it is opened, and its sessions queue their jobs again.
+func TestOldJobDatabaseGetsQueuedGen(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	f.turn("u1", "s1", "I only use organic fertiliser")
+	f.p.Close()
+	db, err := sql.Open("sqlite", "file:"+f.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{`ALTER TABLE memory_pipeline_sessions DROP COLUMN queued_gen`, `ALTER TABLE memory_pipeline_sessions DROP COLUMN idle_queued_gen`, `DELETE FROM river_job`} {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	f.open()
+	f.turn("u1", "s1", "call me Jin")
+	if n := countKind(t, f.p, KindExtract); n != 1 {
+		t.Fatalf("%d extraction jobs, want 1", n)
+	}
+	if n := countKind(t, f.p, KindIdle); n != 1 {
+		t.Fatalf("%d idle jobs, want 1", n)
+	}
+	if ran := f.drain(); ran != 1 {
+		t.Fatalf("ran %d jobs", ran)
+	}
+	if got := strings.Join(contents(f.active("u1")), "|"); !strings.Contains(got, "Call me Jin") || !strings.Contains(got, "organic fertiliser") {
+		t.Fatalf("records %q", got)
+	}
 }
