@@ -3,6 +3,7 @@ package locomo
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -159,6 +160,7 @@ func TrainRerank(qs []RerankQuestion, passes int, minGain float64) search.Rerank
 // re-ranker.
 type RerankCV struct {
 	Depth int
+	Name  string // the trainer
 	// CrossValidated ranks each conversation with weights trained on the
 	// others; InSample with weights trained on all; FirstStage is the
 	// first-stage ranking (Tendril's default over the same index).
@@ -174,9 +176,13 @@ type RerankFold struct {
 	Train, Test, Before float64 // objective on training, held-out (re-ranked) and held-out first stage
 }
 
+// Trainer fits re-ranker weights on training questions.
+type Trainer func(train []RerankQuestion) search.RerankWeights
+
 // CrossValidateRerank trains on all conversations but one and scores the
-// one left out, for each conversation in turn, over qs (RerankData).
-func CrossValidateRerank(qs []RerankQuestion, depth, passes int, minGain float64) *RerankCV {
+// one left out, for each conversation in turn, over qs (RerankData, depth
+// candidates per question).
+func CrossValidateRerank(qs []RerankQuestion, depth int, name string, fit Trainer) *RerankCV {
 	var convs []string
 	for _, q := range qs {
 		if !slices.Contains(convs, q.Conversation) {
@@ -188,7 +194,7 @@ func CrossValidateRerank(qs []RerankQuestion, depth, passes int, minGain float64
 		x.summarize()
 		return x
 	}
-	cv := &RerankCV{Depth: depth}
+	cv := &RerankCV{Depth: depth, Name: name}
 	var all []QuestionResult
 	for _, held := range convs {
 		var train, test []RerankQuestion
@@ -199,14 +205,14 @@ func CrossValidateRerank(qs []RerankQuestion, depth, passes int, minGain float64
 				train = append(train, q)
 			}
 		}
-		w := TrainRerank(train, passes, minGain)
+		w := fit(train)
 		tr := RerankResults(test, w)
 		all = append(all, tr...)
 		cv.Folds = append(cv.Folds, RerankFold{HeldOut: held, Weights: w, Train: Objective(RerankResults(train, w)),
 			Test: Objective(tr), Before: Objective(RerankResults(test, FirstStage()))})
 	}
 	cv.CrossValidated = rep(all)
-	cv.InSampleWeights = TrainRerank(qs, passes, minGain)
+	cv.InSampleWeights = fit(qs)
 	cv.InSample = rep(RerankResults(qs, cv.InSampleWeights))
 	cv.FirstStage = rep(RerankResults(qs, FirstStage()))
 	return cv
@@ -215,7 +221,7 @@ func CrossValidateRerank(qs []RerankQuestion, depth, passes int, minGain float64
 // WriteText prints the first stage, cross-validated and in-sample
 // figures, the weights per fold and the per-category tables.
 func (cv *RerankCV) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "learned re-ranker over the first stage's top %d, leave-one-conversation-out\n", cv.Depth)
+	fmt.Fprintf(w, "learned re-ranker (%s) over the first stage's top %d, leave-one-conversation-out\n", cv.Name, cv.Depth)
 	fmt.Fprintf(w, "%-22s %17s %17s %17s\n", "recall@10 / all@10", "first stage", "cross-validated", "in-sample")
 	line := func(label string, get func(*Report) *Metrics) {
 		fmt.Fprintf(w, "%-22s", label)
@@ -258,4 +264,110 @@ func fmtW(w search.RerankWeights) string {
 		fmt.Fprintf(&b, "%.2f", x)
 	}
 	return b.String()
+}
+
+// TrainPairwise fits linear re-ranker weights on qs by pairwise logistic
+// regression (RankNet with a linear scorer): for every question, every
+// pair of an evidence candidate and a non-evidence candidate among the
+// first stage's best negDepth, loss log(1 + exp(-(w·x⁺ − w·x⁻))),
+// averaged per question so that each question counts once, plus
+// l2·|w|² (the first-stage score weight is not penalised). Full-batch
+// gradient descent, iters steps. The weights are scaled so that the
+// score weight is 1 when it is positive.
+func TrainPairwise(qs []RerankQuestion, negDepth int, l2 float64, iters int) search.RerankWeights {
+	type pair struct{ d [search.NumFeatures]float64 }
+	var groups [][]pair
+	for _, q := range qs {
+		ev := map[string]bool{}
+		for _, e := range q.Evidence {
+			ev[e] = true
+		}
+		var ps []pair
+		for i, id := range q.IDs {
+			if !ev[id] {
+				continue
+			}
+			for j, id2 := range q.IDs {
+				if j >= negDepth || ev[id2] {
+					continue
+				}
+				var p pair
+				for f := range p.d {
+					p.d[f] = q.Feats[i][f] - q.Feats[j][f]
+				}
+				ps = append(ps, p)
+			}
+		}
+		if len(ps) > 0 {
+			groups = append(groups, ps)
+		}
+	}
+	w := FirstStage()
+	lr := 1.0
+	for it := 0; it < iters; it++ {
+		var g [search.NumFeatures]float64
+		for _, ps := range groups {
+			inv := 1 / float64(len(ps)) / float64(len(groups))
+			for _, p := range ps {
+				s := 0.0
+				for f, x := range p.d {
+					s += w[f] * x
+				}
+				c := -inv / (1 + math.Exp(s)) // d/ds log(1+e^-s) = -1/(1+e^s)
+				for f, x := range p.d {
+					g[f] += c * x
+				}
+			}
+		}
+		for f := range w {
+			if f != search.FeatScore {
+				g[f] += 2 * l2 * w[f]
+			}
+			w[f] -= lr * g[f]
+		}
+	}
+	if s := w[search.FeatScore]; s > 0 {
+		for f := range w {
+			w[f] /= s
+		}
+	}
+	return w
+}
+
+// NestedPairwise is a Trainer that chooses TrainPairwise's l2 among l2s
+// by leave-one-conversation-out cross-validation inside the training
+// questions (the highest mean held-out Objective; ties go to the larger
+// l2), then trains on all of them with it. chosen, if not nil, receives
+// the l2 of each call.
+func NestedPairwise(negDepth, iters int, l2s []float64, chosen func(l2 float64)) Trainer {
+	return func(train []RerankQuestion) search.RerankWeights {
+		var convs []string
+		for _, q := range train {
+			if !slices.Contains(convs, q.Conversation) {
+				convs = append(convs, q.Conversation)
+			}
+		}
+		bestL2, best := l2s[0], -1.0
+		for _, l2 := range l2s {
+			var held []QuestionResult
+			for _, c := range convs {
+				var tr, te []RerankQuestion
+				for _, q := range train {
+					if q.Conversation == c {
+						te = append(te, q)
+					} else {
+						tr = append(tr, q)
+					}
+				}
+				held = append(held, RerankResults(te, TrainPairwise(tr, negDepth, l2, iters))...)
+			}
+			if s := Objective(held); s > best+1e-12 || (s >= best-1e-12 && l2 > bestL2) {
+				bestL2, best = l2, s
+			}
+		}
+		if chosen != nil {
+			chosen(bestL2)
+		}
+		return TrainPairwise(train, negDepth, bestL2, iters)
+	}
 }

@@ -1,13 +1,14 @@
 package locomo
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
 	"github.com/tendrilai/tendril/internal/memory/search"
 )
 
-// TestRerankDev cross-validates the learned re-ranker on the dev split
+// TestRerankDev cross-validates the learned re-rankers on the dev split
 // when LOCOMO_DATA and LOCOMO_RERANK are set.
 func TestRerankDev(t *testing.T) {
 	path := os.Getenv("LOCOMO_DATA")
@@ -18,7 +19,21 @@ func TestRerankDev(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qs := RerankData(convs, search.DefaultParams(), 100)
-	cv := CrossValidateRerank(qs, 100, 6, 0.0005)
+	const depth = 100
+	qs := RerankData(convs, search.DefaultParams(), depth)
+	if os.Getenv("LOCOMO_RERANK") == "all" {
+		CrossValidateRerank(qs, depth, "coordinate ascent on the objective, min gain 0.0005", func(tr []RerankQuestion) search.RerankWeights {
+			return TrainRerank(tr, 6, 0.0005)
+		}).WriteText(os.Stdout)
+		for _, l2 := range []float64{0.001, 0.01, 0.1} {
+			l2 := l2
+			CrossValidateRerank(qs, depth, fmt.Sprintf("pairwise logistic, negatives in the top 30, l2 %g", l2), func(tr []RerankQuestion) search.RerankWeights {
+				return TrainPairwise(tr, 30, l2, 300)
+			}).WriteText(os.Stdout)
+		}
+	}
+	var l2s []float64
+	cv := CrossValidateRerank(qs, depth, "pairwise logistic, negatives in the top 30, l2 chosen by nested leave-one-conversation-out", NestedPairwise(30, 300, []float64{0.001, 0.003, 0.01, 0.03, 0.1}, func(l2 float64) { l2s = append(l2s, l2) }))
 	cv.WriteText(os.Stdout)
+	fmt.Printf("l2 chosen per fold (last: all five): %v\n", l2s)
 }
