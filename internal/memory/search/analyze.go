@@ -34,34 +34,83 @@ type Analyzer struct {
 // Apostrophes inside a word are dropped ("caroline's" → "carolines" is
 // avoided: the possessive "'s" is cut off).
 func Tokenize(text string) []string {
-	var out []string
-	var b strings.Builder
-	flush := func() {
-		if b.Len() > 0 {
-			out = append(out, b.String())
-			b.Reset()
+	return tokenizeAppend(nil, text)
+}
+
+// tokenizeAppend appends the tokens of text (Tokenize) to out. ASCII bytes
+// take a fast path; any other rune goes through unicode as before, so the
+// tokens are the same as a rune-by-rune scan's.
+func tokenizeAppend(out []string, text string) []string {
+	var stack [64]byte
+	buf := stack[:0]
+	start := -1 // with buf empty: text[start:i] is the current token, already lowercase
+	flush := func(i int) {
+		switch {
+		case len(buf) > 0:
+			out = append(out, string(buf))
+			buf = buf[:0]
+		case start >= 0:
+			out = append(out, strings.Clone(text[start:i]))
 		}
+		start = -1
 	}
 	for i := 0; i < len(text); {
+		c := text[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+				if len(buf) > 0 {
+					buf = append(buf, c)
+				} else if start < 0 {
+					start = i
+				}
+				i++
+				continue
+			case c >= 'A' && c <= 'Z':
+				if start >= 0 {
+					buf = append(buf, text[start:i]...)
+					start = -1
+				}
+				buf = append(buf, c+'a'-'A')
+				i++
+				continue
+			case c == '\'' && (len(buf) > 0 || start >= 0):
+				// possessive or contraction: "caroline's" → "caroline", "don't" → "don"+"t"
+				next := text[i+1:]
+				if strings.HasPrefix(next, "s") && (len(next) == 1 || !isWordByte(next[1])) {
+					flush(i)
+					i += 2
+					continue
+				}
+				flush(i)
+			default:
+				flush(i)
+			}
+			i++
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(text[i:])
 		switch {
 		case unicode.IsLetter(r) || unicode.IsDigit(r):
-			b.WriteRune(unicode.ToLower(r))
-		case (r == '\'' || r == '’') && b.Len() > 0:
-			// possessive or contraction: "caroline's" → "caroline", "don't" → "don"+"t"
+			if start >= 0 {
+				buf = append(buf, text[start:i]...)
+				start = -1
+			}
+			buf = utf8.AppendRune(buf, unicode.ToLower(r))
+		case r == '’' && (len(buf) > 0 || start >= 0):
 			next := text[i+size:]
 			if strings.HasPrefix(next, "s") && (len(next) == 1 || !isWordByte(next[1])) {
-				flush()
+				flush(i)
 				i += size + 1
 				continue
 			}
-			flush()
+			flush(i)
 		default:
-			flush()
+			flush(i)
 		}
 		i += size
 	}
-	flush()
+	flush(len(text))
 	return out
 }
 

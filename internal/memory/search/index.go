@@ -154,7 +154,7 @@ type Index struct {
 	ndead    int
 	pool     sync.Pool
 	conv     *convState // Params.Conv's per-document state (convlog.go), nil when off
-	addTF    map[int32]int32     // Add's scratch: term id → row of addRows
+	addRow   []int32             // Add's scratch: term id → row of addRows, -1 none
 	addRows  [][NumFields]uint16 // Add's scratch: per term of the document, tf by field
 	addIDs   []int32             // Add's scratch: the document's terms
 }
@@ -248,28 +248,58 @@ func (ix *Index) termID(t string) int32 {
 }
 
 // Add appends d and returns its document number (0, 1, …).
-func (ix *Index) Add(d Doc) int {
-	d = ix.p.convDoc(d)
+func (ix *Index) Add(d Doc) int { return ix.add(d, nil) }
+
+// Analyzed is a document whose text and context are already analysed by
+// the index's analyzer (Params().Analyzer.Terms), so that a build can
+// analyse each turn's text once and share its terms between the turn's
+// own document and its neighbours' context fields.
+type Analyzed struct {
+	Doc
+	// TextTerms is Analyzer.Terms(Doc.Text).
+	TextTerms []string
+	// ContextTerms holds Analyzer.Terms of each part of Doc.Context, in
+	// order, where Doc.Context is the parts joined by newlines (the terms
+	// of such a join are the parts' terms end to end: a newline or space
+	// always ends a token, TestTermsOfJoin).
+	ContextTerms [][]string
+}
+
+// AddAnalyzed appends a.Doc as Add does, taking its text and context terms
+// from a instead of analysing them: the same document number, statistics
+// and scores as Add(a.Doc) when the terms are the analyzer's. The slices
+// are only read.
+func (ix *Index) AddAnalyzed(a Analyzed) int { return ix.add(a.Doc, &a) }
+
+// add appends d; with pre non-nil its text and context terms come from
+// pre.
+func (ix *Index) add(d Doc, pre *Analyzed) int {
+	var hasTime bool
+	if ix.p.TimeBoost > 0 || ix.p.Conv.RelTime {
+		hasTime = HasTimeExpression(d.Text)
+	}
+	if hasTime {
+		// convDoc returns d unchanged when d.Text has no time expression
+		d = ix.p.convDoc(d)
+	}
 	doc := int32(len(ix.lens))
 	var lens [NumFields]uint32
 	texts := [NumFields]string{d.Text, d.Context, d.Speaker, d.Date}
-	if ix.addTF == nil {
-		ix.addTF = map[int32]int32{}
+	if ix.addRow == nil {
+		ix.addRow = make([]int32, 0, len(ix.termStr))
 	}
-	clear(ix.addTF)
 	ids, rows := ix.addIDs[:0], ix.addRows[:0]
-	for f := Field(0); f < NumFields; f++ {
-		if texts[f] == "" || (ix.p.Fields[f].Weight == 0 && f != FieldSpeaker) {
-			continue
-		}
-		terms := ix.p.Analyzer.Terms(texts[f])
-		lens[f] = uint32(len(terms))
+	count := func(f Field, terms []string) {
+		lens[f] += uint32(len(terms))
 		for _, t := range terms {
 			id := ix.termID(t)
-			r, ok := ix.addTF[id]
-			if !ok {
+			for int(id) >= len(ix.addRow) {
+				ix.addRow = append(ix.addRow, -1)
+			}
+			r := ix.addRow[id]
+			if r < 0 {
 				r = int32(len(rows))
-				ix.addTF[id] = r
+				ix.addRow[id] = r
 				ids = append(ids, id)
 				rows = append(rows, [NumFields]uint16{})
 			}
@@ -277,6 +307,24 @@ func (ix *Index) Add(d Doc) int {
 				rows[r][f]++
 			}
 		}
+	}
+	for f := Field(0); f < NumFields; f++ {
+		if texts[f] == "" || (ix.p.Fields[f].Weight == 0 && f != FieldSpeaker) {
+			continue
+		}
+		switch {
+		case pre != nil && f == FieldText:
+			count(f, pre.TextTerms)
+		case pre != nil && f == FieldContext:
+			for _, part := range pre.ContextTerms {
+				count(f, part)
+			}
+		default:
+			count(f, ix.p.Analyzer.Terms(texts[f]))
+		}
+	}
+	for _, id := range ids {
+		ix.addRow[id] = -1
 	}
 	var text []int32
 	for i, id := range ids {
@@ -297,7 +345,7 @@ func (ix *Index) Add(d Doc) int {
 	ix.lens = append(ix.lens, lens)
 	ix.keys = append(ix.keys, d.Key)
 	ix.dead = append(ix.dead, false)
-	ix.hasTime = append(ix.hasTime, ix.p.TimeBoost > 0 && HasTimeExpression(d.Text))
+	ix.hasTime = append(ix.hasTime, ix.p.TimeBoost > 0 && hasTime)
 	spk := int32(-1)
 	if name := strings.TrimSpace(strings.ToLower(d.Speaker)); name != "" && ix.p.SpeakerBoost > 0 {
 		id, ok := ix.spkIDs[name]
