@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -185,6 +186,22 @@ func EventDoc(e memory.Event, plain bool, context []string) search.Doc {
 		return search.Doc{Text: fmt.Sprintf("(%s) %s: %s", PlainDate(e.Timestamp), SpeakerOf(e), text), Key: EventKey(e)}
 	}
 	return search.Doc{Text: text, Context: strings.Join(context, "\n"), Speaker: SpeakerOf(e), Date: DateWords(e.Timestamp), Group: e.SessionID, Key: EventKey(e)}
+}
+
+// EventTerms is EventDoc(e, false, context) with its text and context
+// analysed by an (for search.Index.AddAnalyzed): text is an.Terms(e.Text)
+// and contextTerms[i] is an.Terms(context[i]), terms the caller keeps so
+// that a build analyses each turn's text once, for its own document and
+// as its neighbours' context. An image caption is analysed here. The
+// slices are only read.
+func EventTerms(e memory.Event, context []string, an search.Analyzer, text []string, contextTerms [][]string) search.Analyzed {
+	d := EventDoc(e, false, context)
+	if c, ok := e.Metadata["caption"].(string); ok && c != "" {
+		// d.Text is e.Text + " " + c: a space ends a token, so its terms
+		// are the two texts' terms end to end (search.TestTermsOfJoin)
+		text = slices.Concat(text, an.Terms(c))
+	}
+	return search.Analyzed{Doc: d, TextTerms: text, ContextTerms: contextTerms}
 }
 
 // Mask is the set of documents a condition allows, with its corpus

@@ -2,6 +2,7 @@ package memindex
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -117,6 +118,46 @@ func TestMatchEvent(t *testing.T) {
 	} {
 		if got, want := c.MatchEvent(e, ns), c.Match(EventRecord(e, ns)); got != want {
 			t.Errorf("%+v: MatchEvent %v, Match %v", c, got, want)
+		}
+	}
+}
+
+// TestEventTermsSame: an index built from EventTerms (each turn's text
+// analysed once) ranks and explains exactly as one built from EventDoc,
+// image captions included.
+func TestEventTermsSame(t *testing.T) {
+	t0 := time.Date(2023, 5, 8, 13, 0, 0, 0, time.UTC)
+	texts := []string{"I painted a sunrise by the lake yesterday", "That's lovely!", "Look at this", "Caroline's idea, last week", "비료를 샀어요"}
+	var evs []memory.Event
+	for i, text := range texts {
+		e := memory.Event{ID: fmt.Sprint("e", i), ActorID: "a", SessionID: "s1", Role: []string{"user", "assistant"}[i%2], Text: text, Timestamp: t0.Add(time.Duration(i) * time.Minute)}
+		if i == 2 {
+			e.Metadata = map[string]any{"caption": "a photo of a lake at sunrise"}
+		}
+		evs = append(evs, e)
+	}
+	p := search.DefaultParams()
+	a, b := search.NewIndex(p), search.NewIndex(p)
+	for i, e := range evs {
+		var ctx []string
+		var ctxTerms [][]string
+		for _, j := range []int{i - 1, i + 1} {
+			if j >= 0 && j < len(evs) {
+				ctx, ctxTerms = append(ctx, evs[j].Text), append(ctxTerms, p.Analyzer.Terms(evs[j].Text))
+			}
+		}
+		a.Add(EventDoc(e, false, ctx))
+		b.AddAnalyzed(EventTerms(e, ctx, p.Analyzer, p.Analyzer.Terms(e.Text), ctxTerms))
+	}
+	for _, q := range []string{"photo of the lake", "sunrise painting", "what was Caroline's idea", "비료"} {
+		g, w := b.Search(q, nil, 10), a.Search(q, nil, 10)
+		if len(g) == 0 || len(g) != len(w) {
+			t.Fatalf("%q: %d results, want %d (> 0)", q, len(g), len(w))
+		}
+		for i := range g {
+			if g[i].Doc != w[i].Doc || g[i].Score != w[i].Score || g[i].Explain != w[i].Explain {
+				t.Fatalf("%q rank %d: %d %v, want %d %v", q, i, g[i].Doc, g[i].Score, w[i].Doc, w[i].Score)
+			}
 		}
 	}
 }

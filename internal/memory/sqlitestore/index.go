@@ -173,9 +173,40 @@ func (s *Store) buildIndex(ctx context.Context, a *actorState) *actorIndex {
 		sid := a.events[r.id].SessionID
 		x.sess[sid] = append(x.sess[sid], r)
 	}
-	for _, r := range evs {
-		e := a.events[r.id]
-		x.add(s.eventDoc(a, x, e), s.eventRef(x, e))
+	if s.opts.PlainDocs {
+		for _, r := range evs {
+			e := a.events[r.id]
+			x.add(s.eventDoc(a, x, e), s.eventRef(x, e))
+		}
+	} else {
+		// each turn's text is analysed once, for its own document and as
+		// the context of its two neighbours
+		an := x.ix.Params().Analyzer
+		terms := make(map[string][]string, len(evs))
+		termsOf := func(id string) []string {
+			t, ok := terms[id]
+			if !ok {
+				t = an.Terms(a.events[id].Text)
+				terms[id] = t
+			}
+			return t
+		}
+		var ctxText []string
+		var ctxTerms [][]string
+		for _, r := range evs {
+			e := a.events[r.id]
+			ctxText, ctxTerms = ctxText[:0], ctxTerms[:0]
+			list := x.sess[e.SessionID]
+			i := sort.Search(len(list), func(i int) bool { return !list[i].before(r) })
+			for _, j := range [2]int{i - 1, i + 1} {
+				if j >= 0 && j < len(list) {
+					ctxText = append(ctxText, a.events[list[j].id].Text)
+					ctxTerms = append(ctxTerms, termsOf(list[j].id))
+				}
+			}
+			d := memindex.EventTerms(e, ctxText, an, termsOf(e.ID), ctxTerms)
+			x.addAnalyzed(d, s.eventRef(x, e))
+		}
 	}
 	if len(evs) > 0 {
 		x.oldest = evs[0].ts
@@ -207,7 +238,16 @@ func (s *Store) eventDoc(a *actorState, x *actorIndex, e memory.Event) search.Do
 // add appends document d, standing for ref, and places it in every
 // cached mask.
 func (x *actorIndex) add(d search.Doc, ref docRef) {
-	doc := x.ix.Add(d)
+	x.placed(d, ref, x.ix.Add(d))
+}
+
+// addAnalyzed is add of a document with its terms analysed.
+func (x *actorIndex) addAnalyzed(d search.Analyzed, ref docRef) {
+	x.placed(d.Doc, ref, x.ix.AddAnalyzed(d))
+}
+
+// placed records document doc (d, standing for ref) just added to x.ix.
+func (x *actorIndex) placed(d search.Doc, ref docRef, doc int) {
 	x.docs = append(x.docs, ref)
 	x.docOf[ref.id] = doc
 	if x.vecs != nil {
