@@ -82,9 +82,40 @@ func (s *Store) buildIndex(a *actorState) *actorIndex {
 		sid := a.events[r.id].SessionID
 		x.sess[sid] = append(x.sess[sid], r)
 	}
-	for _, r := range evs {
-		e := a.events[r.id]
-		x.add(s.eventDoc(a, x, e), s.eventRecord(e))
+	if s.opts.PlainDocs {
+		for _, r := range evs {
+			e := a.events[r.id]
+			x.add(s.eventDoc(a, x, e), s.eventRecord(e))
+		}
+	} else {
+		// each turn's text is analysed once, for its own document and as
+		// the context of its two neighbours
+		an := x.ix.Params().Analyzer
+		terms := make(map[string][]string, len(evs))
+		termsOf := func(id string) []string {
+			t, ok := terms[id]
+			if !ok {
+				t = an.Terms(a.events[id].Text)
+				terms[id] = t
+			}
+			return t
+		}
+		var ctxText []string
+		var ctxTerms [][]string
+		for _, r := range evs {
+			e := a.events[r.id]
+			ctxText, ctxTerms = ctxText[:0], ctxTerms[:0]
+			list := x.sess[e.SessionID]
+			i := sort.Search(len(list), func(i int) bool { return !list[i].before(r) })
+			for _, j := range [2]int{i - 1, i + 1} {
+				if j >= 0 && j < len(list) {
+					ctxText = append(ctxText, a.events[list[j].id].Text)
+					ctxTerms = append(ctxTerms, termsOf(list[j].id))
+				}
+			}
+			d := memindex.EventTerms(e, ctxText, an, termsOf(e.ID), ctxTerms)
+			x.placed(s.eventRecord(e), x.ix.AddAnalyzed(d))
+		}
 	}
 	if len(evs) > 0 {
 		x.oldest = evs[0].ts
@@ -115,7 +146,12 @@ func (s *Store) eventDoc(a *actorState, x *actorIndex, e memory.Event) search.Do
 
 // add appends a document for rec and places it in every cached mask.
 func (x *actorIndex) add(d search.Doc, rec memory.Record) {
-	doc := x.ix.Add(d)
+	x.placed(rec, x.ix.Add(d))
+}
+
+// placed records document doc, just added to x.ix for rec, and places it
+// in every cached mask.
+func (x *actorIndex) placed(rec memory.Record, doc int) {
 	x.docs = append(x.docs, rec)
 	x.docOf[rec.ID] = doc
 	if x.vecs != nil {
