@@ -246,6 +246,8 @@ func (cv *RerankCV) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  held out %s: %v  train %.4f  held-out %.4f (first stage %.4f)\n", f.HeldOut, fmtW(f.Weights), f.Train, f.Test, f.Before)
 	}
 	fmt.Fprintf(w, "  all five: %v\n", fmtW(cv.InSampleWeights))
+	win, loss := pairedWins(cv.FirstStage.PerQuestion, cv.CrossValidated.PerQuestion)
+	fmt.Fprintf(w, "questions better / worse cross-validated than the first stage (recall@10 + all@10): %d / %d\n", win, loss)
 	for _, c := range []struct {
 		n string
 		r *Report
@@ -370,4 +372,34 @@ func NestedPairwise(negDepth, iters int, l2s []float64, chosen func(l2 float64))
 		}
 		return TrainPairwise(train, negDepth, bestL2, iters)
 	}
+}
+
+// pairedWins counts the questions whose recall@10 + all@10 is higher
+// (win) or lower (loss) in b than in a (the same questions, any order).
+func pairedWins(a, b []QuestionResult) (win, loss int) {
+	key := func(q QuestionResult) string { return q.Conversation + "|" + strings.Join(q.Evidence, ",") + "|" + fmt.Sprint(q.Category) }
+	score := func(q QuestionResult) float64 {
+		x := newAcc()
+		x.add(q.Ranked, q.Evidence, []int{10})
+		return x.recall[10] + x.all[10]
+	}
+	as := map[string][]float64{}
+	for _, q := range a {
+		as[key(q)] = append(as[key(q)], score(q))
+	}
+	for _, q := range b {
+		k := key(q)
+		if len(as[k]) == 0 {
+			continue
+		}
+		d := score(q) - as[k][0]
+		as[k] = as[k][1:]
+		switch {
+		case d > 1e-12:
+			win++
+		case d < -1e-12:
+			loss++
+		}
+	}
+	return
 }

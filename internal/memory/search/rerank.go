@@ -7,17 +7,17 @@ import (
 
 // Rerank features, in the order of Features' vectors.
 const (
-	FeatScore      = iota // first-stage score / the best first-stage score of the list
-	FeatRank              // -log2(2 + rank), rank from 0
-	FeatText              // BM25 of the text field alone (k1, b of the field), / the list's best
-	FeatContext           // BM25 of the context field alone, / the list's best
-	FeatSpeaker           // 1 if the query names the document's speaker
-	FeatDate              // BM25 of the date field alone, / the list's best
-	FeatSession           // BM25 of the document's session (turns as term frequency), / the best session
-	FeatCoverText         // share of the query's distinct terms in the text
-	FeatCoverAll          // share of the query's distinct terms in text or context
-	FeatTimeCue           // 1 if the query asks "when" and the text mentions a time
-	FeatLength            // log(1 + text length in terms)
+	FeatScore     = iota // first-stage score / the best first-stage score of the list
+	FeatRank             // -log2(2 + rank), rank from 0
+	FeatText             // BM25 of the text field alone (k1, b of the field), / the list's best
+	FeatContext          // BM25 of the context field alone, / the list's best
+	FeatSpeaker          // 1 if the query names the document's speaker
+	FeatDate             // BM25 of the date field alone, / the list's best
+	FeatSession          // BM25 of the document's session (turns as term frequency), / the best session
+	FeatCoverText        // share of the query's distinct terms in the text
+	FeatCoverAll         // share of the query's distinct terms in text or context
+	FeatTimeCue          // 1 if the query asks "when" and the text mentions a time
+	FeatLength           // log(1 + text length in terms)
 	NumFeatures
 )
 
