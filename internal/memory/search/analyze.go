@@ -34,23 +34,32 @@ type Analyzer struct {
 // Apostrophes inside a word are dropped ("caroline's" → "carolines" is
 // avoided: the possessive "'s" is cut off).
 func Tokenize(text string) []string {
-	return tokenizeAppend(nil, text)
+	var out []string
+	scanTokens(text, func(t string, owned bool) {
+		if !owned {
+			t = strings.Clone(t)
+		}
+		out = append(out, t)
+	})
+	return out
 }
 
-// tokenizeAppend appends the tokens of text (Tokenize) to out. ASCII bytes
-// take a fast path; any other rune goes through unicode as before, so the
-// tokens are the same as a rune-by-rune scan's.
-func tokenizeAppend(out []string, text string) []string {
+// scanTokens calls emit with each token of text, in order (Tokenize's
+// tokens). A token with owned false is a substring of text (its bytes
+// were already lowercase ASCII): emit clones it to keep it. ASCII bytes
+// take a fast path; any other rune goes through unicode, so the tokens are
+// a rune-by-rune scan's (TestTokenizeSame).
+func scanTokens(text string, emit func(tok string, owned bool)) {
 	var stack [64]byte
 	buf := stack[:0]
 	start := -1 // with buf empty: text[start:i] is the current token, already lowercase
 	flush := func(i int) {
 		switch {
 		case len(buf) > 0:
-			out = append(out, string(buf))
+			emit(string(buf), true)
 			buf = buf[:0]
 		case start >= 0:
-			out = append(out, strings.Clone(text[start:i]))
+			emit(text[start:i], false)
 		}
 		start = -1
 	}
@@ -111,7 +120,6 @@ func tokenizeAppend(out []string, text string) []string {
 		i += size
 	}
 	flush(len(text))
-	return out
 }
 
 func isWordByte(c byte) bool {
@@ -124,24 +132,27 @@ func IsStopWord(tok string) bool { return english.IsStopWord(tok) }
 
 // Terms analyses text into index terms, in order, with repeats.
 func (a Analyzer) Terms(text string) []string {
-	toks := Tokenize(text)
-	out := make([]string, 0, len(toks))
-	for _, t := range toks {
+	out := make([]string, 0, len(text)/5+1)
+	scanTokens(text, func(t string, owned bool) {
 		if !a.KeepStopWords && IsStopWord(t) {
-			continue
+			return
 		}
-		if isHangul(t) {
+		ascii := !owned || isASCIIWord(t) // a substring of text is lowercase ASCII
+		if !ascii && isHangul(t) {
 			out = append(out, t)
 			if !a.NoBigrams {
 				out = append(out, hangulBigrams(t)...)
 			}
-			continue
+			return
 		}
-		if a.Stem && isASCIIWord(t) {
-			t = stem(t)
+		switch {
+		case a.Stem && ascii:
+			t = stem(t) // a new string or the cache's, never text's bytes
+		case !owned:
+			t = strings.Clone(t)
 		}
 		out = append(out, t)
-	}
+	})
 	return out
 }
 
@@ -158,6 +169,7 @@ func stem(t string) string {
 	if v, ok := stemCache.Load(t); ok {
 		return v.(string)
 	}
+	t = strings.Clone(t) // t may be a substring of a document: neither the cache nor the stem keeps it
 	s := english.Stem(americanize(t), true)
 	if stemCacheLen.Load() < stemCacheMax {
 		if _, loaded := stemCache.LoadOrStore(t, s); !loaded {

@@ -153,7 +153,7 @@ type Index struct {
 	dead     []bool // removed documents
 	ndead    int
 	pool     sync.Pool
-	conv     *convState // Params.Conv's per-document state (convlog.go), nil when off
+	conv     *convState          // Params.Conv's per-document state (convlog.go), nil when off
 	addRow   []int32             // Add's scratch: term id → row of addRows, -1 none
 	addRows  [][NumFields]uint16 // Add's scratch: per term of the document, tf by field
 	addIDs   []int32             // Add's scratch: the document's terms
