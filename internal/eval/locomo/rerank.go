@@ -246,6 +246,7 @@ func (cv *RerankCV) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  held out %s: %v  train %.4f  held-out %.4f (first stage %.4f)\n", f.HeldOut, fmtW(f.Weights), f.Train, f.Test, f.Before)
 	}
 	fmt.Fprintf(w, "  all five: %v\n", fmtW(cv.InSampleWeights))
+	fmt.Fprintf(w, "  all five, full precision: %#v\n", cv.InSampleWeights)
 	win, loss := pairedWins(cv.FirstStage.PerQuestion, cv.CrossValidated.PerQuestion)
 	fmt.Fprintf(w, "questions better / worse cross-validated than the first stage (recall@10 + all@10): %d / %d\n", win, loss)
 	for _, c := range []struct {
@@ -377,7 +378,9 @@ func NestedPairwise(negDepth, iters int, l2s []float64, chosen func(l2 float64))
 // pairedWins counts the questions whose recall@10 + all@10 is higher
 // (win) or lower (loss) in b than in a (the same questions, any order).
 func pairedWins(a, b []QuestionResult) (win, loss int) {
-	key := func(q QuestionResult) string { return q.Conversation + "|" + strings.Join(q.Evidence, ",") + "|" + fmt.Sprint(q.Category) }
+	key := func(q QuestionResult) string {
+		return q.Conversation + "|" + strings.Join(q.Evidence, ",") + "|" + fmt.Sprint(q.Category)
+	}
 	score := func(q QuestionResult) float64 {
 		x := newAcc()
 		x.add(q.Ranked, q.Evidence, []int{10})

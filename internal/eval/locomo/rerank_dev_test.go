@@ -1,6 +1,7 @@
 package locomo
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -36,4 +37,35 @@ func TestRerankDev(t *testing.T) {
 	cv := CrossValidateRerank(qs, depth, "pairwise logistic, negatives in the top 30, l2 chosen by nested leave-one-conversation-out", NestedPairwise(30, 300, []float64{0.001, 0.003, 0.01, 0.03, 0.1}, func(l2 float64) { l2s = append(l2s, l2) }))
 	cv.WriteText(os.Stdout)
 	fmt.Printf("l2 chosen per fold (last: all five): %v\n", l2s)
+}
+
+// TestRerankStoreDev runs the stores' path (sqlitestore) with
+// search.LearnedRerank on the dev split beside the default, at the level
+// LOCOMO_RERANK_STORE names (events or records).
+func TestRerankStoreDev(t *testing.T) {
+	path, level := os.Getenv("LOCOMO_DATA"), os.Getenv("LOCOMO_RERANK_STORE")
+	if path == "" || level == "" {
+		t.Skip("set LOCOMO_DATA and LOCOMO_RERANK_STORE (events or records) to run the learned re-ranker through the store")
+	}
+	convs, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, on := range []bool{false, true} {
+		p := search.DefaultParams()
+		if on {
+			p.Rerank = search.LearnedRerank()
+		}
+		o := Options{Level: level, Ranking: &p}
+		if level == LevelRecords {
+			d := t.TempDir()
+			o.Extract = PipelineExtract(d)
+		}
+		r, err := Run(context.Background(), convs, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("rerank %v, level %s: objective %.4f\n", on, level, Objective(r.PerQuestion))
+		r.WriteText(os.Stdout)
+	}
 }

@@ -273,8 +273,18 @@ func bigramSet(terms []string) []uint64 {
 
 // SearchScope is Search over a precomputed Scope: BM25F (searchScope), then,
 // when Params.Conv enables them, the proximity bonus, the session-document
-// fusion and the multi-hop round over the best Conv.Depth documents.
+// fusion and the multi-hop round over the best Conv.Depth documents, then,
+// when Params.Rerank is set, the learned re-ranker (rerank.go) over the
+// best Rerank.Depth of those.
 func (ix *Index) SearchScope(query string, sc *Scope, k int) []Result {
+	if ix.p.Rerank.on() && k > 0 {
+		return ix.rerankScope(query, sc, k)
+	}
+	return ix.searchConv(query, sc, k)
+}
+
+// searchConv is SearchScope before the learned re-ranker.
+func (ix *Index) searchConv(query string, sc *Scope, k int) []Result {
 	cp := ix.p.Conv
 	if !cp.reranks() || ix.conv == nil || k <= 0 {
 		return ix.searchScope(query, sc, k)

@@ -94,6 +94,9 @@ type Params struct {
 	// Conv holds the techniques for long conversational logs (convlog.go);
 	// the zero value turns them off.
 	Conv ConvParams
+	// Rerank is a learned linear re-ranker over the best Rerank.Depth
+	// documents (rerank.go); the zero value turns it off.
+	Rerank RerankParams
 }
 
 // DefaultParams is Tendril's ranking: BM25F over text, neighbouring turns,

@@ -3,6 +3,7 @@ package search
 import (
 	"math"
 	"slices"
+	"strconv"
 )
 
 // Rerank features, in the order of Features' vectors.
@@ -154,14 +155,49 @@ func (ix *Index) Features(query string, sc *Scope, res []Result) [][NumFeatures]
 // product of its Features with Weights.
 type RerankWeights [NumFeatures]float64
 
-// Rerank re-orders res by w · Features (ties keep res's order).
-func (ix *Index) Rerank(query string, sc *Scope, res []Result, w RerankWeights) []Result {
+// RerankParams configures the learned re-ranker of SearchScope: the best
+// Depth documents of the first stage (BM25F and Params.Conv; default 100)
+// are re-ordered by Weights · Features. Zero Weights turn it off.
+type RerankParams struct {
+	Weights RerankWeights
+	Depth   int
+}
+
+func (r RerankParams) on() bool { return r.Weights != RerankWeights{} }
+
+// LearnedRerank is the re-ranker trained on LoCoMo's five development
+// conversations (events level, DefaultParams as the first stage, top
+// 100): pairwise logistic regression, l2 chosen by nested
+// leave-one-conversation-out cross-validation (internal/eval/locomo
+// TrainPairwise, NestedPairwise; docs/bench/memory.md, issue 16 round 4).
+func LearnedRerank() RerankParams {
+	return RerankParams{Depth: 100, Weights: learnedWeights}
+}
+
+// learnedWeights are NestedPairwise's weights on all five conversations
+// (l2 0.003), rounded to 4 decimals, in FeatureNames order.
+var learnedWeights = RerankWeights{1, -0.0428, 0.0821, 0.0136, 0.4075, 0.2824, 0.4245, 0.0351, 0.1305, 0.1808, 0.1726}
+
+// rerankScope is SearchScope with Params.Rerank: the first stage's best
+// Depth (at least k), re-ordered, cut to k; each explanation gains the
+// re-ranker's parts.
+func (ix *Index) rerankScope(query string, sc *Scope, k int) []Result {
+	depth := ix.p.Rerank.Depth
+	if depth <= 0 {
+		depth = 100
+	}
+	res := ix.searchConv(query, sc, max(k, depth))
 	fs := ix.Features(query, sc, res)
 	if fs == nil {
+		if len(res) > k {
+			res = res[:k]
+		}
 		return res
 	}
+	w := ix.p.Rerank.Weights
 	type c struct {
 		r Result
+		f [NumFeatures]float64
 		s float64
 	}
 	cs := make([]c, len(res))
@@ -170,7 +206,7 @@ func (ix *Index) Rerank(query string, sc *Scope, res []Result, w RerankWeights) 
 		for j, x := range fs[i] {
 			s += w[j] * x
 		}
-		cs[i] = c{r, s}
+		cs[i] = c{r, fs[i], s}
 	}
 	slices.SortStableFunc(cs, func(a, b c) int {
 		switch {
@@ -181,10 +217,32 @@ func (ix *Index) Rerank(query string, sc *Scope, res []Result, w RerankWeights) 
 		}
 		return 0
 	})
+	if len(cs) > k {
+		cs = cs[:k]
+	}
 	out := make([]Result, len(cs))
 	for i, x := range cs {
-		out[i] = x.r
-		out[i].Score = x.s
+		b := make([]byte, 0, 160)
+		b = strconv.AppendFloat(b, x.s, 'f', 4, 64)
+		b = append(b, " = rerank["...)
+		first := true
+		for j, v := range x.f {
+			if w[j] == 0 || v == 0 {
+				continue
+			}
+			if !first {
+				b = append(b, " + "...)
+			}
+			first = false
+			b = append(b, FeatureNames[j]...)
+			b = append(b, ' ')
+			b = strconv.AppendFloat(b, w[j], 'g', 3, 64)
+			b = append(b, "×"...)
+			b = strconv.AppendFloat(b, v, 'f', 3, 64)
+		}
+		b = append(b, "] of first stage "...)
+		b = append(b, x.r.Explain...)
+		out[i] = Result{Doc: x.r.Doc, Score: x.s, Explain: string(b)}
 	}
 	return out
 }

@@ -1,0 +1,91 @@
+package search
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func rerankDocs() []Doc {
+	return []Doc{
+		{Text: "I adopted a puppy from the shelter", Speaker: "Caroline", Group: "s1"},                    // 0: both words in text
+		{Text: "that sounds lovely", Context: "the shelter had a puppy", Speaker: "Melanie", Group: "s1"}, // 1: context only
+		{Text: "the shelter was closed", Speaker: "Melanie", Group: "s2"},                                 // 2: one word
+		{Text: "we went to the beach yesterday", Speaker: "Caroline", Group: "s2"},                        // 3: no match
+		{Text: "a puppy at the shelter again", Speaker: "Melanie", Group: "s3"},                           // 4: both words
+	}
+}
+
+func TestFeatures(t *testing.T) {
+	ix := build(DefaultParams(), rerankDocs()...)
+	sc := ix.NewScope(nil)
+	q := "Did Caroline adopt a puppy from the shelter?"
+	res := ix.SearchScope(q, sc, 10)
+	fs := ix.Features(q, sc, res)
+	if len(fs) != len(res) || len(res) < 3 {
+		t.Fatalf("%d features for %d results", len(fs), len(res))
+	}
+	by := map[int][NumFeatures]float64{}
+	for i, r := range res {
+		by[r.Doc] = fs[i]
+	}
+	if by[0][FeatSpeaker] != 1 || by[4][FeatSpeaker] != 0 {
+		t.Errorf("speaker: doc 0 %v, doc 4 %v", by[0][FeatSpeaker], by[4][FeatSpeaker])
+	}
+	if by[1][FeatCoverText] != 0 || by[1][FeatCoverAll] == 0 || by[1][FeatContext] == 0 {
+		t.Errorf("doc 1 (context only): cover text %v, all %v, context %v", by[1][FeatCoverText], by[1][FeatCoverAll], by[1][FeatContext])
+	}
+	if by[2][FeatCoverText] >= by[0][FeatCoverText] {
+		t.Errorf("coverage: doc 2 %v ≥ doc 0 %v", by[2][FeatCoverText], by[0][FeatCoverText])
+	}
+	// s1 holds "puppy" and "shelter" in two turns each, s3 in one
+	if by[0][FeatSession] != 1 || by[4][FeatSession] >= 1 || by[4][FeatSession] <= 0 {
+		t.Errorf("session: s1 %v, s3 %v", by[0][FeatSession], by[4][FeatSession])
+	}
+	for _, f := range []int{FeatScore, FeatText, FeatSession} {
+		best := 0.0
+		for _, v := range fs {
+			best = max(best, v[f])
+		}
+		if best != 1 {
+			t.Errorf("%s: best of the list %v, want 1", FeatureNames[f], best)
+		}
+	}
+	if fs[0][FeatScore] != 1 || fs[0][FeatRank] <= fs[1][FeatRank] {
+		t.Errorf("first result: score %v, rank %v vs %v", fs[0][FeatScore], fs[0][FeatRank], fs[1][FeatRank])
+	}
+}
+
+func TestRerankFirstStageWeightsKeepOrder(t *testing.T) {
+	p := DefaultParams()
+	plain := build(p, rerankDocs()...)
+	p.Rerank = RerankParams{Weights: RerankWeights{FeatScore: 1}}
+	ix := build(p, rerankDocs()...)
+	for _, q := range []string{"puppy shelter", "Caroline beach", "Did Melanie visit the shelter?"} {
+		a, b := plain.Search(q, nil, 3), ix.Search(q, nil, 3)
+		if !reflect.DeepEqual(docsOf(a), docsOf(b)) {
+			t.Errorf("%q: first stage %v, re-ranked with score alone %v", q, docsOf(a), docsOf(b))
+		}
+	}
+}
+
+func TestRerankWeightsReorder(t *testing.T) {
+	p := DefaultParams()
+	p.Rerank = RerankParams{Weights: RerankWeights{FeatScore: 1, FeatSpeaker: 5}}
+	ix := build(p, rerankDocs()...)
+	got := ix.Search("Did Melanie see a puppy?", nil, 2)
+	if len(got) != 2 {
+		t.Fatalf("got %v", docsOf(got))
+	}
+	for _, r := range got {
+		if r.Doc != 1 && r.Doc != 4 {
+			t.Errorf("doc %d of another speaker in the top 2: %v", r.Doc, docsOf(got))
+		}
+		if !strings.Contains(r.Explain, "rerank[") || !strings.Contains(r.Explain, "speaker 5×1.000") || !strings.Contains(r.Explain, "of first stage ") {
+			t.Errorf("explain %q", r.Explain)
+		}
+	}
+	if LearnedRerank().Weights[FeatScore] != 1 || LearnedRerank().Depth != 100 {
+		t.Errorf("LearnedRerank %+v", LearnedRerank())
+	}
+}
