@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -97,7 +98,7 @@ func FilterHits(hits []Hit) (kept []Hit, dropped []Dropped) {
 			by = h.Record.ID
 		}
 		for i := 0; by == "" && i < len(info); i++ {
-			if info[i].hash == an.hash || jaccard(info[i].words, an.words) >= nearDuplicateJaccard {
+			if info[i].hash == an.hash || nearDuplicate(info[i].words, an.words) {
 				by = nameOf(kept[i])
 			}
 		}
@@ -135,10 +136,10 @@ func nameOf(h Hit) string {
 
 // analysis is what the filter needs of a record, computed once.
 type analysis struct {
-	hash    string          // ContentHash of the body
-	words   map[string]bool // content words of the body
-	ordered []string        // the same, in order of first appearance
-	nouns   map[string]bool // content words that are not preference verbs
+	hash  string          // ContentHash of the body
+	words []string        // distinct content words (stems) of the body, sorted
+	nouns map[string]bool // content words that are not preference verbs
+	first string          // the first content word of the body
 }
 
 // analyses caches analyse's result per record body: the same records are
@@ -183,20 +184,25 @@ func analyse(r Record) analysis {
 // shared through the cache and must not be changed.
 func analyseBody(r Record) analysis {
 	body := bodyText(r)
-	an := analysis{hash: ContentHash(body), words: map[string]bool{}, nouns: map[string]bool{}}
+	an := analysis{hash: ContentHash(body), nouns: map[string]bool{}}
+	seen := map[string]bool{}
 	for _, w := range words(body) {
 		st := stem(w)
 		if st == "" {
 			continue
 		}
-		if !an.words[st] {
-			an.words[st] = true
-			an.ordered = append(an.ordered, st)
+		if !seen[st] {
+			seen[st] = true
+			an.words = append(an.words, st)
+			if an.first == "" {
+				an.first = st
+			}
 		}
 		if !preferenceVerbs[w] {
 			an.nouns[st] = true
 		}
 	}
+	slices.Sort(an.words)
 	return an
 }
 
@@ -234,17 +240,45 @@ func IsAssistantRecord(r Record) bool {
 // "hi", "ㅇㅋ", "감사합니다" and the like.
 func IsContentless(text string) bool { return len(contentWords(text)) == 0 }
 
-func jaccard(a, b map[string]bool) float64 {
+func jaccard(a, b []string) float64 {
 	if len(a) == 0 || len(b) == 0 {
 		return 0
 	}
-	common := 0
-	for w := range a {
-		if b[w] {
-			common++
+	common := intersection(a, b)
+	return float64(common) / float64(len(a)+len(b)-common)
+}
+
+// nearDuplicate reports jaccard(a, b) >= nearDuplicateJaccard. The Jaccard
+// index of two sets is at most min/max of their sizes, so pairs whose sizes
+// differ too much are decided without comparing words (exact: division is
+// monotone in floating point too).
+func nearDuplicate(a, b []string) bool {
+	small, big := len(a), len(b)
+	if small > big {
+		small, big = big, small
+	}
+	if small == 0 || float64(small)/float64(big) < nearDuplicateJaccard {
+		return false
+	}
+	return jaccard(a, b) >= nearDuplicateJaccard
+}
+
+// intersection counts the words two sorted sets share (a merge, no maps).
+func intersection(a, b []string) int {
+	n, i, j := 0, 0, 0
+	for i < len(a) && j < len(b) {
+		switch {
+		case a[i] == b[j]:
+			n++
+			i++
+			j++
+		case a[i] < b[j]:
+			i++
+		default:
+			j++
 		}
 	}
-	return float64(common) / float64(len(a)+len(b)-common)
+	return n
 }
 
 // functionWords are never content words: English function words and
@@ -400,19 +434,13 @@ func sameTopic(explicit, inferred Record, e, i *analysis) bool {
 	if et != "" && strings.EqualFold(strings.TrimSpace(et), strings.TrimSpace(it)) {
 		return true
 	}
-	if len(i.ordered) == 0 {
+	if len(i.words) == 0 {
 		return false
 	}
-	common := 0
-	for _, w := range i.ordered {
-		if e.words[w] {
-			common++
-		}
-	}
-	if float64(common) >= 0.5*float64(len(i.ordered)) {
+	if float64(intersection(i.words, e.words)) >= 0.5*float64(len(i.words)) {
 		return true
 	}
-	return explicit.Strategy == StrategyUserPreference && len(i.ordered) <= claimMaxWords && e.nouns[i.ordered[0]]
+	return explicit.Strategy == StrategyUserPreference && len(i.words) <= claimMaxWords && e.nouns[i.first]
 }
 
 // BlockHeader starts the memory block.
