@@ -47,6 +47,9 @@ func (ix *Index) Features(query string, sc *Scope, res []Result) [][NumFeatures]
 	// the turns of each session holding it in their text
 	sessLen := map[int32]int{}
 	for d, ok := range sc.allow {
+		if len(ix.groupIDs) == 0 {
+			break // no sessions (records): no pass over the scope
+		}
 		if ok && ix.group[d] >= 0 {
 			sessLen[ix.group[d]]++
 		}
