@@ -37,6 +37,12 @@ func TestRerankDev(t *testing.T) {
 	cv := CrossValidateRerank(qs, depth, "pairwise logistic, negatives in the top 30, l2 chosen by nested leave-one-conversation-out", NestedPairwise(30, 300, []float64{0.001, 0.003, 0.01, 0.03, 0.1}, func(l2 float64) { l2s = append(l2s, l2) }))
 	cv.WriteText(os.Stdout)
 	fmt.Printf("l2 chosen per fold (last: all five): %v\n", l2s)
+	bm, err := Run(context.Background(), convs, Options{Baseline: "bm25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("\n[plain BM25, same run] objective %.4f\n", Objective(bm.PerQuestion))
+	bm.writeTable(os.Stdout)
 }
 
 // TestRerankStoreDev runs the stores' path (sqlitestore) with
