@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/tendrilai/tendril/internal/memory/search"
@@ -20,7 +21,10 @@ func TestRerankDev(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const depth = 100
+	depth := 100
+	if d, err := strconv.Atoi(os.Getenv("LOCOMO_RERANK_DEPTH")); err == nil && d > 0 {
+		depth = d
+	}
 	qs := RerankData(convs, search.DefaultParams(), depth)
 	if os.Getenv("LOCOMO_RERANK") == "all" {
 		CrossValidateRerank(qs, depth, "coordinate ascent on the objective, min gain 0.0005", func(tr []RerankQuestion) search.RerankWeights {
