@@ -37,8 +37,12 @@ func TestRerankDev(t *testing.T) {
 			}).WriteText(os.Stdout)
 		}
 	}
+	neg := 100
+	if d, err := strconv.Atoi(os.Getenv("LOCOMO_RERANK_NEG")); err == nil && d > 0 {
+		neg = d
+	}
 	var l2s []float64
-	cv := CrossValidateRerank(qs, depth, "pairwise logistic, negatives in the top 30, l2 chosen by nested leave-one-conversation-out", NestedPairwise(30, 300, []float64{0.001, 0.003, 0.01, 0.03, 0.1}, func(l2 float64) { l2s = append(l2s, l2) }))
+	cv := CrossValidateRerank(qs, depth, fmt.Sprintf("pairwise logistic, negatives in the top %d, l2 chosen by nested leave-one-conversation-out", neg), NestedPairwise(neg, 300, []float64{0.001, 0.003, 0.01, 0.03, 0.1}, func(l2 float64) { l2s = append(l2s, l2) }))
 	cv.WriteText(os.Stdout)
 	fmt.Printf("l2 chosen per fold (last: all five): %v\n", l2s)
 	bm, err := Run(context.Background(), convs, Options{Baseline: "bm25"})

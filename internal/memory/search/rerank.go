@@ -178,8 +178,9 @@ func LearnedRerank() RerankParams {
 }
 
 // learnedWeights are NestedPairwise's weights on all five conversations
-// (l2 0.003), rounded to 4 decimals, in FeatureNames order.
-var learnedWeights = RerankWeights{1, -0.0428, 0.0821, 0.0136, 0.4075, 0.2824, 0.4245, 0.0351, 0.1305, 0.1808, 0.1726}
+// (every non-evidence candidate of the 100 a negative; l2 0.001), rounded
+// to 4 decimals, in FeatureNames order.
+var learnedWeights = RerankWeights{1, 0.3967, 0.0367, -0.0854, 0.8631, 0.3306, 0.6814, 0.0233, 0.1028, 0.2981, 0.3264}
 
 // rerankScope is SearchScope with Params.Rerank: the first stage's best
 // Depth (at least k), re-ordered, cut to k; each explanation gains the
