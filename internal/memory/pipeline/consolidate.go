@@ -69,7 +69,8 @@ func (p *Pipeline) consolidateAll(ctx context.Context, actorID, ns string, cands
 // caller to flush (under queue.guard).
 func (p *Pipeline) consolidateInto(ctx context.Context, actorID, ns string, cands []extract.Candidate, existing []memory.Record, b *batch) ([]Result, error) {
 	sortByTime(cands)
-	ix := newCandIndex(existing)
+	key := actorID + "\x00" + ns
+	ix := p.cands.take(key, existing)
 	var out []Result
 	for _, c := range cands {
 		r, err := p.consolidateIx(ctx, actorID, ns, c, ix, b)
@@ -81,7 +82,64 @@ func (p *Pipeline) consolidateInto(ctx context.Context, actorID, ns string, cand
 			ix.put(w)
 		}
 	}
+	p.cands.keep(key, ix)
 	return out, nil
+}
+
+// candCache keeps each namespace's candidate index between extraction
+// jobs, so that a job costs O(records) comparisons of the listing instead
+// of tokenising and indexing every record again. A kept index is used only
+// when the store's fresh listing holds the same records (ID, content and
+// topic) in the same positions — whatever changed them (approve, forget,
+// a note, another instance, a batch that failed to flush) makes the next
+// job build a new index — and its records are replaced by the listing's,
+// so every other field is current. An index in use is taken out of the
+// cache, so two jobs never share one.
+type candCache struct {
+	mu sync.Mutex
+	m  map[string]*candIndex
+}
+
+// maxCachedCandIndexes bounds candCache: past it the cache starts over.
+const maxCachedCandIndexes = 256
+
+func (c *candCache) take(key string, existing []memory.Record) *candIndex {
+	c.mu.Lock()
+	ix := c.m[key]
+	delete(c.m, key)
+	c.mu.Unlock()
+	if ix != nil && ix.matches(existing) {
+		copy(ix.recs, existing)
+		return ix
+	}
+	return newCandIndex(existing)
+}
+
+func (c *candCache) keep(key string, ix *candIndex) {
+	if ix.replaced > len(ix.recs) { // mostly stale postings: rebuild next time
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxCachedCandIndexes {
+		c.m = map[string]*candIndex{}
+	}
+	c.m[key] = ix
+}
+
+// matches reports whether x indexes exactly the records of the listing,
+// position by position (ID, content and topic: what its postings hold).
+func (x *candIndex) matches(existing []memory.Record) bool {
+	if len(existing) != len(x.recs) {
+		return false
+	}
+	for i := range existing {
+		e, r := &existing[i], &x.recs[i]
+		if e.ID != r.ID || e.Content != r.Content || topicOf(*e) != topicOf(*r) {
+			return false
+		}
+	}
+	return true
 }
 
 // BatchPutter is an optional fast path a memory.Store may implement:
@@ -502,6 +560,9 @@ type candIndex struct {
 	byTopic map[string][]int // topic → positions
 	ntok    []int            // distinct tokens of each position's content
 	gtok    map[int][]string // gate.Tokens of a position's content, filled on first use
+	// replaced counts records whose content or topic changed in place (their
+	// old postings stay), to drop an index that is mostly stale.
+	replaced int
 }
 
 // gateTokens is gate.Tokens of the content at position i, computed once
@@ -539,6 +600,7 @@ func (x *candIndex) put(r memory.Record) {
 		if old.Content == r.Content && topicOf(old) == topicOf(r) {
 			return
 		}
+		x.replaced++
 	} else {
 		i = len(x.recs)
 		x.pos[r.ID] = i

@@ -167,6 +167,8 @@ type Pipeline struct {
 
 	locks sync.Map // session key → *sync.Mutex: one extraction per session at a time
 
+	cands candCache // candidate indexes kept between jobs (consolidateInto)
+
 	flightMu sync.Mutex
 	flights  map[string]map[*flight]struct{} // actor → extractions in progress here
 

@@ -106,12 +106,16 @@ func ResolveRelative(text string, ref time.Time) []Resolved {
 	}
 	day := midnight(ref)
 	var out []Resolved
+	nonASCII := hasNonASCII(text)
+	if !nonASCII && !mayHoldRelEN(text) {
+		return nil
+	}
 	for _, m := range reRelEN.FindAllStringSubmatch(text, -1) {
 		if r, ok := resolveEN(m, day); ok {
 			out = append(out, r)
 		}
 	}
-	if hasNonASCII(text) {
+	if nonASCII {
 		for _, m := range reRelKO.FindAllStringSubmatch(text, -1) {
 			if r, ok := resolveKO(m, day); ok {
 				out = append(out, r)
@@ -119,6 +123,40 @@ func ResolveRelative(text string, ref time.Time) []Resolved {
 		}
 	}
 	return out
+}
+
+// relENWords are words one of which every match of reRelEN holds ("day"
+// covers yesterday, today and the weekdays; "night" tonight; "ago" the
+// "n units ago" branch).
+var relENWords = []string{"day", "night", "morning", "tomorrow", "week", "month", "year",
+	"summer", "winter", "spring", "fall", "autumn", "ago"}
+
+// mayHoldRelEN reports whether ASCII text holds one of relENWords in any
+// case: when it does not, reRelEN cannot match and is not run (most turns;
+// the regular expression was most of an index build's cost). Non-ASCII
+// text always runs it, since (?i) also folds characters such as U+017F.
+func mayHoldRelEN(text string) bool {
+	for _, w := range relENWords {
+		if containsFoldASCII(text, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsFoldASCII reports whether s holds lower-case ASCII word w in
+// any letter case.
+func containsFoldASCII(s, w string) bool {
+	for i := 0; i+len(w) <= len(s); i++ {
+		j := 0
+		for j < len(w) && s[i+j]|0x20 == w[j] {
+			j++
+		}
+		if j == len(w) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasNonASCII(s string) bool {

@@ -1,0 +1,81 @@
+package pipeline
+
+import (
+	"testing"
+
+	"github.com/tendrilai/tendril/internal/memory"
+)
+
+func candRecs() []memory.Record {
+	return []memory.Record{
+		{ID: "r1", Content: "the user grows basil on the balcony", Metadata: map[string]any{"topic": "basil"}},
+		{ID: "r2", Content: "the user prefers organic fertiliser", Metadata: map[string]any{"topic": "fertiliser"}},
+	}
+}
+
+// TestCandCacheReusesOnlyAnUnchangedListing: a kept index is handed back
+// when the listing is the same, with the listing's records (fresh fields),
+// and any change of ID, content, topic or length gives a new index that
+// sees the change.
+func TestCandCacheReusesOnlyAnUnchangedListing(t *testing.T) {
+	var c candCache
+	ix := c.take("a\x00ns", candRecs())
+	c.keep("a\x00ns", ix)
+
+	same := candRecs()
+	same[0].Sources = []string{"e9"} // a field the postings do not hold
+	if got := c.take("a\x00ns", same); got != ix {
+		t.Fatal("an unchanged listing did not reuse the kept index")
+	} else if len(got.recs[0].Sources) != 1 {
+		t.Fatal("a reused index kept its old copy of the records")
+	}
+	if got := c.take("a\x00ns", candRecs()); got == ix {
+		t.Fatal("an index was handed out twice (it is taken out while in use)")
+	}
+
+	changes := map[string]func([]memory.Record) []memory.Record{
+		"content": func(r []memory.Record) []memory.Record { r[1].Content = "the user prefers chemical fertiliser"; return r },
+		"topic":   func(r []memory.Record) []memory.Record { r[0].Metadata = map[string]any{"topic": "herbs"}; return r },
+		"id":      func(r []memory.Record) []memory.Record { r[0].ID = "r0"; return r },
+		"removed": func(r []memory.Record) []memory.Record { return r[1:] },
+		"added": func(r []memory.Record) []memory.Record {
+			return append(r, memory.Record{ID: "r3", Content: "the user walks the dog at dawn"})
+		},
+	}
+	for name, change := range changes {
+		t.Run(name, func(t *testing.T) {
+			var c candCache
+			ix := c.take("k", candRecs())
+			c.keep("k", ix)
+			recs := change(candRecs())
+			got := c.take("k", recs)
+			if got == ix {
+				t.Fatal("a changed listing reused the kept index")
+			}
+			if len(got.recs) != len(recs) {
+				t.Fatalf("new index holds %d records, listing %d", len(got.recs), len(recs))
+			}
+			for i := range recs {
+				if got.recs[i].ID != recs[i].ID || got.recs[i].Content != recs[i].Content {
+					t.Fatalf("record %d = %+v, want %+v", i, got.recs[i], recs[i])
+				}
+			}
+		})
+	}
+}
+
+// TestCandCacheDropsMostlyStaleIndexes: an index whose records were
+// replaced in place more often than it holds records is not kept.
+func TestCandCacheDropsMostlyStaleIndexes(t *testing.T) {
+	var c candCache
+	ix := c.take("k", candRecs())
+	for i := 0; i < 3; i++ {
+		r := ix.recs[0]
+		r.Content += " again"
+		ix.put(r)
+	}
+	c.keep("k", ix)
+	if got := c.take("k", ix.recs); got == ix {
+		t.Fatal("a mostly stale index was kept")
+	}
+}
