@@ -34,7 +34,10 @@ func TestCandCacheReusesOnlyAnUnchangedListing(t *testing.T) {
 	}
 
 	changes := map[string]func([]memory.Record) []memory.Record{
-		"content": func(r []memory.Record) []memory.Record { r[1].Content = "the user prefers chemical fertiliser"; return r },
+		"content": func(r []memory.Record) []memory.Record {
+			r[1].Content = "the user prefers chemical fertiliser"
+			return r
+		},
 		"topic":   func(r []memory.Record) []memory.Record { r[0].Metadata = map[string]any{"topic": "herbs"}; return r },
 		"id":      func(r []memory.Record) []memory.Record { r[0].ID = "r0"; return r },
 		"removed": func(r []memory.Record) []memory.Record { return r[1:] },

@@ -76,7 +76,7 @@ type convState struct {
 	groupIDs map[string]int32
 	// session documents: per term, per session, turns holding it
 	sessTF   map[string]map[int32]int32
-	sessLen  []int32   // per session: live turns
+	sessLen  []int32    // per session: live turns
 	docTerms [][]string // per doc: its distinct text terms (for Remove)
 	entities [][]string // per doc: entity words (multi-hop seeds)
 	bigrams  [][]uint64 // per doc: sorted adjacent text term pairs
