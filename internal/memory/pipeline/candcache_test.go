@@ -82,3 +82,27 @@ func TestCandCacheDropsMostlyStaleIndexes(t *testing.T) {
 		t.Fatal("a mostly stale index was kept")
 	}
 }
+
+// TestCandCacheBounded: the kept indexes never hold more than
+// maxCachedCandRecords records together.
+func TestCandCacheBounded(t *testing.T) {
+	var c candCache
+	recs := make([]memory.Record, 1000)
+	for i := range recs {
+		recs[i] = memory.Record{ID: "r" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676)), Content: "x"}
+	}
+	for n := 0; n < 50; n++ {
+		key := string(rune('A' + n))
+		c.keep(key, c.take(key, recs))
+		if c.total > maxCachedCandRecords {
+			t.Fatalf("after %d namespaces the cache holds %d records", n+1, c.total)
+		}
+		sum := 0
+		for _, ix := range c.m {
+			sum += len(ix.recs)
+		}
+		if sum != c.total {
+			t.Fatalf("total %d, indexes hold %d", c.total, sum)
+		}
+	}
+}

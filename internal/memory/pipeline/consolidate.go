@@ -96,17 +96,23 @@ func (p *Pipeline) consolidateInto(ctx context.Context, actorID, ns string, cand
 // so every other field is current. An index in use is taken out of the
 // cache, so two jobs never share one.
 type candCache struct {
-	mu sync.Mutex
-	m  map[string]*candIndex
+	mu    sync.Mutex
+	m     map[string]*candIndex
+	total int // records held by the kept indexes
 }
 
-// maxCachedCandIndexes bounds candCache: past it the cache starts over.
-const maxCachedCandIndexes = 256
+// maxCachedCandRecords bounds candCache by the records its indexes hold
+// (about 1.5 KiB each with postings): past it the cache starts over, so
+// the cache costs at most about 12 MiB however many actors extract.
+const maxCachedCandRecords = 8192
 
 func (c *candCache) take(key string, existing []memory.Record) *candIndex {
 	c.mu.Lock()
 	ix := c.m[key]
-	delete(c.m, key)
+	if ix != nil {
+		delete(c.m, key)
+		c.total -= len(ix.recs)
+	}
 	c.mu.Unlock()
 	if ix != nil && ix.matches(existing) {
 		copy(ix.recs, existing)
@@ -116,15 +122,19 @@ func (c *candCache) take(key string, existing []memory.Record) *candIndex {
 }
 
 func (c *candCache) keep(key string, ix *candIndex) {
-	if ix.replaced > len(ix.recs) { // mostly stale postings: rebuild next time
+	if ix.replaced > len(ix.recs) || len(ix.recs) > maxCachedCandRecords { // mostly stale, or too big to keep
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxCachedCandIndexes {
-		c.m = map[string]*candIndex{}
+	if old := c.m[key]; old != nil {
+		c.total -= len(old.recs)
+	}
+	if c.m == nil || c.total+len(ix.recs) > maxCachedCandRecords {
+		c.m, c.total = map[string]*candIndex{}, 0
 	}
 	c.m[key] = ix
+	c.total += len(ix.recs)
 }
 
 // matches reports whether x indexes exactly the records of the listing,
