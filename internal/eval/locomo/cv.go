@@ -80,6 +80,7 @@ func grid(opts [][]mod) []Candidate {
 	}
 	base := search.DefaultParams()
 	base.Conv = search.ConvParams{}
+	base.Rerank = search.RerankParams{} // the grid is of first stages
 	rec(0, "", base)
 	return out
 }
@@ -132,6 +133,33 @@ type CVReport struct {
 	Baseline *Report
 	// Grid is every candidate's in-sample report, by name.
 	Grid map[string]*Report
+	// Rerank is set at LevelEvents when search.DefaultParams has a
+	// learned re-ranker: the shipped first stage (DefaultParams without
+	// it) re-ranked by weights trained without each held-out
+	// conversation (NestedPairwise, as search.LearnedRerank was trained).
+	// CrossValidated and InSample are then its figures (the shipped
+	// pipeline, its trained part cross-validated) and GridCrossValidated
+	// the first-stage grid's.
+	Rerank             *RerankCV
+	GridCrossValidated *Report
+}
+
+// RerankL2s are the l2 penalties NestedPairwise chooses from.
+var RerankL2s = []float64{0.001, 0.003, 0.01, 0.03, 0.1}
+
+// ShippedRerank cross-validates the re-ranker of search.DefaultParams
+// over qs (RerankData of DefaultParams' first stage, its depth): the
+// pairwise logistic trainer, every non-evidence candidate a negative,
+// 300 steps, l2 by nested leave-one-conversation-out among RerankL2s.
+// l2s, if not nil, receives the l2 chosen in each call (the folds', then
+// all conversations').
+func ShippedRerank(qs []RerankQuestion, depth int, l2s *[]float64) *RerankCV {
+	var rec func(float64)
+	if l2s != nil {
+		rec = func(l2 float64) { *l2s = append(*l2s, l2) }
+	}
+	return CrossValidateRerank(qs, depth, fmt.Sprintf("pairwise logistic, negatives in the top %d, l2 chosen by nested leave-one-conversation-out", depth),
+		NestedPairwise(depth, 300, RerankL2s, rec))
 }
 
 // Objective is what cross-validation maximises: the mean of recall@10 and
@@ -265,6 +293,24 @@ func CrossValidate(ctx context.Context, convs []Conversation, opts CVOptions) (*
 	cv.CrossValidated = cvRep
 	cv.InSampleChoice, _ = best(-1)
 	cv.InSample = cv.Grid[cv.InSampleChoice]
+	if rp := search.DefaultParams().Rerank; opts.Level != LevelRecords && rp.Weights != (search.RerankWeights{}) && len(opts.Candidates) == 0 {
+		depth := rp.Depth
+		if depth <= 0 {
+			depth = 100
+		}
+		if k != len(convs) {
+			return nil, errors.New("locomo: the re-ranker is cross-validated leave-one-conversation-out: --folds must be the number of conversations")
+		}
+		cv.Rerank = ShippedRerank(RerankData(convs, search.DefaultParams(), depth), depth, nil)
+		cv.GridCrossValidated = cv.CrossValidated
+		with := func(r *Report) *Report {
+			x := &Report{Level: any.Level, Ks: any.Ks, Turns: any.Turns, Skipped: any.Skipped, IngestTPS: any.IngestTPS, LatencyMS: any.LatencyMS, PerQuestion: r.PerQuestion}
+			x.summarize()
+			return x
+		}
+		cv.CrossValidated, cv.InSample = with(cv.Rerank.CrossValidated), with(cv.Rerank.InSample)
+		cv.InSampleChoice = "default first stage + re-ranker trained on all conversations"
+	}
 	return cv, nil
 }
 
@@ -315,6 +361,16 @@ func (cv *CVReport) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  held out %v: %s (train objective %.4f; held-out objective %.4f, default %.4f)\n", f.HeldOut, f.Candidate, f.TrainScore, f.TestScore, f.DefaultTestScore)
 	}
 	fmt.Fprintf(w, "in-sample best: %s\n", cv.InSampleChoice)
+	if cv.Rerank != nil {
+		g := cv.GridCrossValidated.Overall
+		fmt.Fprintf(w, "\nthe cross-validated and in-sample columns are the shipped pipeline: the default first stage re-ranked (events) by %s,\n"+
+			"weights trained without the held-out conversation (first-stage grid alone, cross-validated: %.3f / %.3f, multi-hop all@10 %.3f)\n",
+			cv.Rerank.Name, g.Recall[10], g.All[10], cv.GridCrossValidated.Categories[1].All[10])
+		for _, f := range cv.Rerank.Folds {
+			fmt.Fprintf(w, "  held out %s: weights %v  train %.4f  held-out %.4f (first stage %.4f)\n", f.HeldOut, fmtW(f.Weights), f.Train, f.Test, f.Before)
+		}
+		fmt.Fprintf(w, "  all conversations: %v\n", fmtW(cv.Rerank.InSampleWeights))
+	}
 	type row struct {
 		name string
 		s    float64

@@ -26,9 +26,11 @@ type RerankQuestion struct {
 
 // RerankData indexes each conversation's turns as the stores do (events
 // level: memindex.EventDoc with the previous and next turn of the session
-// as context) ranked with p, and returns every question's (categories
-// 1–4) best depth first-stage candidates with their features.
+// as context) ranked with p's first stage (p.Rerank is ignored), and
+// returns every question's (categories 1–4) best depth first-stage
+// candidates with their features.
 func RerankData(convs []Conversation, p search.Params, depth int) []RerankQuestion {
+	p.Rerank = search.RerankParams{}
 	var out []RerankQuestion
 	for _, c := range convs {
 		ix := search.NewIndex(p)

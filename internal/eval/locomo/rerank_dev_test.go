@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tendrilai/tendril/internal/memory/search"
@@ -26,6 +28,10 @@ func TestRerankDev(t *testing.T) {
 		depth = d
 	}
 	qs := RerankData(convs, search.DefaultParams(), depth)
+	if drop := os.Getenv("LOCOMO_RERANK_DROP"); drop != "" {
+		dropFeatures(qs, strings.Split(drop, ","))
+		fmt.Printf("features dropped (zero): %s\n", drop)
+	}
 	if os.Getenv("LOCOMO_RERANK") == "all" {
 		CrossValidateRerank(qs, depth, "coordinate ascent on the objective, min gain 0.0005", func(tr []RerankQuestion) search.RerankWeights {
 			return TrainRerank(tr, 6, 0.0005)
@@ -81,5 +87,20 @@ func TestRerankStoreDev(t *testing.T) {
 		}
 		fmt.Printf("rerank %v, level %s: objective %.4f\n", on, level, Objective(r.PerQuestion))
 		r.WriteText(os.Stdout)
+	}
+}
+
+// dropFeatures zeroes the named features (search.FeatureNames) of qs.
+func dropFeatures(qs []RerankQuestion, names []string) {
+	for _, n := range names {
+		f := slices.Index(search.FeatureNames[:], strings.TrimSpace(n))
+		if f < 0 {
+			continue
+		}
+		for i := range qs {
+			for j := range qs[i].Feats {
+				qs[i].Feats[j][f] = 0
+			}
+		}
 	}
 }

@@ -19,11 +19,16 @@ const (
 	FeatCoverAll         // share of the query's distinct terms in text or context
 	FeatTimeCue          // 1 if the query asks "when" and the text mentions a time
 	FeatLength           // log(1 + text length in terms)
+	FeatSessBest         // best first-stage score of another candidate of the same session / the list's best
+	FeatNeighbour        // best first-stage score of the candidate just before or after it (document ±1, same session) / the list's best
+	FeatSessRank         // -log2(2 + rank of the document's session by session BM25 among the candidates' sessions)
+	FeatSeed             // overlap of the text with the top 3 candidates' text terms outside the query (multi-hop), / the list's best
+	FeatEntity           // share of the query's entity words (EntityWords, speakers left out) in text or context
 	NumFeatures
 )
 
 // FeatureNames names the rerank features (FeatScore …).
-var FeatureNames = [NumFeatures]string{"score", "rank", "text", "context", "speaker", "date", "session", "cover_text", "cover_all", "time_cue", "length"}
+var FeatureNames = [NumFeatures]string{"score", "rank", "text", "context", "speaker", "date", "session", "cover_text", "cover_all", "time_cue", "length", "sess_best", "neighbour", "sess_rank", "seed", "entity"}
 
 // Features returns one vector of NumFeatures features per result of res
 // (a first-stage ranking of query over scope sc, best first), for a
@@ -129,6 +134,7 @@ func (ix *Index) Features(query string, sc *Scope, res []Result) [][NumFeatures]
 			v[FeatSession] = sessScore[g]
 		}
 	}
+	ix.contextFeatures(query, qs, res, sessScore, out)
 	norm := func(feat int, vals func(i int) float64) {
 		best := 0.0
 		for i := range out {
@@ -151,7 +157,148 @@ func (ix *Index) Features(query string, sc *Scope, res []Result) [][NumFeatures]
 		sess[i] = out[i][FeatSession]
 	}
 	norm(FeatSession, func(i int) float64 { return sess[i] })
+	seed := make([]float64, len(out))
+	for i := range out {
+		seed[i] = out[i][FeatSeed]
+	}
+	norm(FeatSeed, func(i int) float64 { return seed[i] })
 	return out
+}
+
+// contextFeatures sets the features of res that look beyond the
+// candidate itself (FeatSessBest, FeatNeighbour, FeatSessRank, FeatSeed
+// before its normalisation, FeatEntity) in out; sessScore is the session
+// BM25 per session id.
+func (ix *Index) contextFeatures(query string, qs []qterm, res []Result, sessScore map[int32]float64, out [][NumFeatures]float64) {
+	best := 0.0
+	for _, r := range res {
+		best = max(best, r.Score)
+	}
+	if best > 0 && len(ix.groupIDs) > 0 {
+		at := make(map[int32]int, len(res))
+		top2 := map[int32][2]float64{} // per session, its two best scores / best
+		for i, r := range res {
+			d := int32(r.Doc)
+			at[d] = i
+			g := ix.group[d]
+			if g < 0 {
+				continue
+			}
+			s, b := r.Score/best, top2[g]
+			if s > b[0] {
+				b[1], b[0] = b[0], s
+			} else if s > b[1] {
+				b[1] = s
+			}
+			top2[g] = b
+		}
+		type gs struct {
+			g int32
+			s float64
+		}
+		var order []gs
+		seen := map[int32]bool{}
+		for i, r := range res {
+			d := int32(r.Doc)
+			g := ix.group[d]
+			if g < 0 {
+				continue
+			}
+			s, b := r.Score/best, top2[g]
+			if s >= b[0] {
+				out[i][FeatSessBest] = b[1]
+			} else {
+				out[i][FeatSessBest] = b[0]
+			}
+			for _, n := range [2]int32{d - 1, d + 1} {
+				if j, ok := at[n]; ok && ix.group[n] == g {
+					out[i][FeatNeighbour] = max(out[i][FeatNeighbour], res[j].Score/best)
+				}
+			}
+			if !seen[g] {
+				seen[g] = true
+				order = append(order, gs{g, sessScore[g]})
+			}
+		}
+		slices.SortStableFunc(order, func(a, b gs) int {
+			switch {
+			case a.s > b.s:
+				return -1
+			case a.s < b.s:
+				return 1
+			}
+			return 0
+		})
+		rank := make(map[int32]int, len(order))
+		for i, o := range order {
+			rank[o.g] = i
+		}
+		for i, r := range res {
+			if g := ix.group[r.Doc]; g >= 0 {
+				out[i][FeatSessRank] = -math.Log2(2 + float64(rank[g]))
+			}
+		}
+	}
+	// multi-hop seeds: the text terms of the top 3 outside the query,
+	// each weighted log(1 + candidates / (1 + candidates holding it))
+	inQuery := make(map[int32]bool, len(qs))
+	for _, q := range qs {
+		inQuery[q.id] = true
+	}
+	terms := make([][]int32, len(res))
+	df := map[int32]int{}
+	for i, r := range res {
+		terms[i] = ix.fwd.terms(int32(r.Doc), nil)
+		for _, t := range terms[i] {
+			df[t]++
+		}
+	}
+	nseed := min(3, len(res))
+	seeds := map[int32]int{} // term → seeds holding it
+	for i := 0; i < nseed; i++ {
+		for _, t := range terms[i] {
+			if !inQuery[t] {
+				seeds[t]++
+			}
+		}
+	}
+	if len(seeds) > 0 {
+		n := float64(len(res))
+		for i := range res {
+			s := 0.0
+			for _, t := range terms[i] {
+				c := seeds[t]
+				if i < nseed {
+					c-- // its own terms are not evidence of a second hop
+				}
+				if c > 0 {
+					s += math.Log(1 + n/float64(1+df[t]))
+				}
+			}
+			out[i][FeatSeed] = s
+		}
+	}
+	// entity words of the query that are not speakers' names
+	var ents []int32
+	for _, e := range EntityWords(query) {
+		for _, t := range ix.p.Analyzer.Terms(e) {
+			if id, ok := ix.terms[t]; ok && ix.spkTerms[t] == nil && !slices.Contains(ents, id) {
+				ents = append(ents, id)
+			}
+			break
+		}
+	}
+	if len(ents) > 0 {
+		for i, r := range res {
+			c := 0
+			for _, id := range ents {
+				if mask, _ := ix.post.find(id, int32(r.Doc)); mask&(1<<FieldText|1<<FieldContext) != 0 {
+					c++
+				}
+			}
+			out[i][FeatEntity] = float64(c) / float64(len(ents))
+		}
+	}
 }
 
 // RerankWeights is a linear re-ranker: a candidate scores the dot
@@ -182,16 +329,34 @@ func LearnedRerank() RerankParams {
 // to 4 decimals, in FeatureNames order.
 var learnedWeights = RerankWeights{1, 0.3967, 0.0367, -0.0854, 0.8631, 0.3306, 0.6814, 0.0233, 0.1028, 0.2981, 0.3264}
 
-// rerankScope is SearchScope with Params.Rerank: the first stage's best
-// Depth (at least k), re-ordered, cut to k; each explanation gains the
-// re-ranker's parts.
+// rerankScope is SearchScope with Params.Rerank, applied to events
+// only: the first stage's best Depth (at least k) are ranked; the turns
+// among them (documents with a Doc.Group, a session) are re-ordered by
+// the re-ranker among themselves and take the turns' places in that
+// list, so that records (no Doc.Group) keep their places and their
+// first-stage ranking; the list is cut to k. A re-ranked turn's Score is
+// the first-stage score of the place it takes (the list stays in
+// descending score on the first stage's scale, comparable with other
+// searches'); its explanation gives the re-ranker's score and parts. An
+// index without sessions is not re-ranked (and pays nothing for it).
 func (ix *Index) rerankScope(query string, sc *Scope, k int) []Result {
+	if len(ix.groupIDs) == 0 {
+		return ix.searchConv(query, sc, k)
+	}
 	depth := ix.p.Rerank.Depth
 	if depth <= 0 {
 		depth = 100
 	}
 	res := ix.searchConv(query, sc, max(k, depth))
-	fs := ix.Features(query, sc, res)
+	var evs []Result
+	var slots []int
+	for i, r := range res {
+		if ix.group[r.Doc] >= 0 {
+			evs = append(evs, r)
+			slots = append(slots, i)
+		}
+	}
+	fs := ix.Features(query, sc, evs)
 	if fs == nil {
 		if len(res) > k {
 			res = res[:k]
@@ -204,8 +369,8 @@ func (ix *Index) rerankScope(query string, sc *Scope, k int) []Result {
 		f [NumFeatures]float64
 		s float64
 	}
-	cs := make([]c, len(res))
-	for i, r := range res {
+	cs := make([]c, len(evs))
+	for i, r := range evs {
 		s := 0.0
 		for j, x := range fs[i] {
 			s += w[j] * x
@@ -221,14 +386,19 @@ func (ix *Index) rerankScope(query string, sc *Scope, k int) []Result {
 		}
 		return 0
 	})
-	if len(cs) > k {
-		cs = cs[:k]
+	out := res
+	if len(out) > k {
+		out = out[:k]
 	}
-	out := make([]Result, len(cs))
-	for i, x := range cs {
-		b := make([]byte, 0, 160)
+	for j, slot := range slots {
+		if slot >= k {
+			break
+		}
+		x := cs[j]
+		b := make([]byte, 0, 200)
+		b = append(b, "rerank "...)
 		b = strconv.AppendFloat(b, x.s, 'f', 4, 64)
-		b = append(b, " = rerank["...)
+		b = append(b, " = ["...)
 		first := true
 		for j, v := range x.f {
 			if w[j] == 0 || v == 0 {
@@ -246,7 +416,7 @@ func (ix *Index) rerankScope(query string, sc *Scope, k int) []Result {
 		}
 		b = append(b, "] of first stage "...)
 		b = append(b, x.r.Explain...)
-		out[i] = Result{Doc: x.r.Doc, Score: x.s, Explain: string(b)}
+		out[slot] = Result{Doc: x.r.Doc, Score: res[slot].Score, Explain: string(b)}
 	}
 	return out
 }

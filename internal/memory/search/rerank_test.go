@@ -17,8 +17,15 @@ func rerankDocs() []Doc {
 	}
 }
 
+// firstStage is DefaultParams without the re-ranker.
+func firstStage() Params {
+	p := DefaultParams()
+	p.Rerank = RerankParams{}
+	return p
+}
+
 func TestFeatures(t *testing.T) {
-	ix := build(DefaultParams(), rerankDocs()...)
+	ix := build(firstStage(), rerankDocs()...)
 	sc := ix.NewScope(nil)
 	q := "Did Caroline adopt a puppy from the shelter?"
 	res := ix.SearchScope(q, sc, 10)
@@ -58,7 +65,7 @@ func TestFeatures(t *testing.T) {
 }
 
 func TestRerankFirstStageWeightsKeepOrder(t *testing.T) {
-	p := DefaultParams()
+	p := firstStage()
 	plain := build(p, rerankDocs()...)
 	p.Rerank = RerankParams{Weights: RerankWeights{FeatScore: 1}}
 	ix := build(p, rerankDocs()...)
@@ -70,8 +77,77 @@ func TestRerankFirstStageWeightsKeepOrder(t *testing.T) {
 	}
 }
 
+func TestContextFeatures(t *testing.T) {
+	ix := build(firstStage(), rerankDocs()...)
+	sc := ix.NewScope(nil)
+	q := "Did Caroline adopt a puppy from the Shelter?"
+	res := ix.SearchScope(q, sc, 10)
+	fs := ix.Features(q, sc, res)
+	by, score := map[int][NumFeatures]float64{}, map[int]float64{}
+	for i, r := range res {
+		by[r.Doc], score[r.Doc] = fs[i], r.Score/res[0].Score
+	}
+	// doc 0 and 1 share session s1 and are neighbours (documents 0, 1)
+	if by[1][FeatSessBest] != score[0] || by[1][FeatNeighbour] != score[0] || by[0][FeatNeighbour] != score[1] {
+		t.Errorf("s1: doc 1 session best %v neighbour %v, doc 0 neighbour %v; scores %v", by[1][FeatSessBest], by[1][FeatNeighbour], by[0][FeatNeighbour], score)
+	}
+	if by[4][FeatSessBest] != 0 || by[4][FeatNeighbour] != 0 {
+		t.Errorf("doc 4 alone in s3: %v %v", by[4][FeatSessBest], by[4][FeatNeighbour])
+	}
+	if by[0][FeatSessRank] != -1 || by[4][FeatSessRank] >= by[0][FeatSessRank] {
+		t.Errorf("session rank: s1 %v, s3 %v", by[0][FeatSessRank], by[4][FeatSessRank])
+	}
+	// "Shelter" is an entity word of the query (Caroline is a speaker)
+	if by[0][FeatEntity] != 1 || by[1][FeatEntity] != 1 {
+		t.Errorf("entity: %v %v", by[0][FeatEntity], by[1][FeatEntity])
+	}
+}
+
+// TestRerankEventsOnly: records (no Doc.Group) keep their places and
+// scores; an index without sessions is the first stage exactly.
+func TestRerankEventsOnly(t *testing.T) {
+	docs := append(rerankDocs(),
+		Doc{Text: "Melanie adopted a puppy in 2022"},          // 5: a record
+		Doc{Text: "the shelter needs volunteers for puppies"}, // 6: a record
+	)
+	q := "Did Melanie see a puppy at the shelter?"
+	plain := build(firstStage(), docs...)
+	p := firstStage()
+	p.Rerank = RerankParams{Weights: RerankWeights{FeatScore: 1, FeatSpeaker: -5}} // the other speaker's turns first
+	ix := build(p, docs...)
+	a, b := plain.Search(q, nil, 10), ix.Search(q, nil, 10)
+	if len(a) != len(b) || len(a) < 5 {
+		t.Fatalf("first stage %v, re-ranked %v", docsOf(a), docsOf(b))
+	}
+	moved := false
+	for i := range a {
+		if a[i].Doc >= 5 || b[i].Doc >= 5 {
+			if a[i] != b[i] {
+				t.Errorf("place %d: first stage %+v, re-ranked %+v", i, a[i], b[i])
+			}
+			continue
+		}
+		moved = moved || a[i].Doc != b[i].Doc
+		if b[i].Score != a[i].Score {
+			t.Errorf("place %d: score %v, want the place's first-stage %v", i, b[i].Score, a[i].Score)
+		}
+	}
+	if !moved {
+		t.Errorf("no turn moved: %v", docsOf(b))
+	}
+	var recs []Doc
+	for _, d := range docs {
+		d.Group = ""
+		recs = append(recs, d)
+	}
+	plain, ix = build(firstStage(), recs...), build(p, recs...)
+	if a, b := plain.Search(q, nil, 10), ix.Search(q, nil, 10); !reflect.DeepEqual(a, b) {
+		t.Errorf("no sessions: first stage %v, re-ranked %v", docsOf(a), docsOf(b))
+	}
+}
+
 func TestRerankWeightsReorder(t *testing.T) {
-	p := DefaultParams()
+	p := firstStage()
 	p.Rerank = RerankParams{Weights: RerankWeights{FeatScore: 1, FeatSpeaker: 5}}
 	ix := build(p, rerankDocs()...)
 	got := ix.Search("Did Melanie see a puppy?", nil, 2)
@@ -82,7 +158,7 @@ func TestRerankWeightsReorder(t *testing.T) {
 		if r.Doc != 1 && r.Doc != 4 {
 			t.Errorf("doc %d of another speaker in the top 2: %v", r.Doc, docsOf(got))
 		}
-		if !strings.Contains(r.Explain, "rerank[") || !strings.Contains(r.Explain, "speaker 5×1.000") || !strings.Contains(r.Explain, "of first stage ") {
+		if !strings.Contains(r.Explain, "rerank ") || !strings.Contains(r.Explain, " = [") || !strings.Contains(r.Explain, "speaker 5×1.000") || !strings.Contains(r.Explain, "of first stage ") {
 			t.Errorf("explain %q", r.Explain)
 		}
 	}
