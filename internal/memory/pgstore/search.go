@@ -307,6 +307,7 @@ func (a *actorState) reset() {
 	a.records = map[string]memory.Record{}
 	a.byStrat = map[memory.Strategy]map[string]struct{}{}
 	a.events = map[string]memory.Event{}
+	a.mds = memindex.MetaInterner{}
 	a.vecs = map[string][]float32{}
 	a.x = nil
 }
@@ -335,6 +336,7 @@ func (a *actorState) apply(s *Store, recs []memory.Record, evs []memory.Event, v
 	var added []memory.Event
 	for _, e := range evs {
 		if _, ok := a.events[e.ID]; !ok {
+			e.Metadata = a.mds.Intern(e.Metadata)
 			a.events[e.ID] = e
 			added = append(added, e)
 		}

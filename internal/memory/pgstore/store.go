@@ -137,6 +137,7 @@ type actorState struct {
 	records map[string]memory.Record
 	byStrat map[memory.Strategy]map[string]struct{}
 	events  map[string]memory.Event
+	mds     memindex.MetaInterner // the events' small metadata maps, shared
 	vecs    map[string][]float32
 	x       *actorIndex // nil until the first ranked search
 	// bytes is estimate() as of the last refresh, read by the cache

@@ -194,6 +194,9 @@ type actorState struct {
 	// strs interns the sessions and roles of the actor's events, so each
 	// is held once (guarded like events).
 	strs map[string]string
+	// mds interns the actor's small event metadata maps (guarded like
+	// events).
+	mds memindex.MetaInterner
 }
 
 // bytes is a's estimated heap (see mapBytes).
@@ -216,6 +219,7 @@ func (a *actorState) intern(str string) string {
 // The caller holds a.mu exclusively or has a to itself.
 func (a *actorState) putEvent(e memory.Event) {
 	e.ActorID, e.SessionID, e.Role = a.id, a.intern(e.SessionID), a.intern(e.Role)
+	e.Metadata = a.mds.Intern(e.Metadata)
 	if old, ok := a.events[e.ID]; ok {
 		a.mapBytes.Add(-eventBytes(old))
 	}
@@ -225,9 +229,14 @@ func (a *actorState) putEvent(e memory.Event) {
 
 // eventBytes estimates the heap an event holds in actorState.events: the
 // map slot (key and memory.Event, at the map's load), its ID and text, and
-// its metadata. Sessions and roles are interned and not counted.
+// its metadata. Sessions, roles and small metadata maps are interned
+// (memindex.MetaInterner) and not counted.
 func eventBytes(e memory.Event) int64 {
-	return 224 + int64(len(e.ID)+len(e.Text)) + metaBytes(e.Metadata)
+	n := 224 + int64(len(e.ID)+len(e.Text))
+	if !memindex.Internable(e.Metadata) {
+		n += metaBytes(e.Metadata)
+	}
+	return n
 }
 
 // recordBytes estimates the heap a record holds in actorState.records and
