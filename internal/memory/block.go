@@ -1,13 +1,13 @@
 package memory
 
 import (
-	"fmt"
 	"hash/fnv"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 
@@ -496,7 +496,25 @@ func RenderBlockWith(hits []Hit, opts BlockOptions) Block {
 		cut = len(kept) - opts.Limit
 		kept = kept[:opts.Limit]
 	}
-	fit, text := FitBlock(kept, opts.MaxTokens, renderLines)
+	// Each record's line is rendered once; FitBlock's prefixes join them.
+	lines := make([]string, len(kept))
+	size := len(BlockHeader)
+	for i, h := range kept {
+		lines[i] = renderLine(h)
+		size += len(lines[i])
+	}
+	fit, text := FitBlock(kept, opts.MaxTokens, func(h []Hit) string {
+		if len(h) == 0 {
+			return ""
+		}
+		var b strings.Builder
+		b.Grow(size)
+		b.WriteString(BlockHeader)
+		for _, l := range lines[:len(h)] {
+			b.WriteString(l)
+		}
+		return b.String()
+	})
 	return Block{Text: text, Hits: fit, Tokens: session.EstimateText(text), Dropped: dropped, Cut: cut + len(kept) - len(fit)}
 }
 
@@ -531,23 +549,17 @@ func FitBlock(hits []Hit, maxTokens int, render func([]Hit) string) ([]Hit, stri
 	return hits[:lo], loText
 }
 
-// renderLines renders already filtered hits.
-func renderLines(hits []Hit) string {
-	if len(hits) == 0 {
-		return ""
+// renderLine is one record's line of the block: "- [Explicit] text\n" or
+// "- [Inferred] text\n", whitespace folded, at most maxLineRunes runes.
+func renderLine(h Hit) string {
+	tag := "[Inferred]"
+	if h.Record.Explicit() {
+		tag = "[Explicit]"
 	}
-	var b strings.Builder
-	b.WriteString(BlockHeader)
-	for _, h := range hits {
-		tag := "[Inferred]"
-		if h.Record.Explicit() {
-			tag = "[Explicit]"
-		}
-		text := strings.Join(strings.Fields(h.Record.Content), " ")
-		if r := []rune(text); len(r) > maxLineRunes {
-			text = string(r[:maxLineRunes]) + "…"
-		}
-		fmt.Fprintf(&b, "- %s %s\n", tag, text)
+	text := strings.Join(strings.Fields(h.Record.Content), " ")
+	if utf8.RuneCountInString(text) > maxLineRunes {
+		r := []rune(text)
+		text = string(r[:maxLineRunes]) + "…"
 	}
-	return b.String()
+	return "- " + tag + " " + text + "\n"
 }

@@ -88,16 +88,22 @@ func (p *Provider) Name() string { return p.name }
 // shapes, a wrapped model.ErrBadResponse for a 2xx body without choices, and
 // ctx errors wrapped.
 func (p *Provider) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
-	params, err := toParams(req)
+	body, err := encodeRequest(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.name, err)
 	}
 	var capt wire.Capture
-	cc, err := p.svc.New(ctx, params, option.WithMiddleware(capt.Middleware))
+	var raw []byte
+	// The body is ours (encodeRequest) and so is the decoding
+	// (decodeCompletion); the SDK still sends, authenticates and maps
+	// errors. The empty params it is handed encode to a few bytes and are
+	// replaced by body.
+	_, err = p.svc.New(ctx, openai.ChatCompletionNewParams{}, option.WithRequestBody("application/json", body),
+		option.WithResponseBodyInto(&raw), option.WithMiddleware(capt.Middleware))
 	if err != nil {
 		return nil, p.mapError(err, &capt)
 	}
-	return p.fromCompletion(cc)
+	return p.decodeCompletion(raw)
 }
 
 func toParams(req *model.Request) (openai.ChatCompletionNewParams, error) {
