@@ -24,7 +24,17 @@
 //	    -out docs/bench/soak-run.md
 //
 // Scenarios are chosen with -scenarios single,restart,multi,concurrent
-// (restart reuses the home of single). Each source tree is built once with
+// (restart reuses the home of single). The restart runs -restart-reps times
+// per variant, each on a fresh copy of that home, so every repetition and
+// variant starts from the same files; each repetition also restarts once
+// more to time the first memory search (GET /api/v1/memory/search) against
+// warm ones. -home DIR restarts from a home kept by an earlier run (-keep;
+// its home-single-NAME) instead of running single, which takes minutes:
+//
+//	go run ./cmd/tendril-soak -src before=/tmp/before -src after=. \
+//	    -scenarios restart -home /tmp/soak/home-single-after -restart-reps 5
+//
+// Each server's log is kept in the work directory (log-HOME.txt). Each source tree is built once with
 // `go build` (and `-ldflags=-s -w` for the stripped size). The fake model
 // answers after -model-delay (0); its own time is subtracted either way.
 package main
@@ -42,6 +52,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,6 +77,8 @@ type config struct {
 	multiClients       int
 	concurrent, concT  int
 	restartWarm        int
+	restartReps        int
+	home               string // restart from this kept home instead of running single
 	modelDelay         time.Duration
 	data               string
 	keep               bool
@@ -90,6 +103,8 @@ func main() {
 	flag.IntVar(&cfg.concurrent, "concurrent", 16, "actors driven concurrently, back to back")
 	flag.IntVar(&cfg.concT, "concurrent-turns", 200, "turns per concurrent actor")
 	flag.IntVar(&cfg.restartWarm, "restart-warm", 50, "warm turns after the first turn after restart")
+	flag.IntVar(&cfg.restartReps, "restart-reps", 1, "restarts per variant, each on a fresh copy of the single actor's home (variants interleaved with -home)")
+	flag.StringVar(&cfg.home, "home", "", "restart from this home kept by an earlier run (its home-single-NAME) instead of running single")
 	flag.DurationVar(&cfg.modelDelay, "model-delay", 0, "time the fake model waits before answering")
 	flag.DurationVar(&cfg.pause, "pause", 0, "pause between turns of the single actor")
 	flag.DurationVar(&cfg.quiesceMax, "quiesce", 3*time.Minute, "longest wait for background work to finish at the end of a run")
@@ -114,8 +129,19 @@ func main() {
 			log.Fatalf("unknown scenario %q (want single, restart, multi, concurrent)", s)
 		}
 	}
-	if cfg.scenarios["restart"] && !cfg.scenarios["single"] {
-		log.Fatal("scenario restart needs single (it restarts the single actor's server)")
+	switch {
+	case cfg.home != "" && (!cfg.scenarios["restart"] || cfg.scenarios["single"]):
+		log.Fatal("-home is for -scenarios restart without single (it replaces the single-actor run)")
+	case cfg.scenarios["restart"] && !cfg.scenarios["single"] && cfg.home == "":
+		log.Fatal("scenario restart needs single (it restarts the single actor's server) or -home")
+	}
+	if cfg.restartReps < 1 {
+		cfg.restartReps = 1
+	}
+	if cfg.home != "" {
+		if _, err := os.Stat(filepath.Join(cfg.home, "tendril.json")); err != nil {
+			log.Fatalf("-home %s: not a kept soak home: %v", cfg.home, err)
+		}
 	}
 	texts, err := loadTexts(cfg.data)
 	if err != nil {
@@ -146,6 +172,18 @@ func main() {
 		vs = append(vs, v)
 	}
 	r := &runner{cfg: cfg, texts: texts, fake: fake}
+	if cfg.home != "" {
+		// Repetition after repetition, variant after variant within each,
+		// so that every pair shares the machine's load of that moment.
+		for rep := 0; rep < cfg.restartReps; rep++ {
+			for _, v := range vs {
+				log.Printf("%s: restart %d/%d from %s", v.name, rep+1, cfg.restartReps, cfg.home)
+				if err := r.restartFrom(v, cfg.home, rep); err != nil {
+					log.Fatalf("%s restart: %v", v.name, err)
+				}
+			}
+		}
+	}
 	// Scenarios run variant after variant so that each pair shares the
 	// machine's load of that moment.
 	for _, sc := range []string{"single", "multi", "concurrent"} {
@@ -317,7 +355,7 @@ type variant struct {
 	bin            string
 	size, stripped int64
 	single         *singleResult
-	restart        *restartResult
+	restarts       []*restartResult
 	multi          *multiResult
 	conc           *concResult
 }
@@ -379,8 +417,10 @@ type server struct {
 	url  string
 	home string
 	logs *bytes.Buffer
-	mu   sync.Mutex
-	done chan error
+	// logFile keeps the whole log (log-HOME.txt in the work directory).
+	logFile *os.File
+	mu      sync.Mutex
+	done    chan error
 
 	stopOnce sync.Once
 	stopErr  error
@@ -428,8 +468,14 @@ func (r *runner) start(v *variant, home string) (*server, error) {
 		log.Printf("%s: pprof at http://%s/debug/pprof/ (home %s)", v.name, paddr, home)
 	}
 	s := &server{cmd: cmd, url: "http://" + addr, home: home, logs: &bytes.Buffer{}, done: make(chan error, 1)}
+	logf, err := os.OpenFile(filepath.Join(r.cfg.workDir, "log-"+filepath.Base(home)+".txt"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	s.logFile = logf
 	cmd.Stdout, cmd.Stderr = lockedWriter{s}, lockedWriter{s}
 	if err := cmd.Start(); err != nil {
+		logf.Close()
 		return nil, err
 	}
 	go func() { s.done <- cmd.Wait() }()
@@ -461,6 +507,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	if w.s.logs.Len() > 1<<20 { // keep the tail only
 		w.s.logs.Reset()
 	}
+	w.s.logFile.Write(p)
 	return w.s.logs.Write(p)
 }
 
@@ -484,6 +531,9 @@ func (s *server) stop() error {
 			<-s.done
 			s.stopErr = errors.New("serve did not stop in 60s after SIGTERM")
 		}
+		s.mu.Lock()
+		s.logFile.Close()
+		s.mu.Unlock()
 	})
 	return s.stopErr
 }
@@ -682,9 +732,79 @@ func (r *runner) single(v *variant) error {
 		return err
 	}
 	if r.cfg.scenarios["restart"] {
-		return r.restart(v, home, actor, session)
+		for rep := 0; rep < r.cfg.restartReps; rep++ {
+			if err := r.restartFrom(v, home, rep); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// copyHome copies the regular files and directories of src into dst
+// (which must not exist), keeping their modes, and fsyncs each file;
+// sockets and other special files (a stale tendril.sock) are skipped.
+func copyHome(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(to, info.Mode().Perm())
+		case !info.Mode().IsRegular():
+			return nil
+		}
+		in, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, info.Mode().Perm())
+		if err != nil {
+			return err
+		}
+		// Synced, as a cleanly stopped server leaves its files: otherwise
+		// the restarted server's first fsync of each file (its first turn)
+		// would write back the whole copy.
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		if err := out.Sync(); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
+}
+
+// restartFrom restarts variant v on a fresh copy of the single actor's
+// home src (repetition rep, from 0), times its first turn and, on a
+// second restart of the same copy, its first memory search; the copy is
+// removed afterwards.
+func (r *runner) restartFrom(v *variant, src string, rep int) error {
+	home := filepath.Join(r.cfg.workDir, fmt.Sprintf("home-restart-%s-%d", v.name, rep+1))
+	if err := os.RemoveAll(home); err != nil {
+		return err
+	}
+	if err := copyHome(src, home); err != nil {
+		return fmt.Errorf("copy home: %w", err)
+	}
+	defer os.RemoveAll(home)
+	if err := r.restart(v, home, "soak:one", "soak-one"); err != nil {
+		return err
+	}
+	return r.restartSearch(v, home, "soak:one")
 }
 
 // countRecords counts the actor's active records with `tendril memory
@@ -710,6 +830,10 @@ type restartResult struct {
 	warmP50  time.Duration
 	warmP99  time.Duration
 	rssAfter int64
+	// The second restart of the same home: its first memory search and
+	// the p50 of the warm ones after it (client time of GET
+	// /api/v1/memory/search).
+	firstSearch, warmSearch time.Duration
 }
 
 func (r *runner) restart(v *variant, home, actor, session string) error {
@@ -739,8 +863,53 @@ func (r *runner) restart(v *variant, home, actor, session string) error {
 	res.rssAfter = mustSample(s.pid()).rssKiB
 	log.Printf("%s restart: first turn %.2f ms added, warm p50 %.2f p99 %.2f, RSS %.1f → %.1f MiB",
 		v.name, ms(res.first), ms(res.warmP50), ms(res.warmP99), float64(res.idleRSS)/1024, float64(res.rssAfter)/1024)
-	v.restart = res
+	v.restarts = append(v.restarts, res)
 	return nil
+}
+
+// searchWarm is how many searches follow the first one after a restart.
+const searchWarm = 20
+
+// restartSearch restarts v's server on home once more and times its first
+// memory search for actor, 1 s after a healthy /ping like the first turn,
+// then searchWarm more with other texts; it fills the last restartResult.
+func (r *runner) restartSearch(v *variant, home, actor string) error {
+	s, err := r.start(v, home)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	time.Sleep(time.Second)
+	search := func(q string) (time.Duration, error) {
+		u := s.url + "/api/v1/memory/search?actor=" + url.QueryEscape(actor) + "&q=" + url.QueryEscape(q)
+		start := time.Now()
+		resp, err := client.Get(u)
+		if err != nil {
+			return 0, err
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		d := time.Since(start)
+		if resp.StatusCode != 200 {
+			return 0, fmt.Errorf("memory search: %d %s", resp.StatusCode, raw)
+		}
+		return d, nil
+	}
+	res := v.restarts[len(v.restarts)-1]
+	if res.firstSearch, err = search(r.text(0, r.cfg.turns+r.cfg.restartWarm+1)); err != nil {
+		return err
+	}
+	var lat []time.Duration
+	for i := 0; i < searchWarm; i++ {
+		d, err := search(r.text(0, r.cfg.turns+r.cfg.restartWarm+2+i))
+		if err != nil {
+			return err
+		}
+		lat = append(lat, d)
+	}
+	res.warmSearch = pct(lat, .5)
+	log.Printf("%s restart: first search %.2f ms, warm p50 %.2f ms", v.name, ms(res.firstSearch), ms(res.warmSearch))
+	return s.stop()
 }
 
 type multiResult struct {
@@ -961,14 +1130,51 @@ func report(cfg config, vs []*variant) string {
 		b.WriteString("\n")
 	}
 	if cfg.scenarios["restart"] {
-		hdr(append([]string{"Restart (same home as the one-actor run)"}, names...)...)
-		row("exec → healthy /ping (ms)", func(v *variant) string { return fmt.Sprintf("%.0f", ms(v.restart.startup)) })
-		row("idle RSS after restart (MiB)", func(v *variant) string { return fmt.Sprintf("%.1f", float64(v.restart.idleRSS)/1024) })
-		row("first turn, added (ms)", func(v *variant) string { return fmt.Sprintf("%.2f", ms(v.restart.first)) })
-		row(fmt.Sprintf("next %d turns p50 / p99 added (ms)", cfg.restartWarm), func(v *variant) string {
-			return fmt.Sprintf("%.2f / %.2f", ms(v.restart.warmP50), ms(v.restart.warmP99))
+		what := "same home as the one-actor run"
+		if cfg.home != "" {
+			what = "copies of " + cfg.home
+		}
+		hdr(append([]string{fmt.Sprintf("Restart (%s), median of %d", what, cfg.restartReps)}, names...)...)
+		// med is the median of f over v's repetitions; all lists them.
+		med := func(v *variant, f func(*restartResult) time.Duration) time.Duration {
+			var ds []time.Duration
+			for _, res := range v.restarts {
+				ds = append(ds, f(res))
+			}
+			return pct(ds, .5)
+		}
+		all := func(v *variant, f func(*restartResult) time.Duration) string {
+			var s []string
+			for _, res := range v.restarts {
+				s = append(s, fmt.Sprintf("%.1f", ms(f(res))))
+			}
+			return strings.Join(s, ", ")
+		}
+		row("exec → healthy /ping (ms)", func(v *variant) string {
+			return fmt.Sprintf("%.0f", ms(med(v, func(r *restartResult) time.Duration { return r.startup })))
 		})
-		row("RSS after them (MiB)", func(v *variant) string { return fmt.Sprintf("%.1f", float64(v.restart.rssAfter)/1024) })
+		row("idle RSS after restart (MiB)", func(v *variant) string {
+			return fmt.Sprintf("%.1f", float64(v.restarts[len(v.restarts)-1].idleRSS)/1024)
+		})
+		first := func(r *restartResult) time.Duration { return r.first }
+		row("first turn, added (ms)", func(v *variant) string { return fmt.Sprintf("%.2f", ms(med(v, first))) })
+		if cfg.restartReps > 1 {
+			row("first turn, each repetition (ms)", func(v *variant) string { return all(v, first) })
+		}
+		row(fmt.Sprintf("next %d turns p50 / p99 added (ms)", cfg.restartWarm), func(v *variant) string {
+			return fmt.Sprintf("%.2f / %.2f", ms(med(v, func(r *restartResult) time.Duration { return r.warmP50 })),
+				ms(med(v, func(r *restartResult) time.Duration { return r.warmP99 })))
+		})
+		row("RSS after them (MiB)", func(v *variant) string {
+			return fmt.Sprintf("%.1f", float64(v.restarts[len(v.restarts)-1].rssAfter)/1024)
+		})
+		fs := func(r *restartResult) time.Duration { return r.firstSearch }
+		row(fmt.Sprintf("first memory search / p50 of the next %d (ms)", searchWarm), func(v *variant) string {
+			return fmt.Sprintf("%.2f / %.2f", ms(med(v, fs)), ms(med(v, func(r *restartResult) time.Duration { return r.warmSearch })))
+		})
+		if cfg.restartReps > 1 {
+			row("first memory search, each repetition (ms)", func(v *variant) string { return all(v, fs) })
+		}
 		b.WriteString("\n")
 	}
 	if cfg.scenarios["multi"] {
