@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -155,5 +156,71 @@ func TestOldJobDatabaseGetsQueuedGen(t *testing.T) {
 	}
 	if got := strings.Join(contents(f.active("u1")), "|"); !strings.Contains(got, "Call me Jin") || !strings.Contains(got, "organic fertiliser") {
 		t.Fatalf("records %q", got)
+	}
+}
+
+// A session's turn-count jobs are spaced by ExtractMinInterval: the first
+// runs at once, one queued sooner after it waits for the interval to end,
+// one queued later runs at once again; sessions are spaced apart.
+func TestExtractMinIntervalSpacesJobs(t *testing.T) {
+	q := &queue{minGap: 2 * time.Second}
+	k, other := sessionKey{"main", "u1", "s1"}, sessionKey{"main", "u1", "s2"}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if at := q.extractAt(k, t0); !at.IsZero() {
+		t.Fatalf("first job at %v, want at once", at)
+	}
+	q.scheduled(k, time.Time{}, t0)
+	if at := q.extractAt(k, t0.Add(500*time.Millisecond)); !at.Equal(t0.Add(2 * time.Second)) {
+		t.Errorf("job 0.5 s later at %v, want %v", at, t0.Add(2*time.Second))
+	}
+	q.scheduled(k, t0.Add(2*time.Second), t0.Add(500*time.Millisecond))
+	if at := q.extractAt(k, t0.Add(3*time.Second)); !at.Equal(t0.Add(4 * time.Second)) {
+		t.Errorf("job after a spaced one at %v, want %v", at, t0.Add(4*time.Second))
+	}
+	if at := q.extractAt(k, t0.Add(5*time.Second)); !at.IsZero() {
+		t.Errorf("job after the interval at %v, want at once", at)
+	}
+	if at := q.extractAt(other, t0.Add(time.Second)); !at.IsZero() {
+		t.Errorf("another session's job at %v, want at once", at)
+	}
+	if at := (&queue{minGap: -1}).extractAt(k, t0); !at.IsZero() {
+		t.Errorf("disabled: job at %v, want at once", at)
+	}
+}
+
+// With back-to-back turns the second turn-count job of a session is
+// inserted scheduled in the future (it coalesces the turns that arrive
+// while it waits).
+func TestSpacedJobIsScheduled(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	p := f.p
+	rec := func(text string) {
+		t.Helper()
+		if err := p.RecordTurn(ctx, "main", "u1", "s1", []memory.Event{{Role: "user", Text: text}, {Role: "assistant", Text: "Got it."}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec("I only use organic fertiliser")
+	rec("hello")
+	// The first job begins (advancing the generation) without running.
+	var first ExtractArgs
+	var raw string
+	if err := p.q.jobs.DB().QueryRowContext(ctx, `SELECT json(args) FROM river_job WHERE kind = ? ORDER BY id LIMIT 1`, KindExtract).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(raw), &first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.q.begin(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	rec("call me Jin")
+	rec("I live in Busan")
+	var n int
+	if err := p.q.jobs.DB().QueryRowContext(ctx, `SELECT count(*) FROM river_job WHERE kind = ? AND state = 'scheduled'`, KindExtract).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("%d scheduled extraction jobs, want 1 (the second, spaced from the first)", n)
 	}
 }

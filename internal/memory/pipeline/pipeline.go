@@ -72,6 +72,15 @@ type Options struct {
 	// IdleAfter queues extraction and the session summary once a session
 	// has had no turn for this long [10m].
 	IdleAfter time.Duration
+	// ExtractMinInterval spaces a session's turn-count extraction jobs:
+	// a job queued sooner than this after the session's previous one (by
+	// the wall clock, in this process) is scheduled at that distance, so
+	// that under back-to-back turns one job covers every turn that arrives
+	// while it waits instead of one job every ExtractEveryTurns turns.
+	// Nothing is dropped: the job reads from the session's cursor. A
+	// session's first job, or one after a quiet spell, runs at once
+	// [2s; < 0 disables].
+	ExtractMinInterval time.Duration
 	// Thresholds of the importance gate [0.4 stage, 0.7 store].
 	Thresholds gate.Thresholds
 	// Extractor for turn extraction [extract.Rules]; set an *extract.LLM
@@ -112,6 +121,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.IdleAfter <= 0 {
 		o.IdleAfter = 10 * time.Minute
+	}
+	if o.ExtractMinInterval == 0 {
+		o.ExtractMinInterval = 2 * time.Second
 	}
 	if o.Thresholds == (gate.Thresholds{}) {
 		o.Thresholds = gate.DefaultThresholds
@@ -202,7 +214,7 @@ func New(store memory.Store, opts Options) (*Pipeline, error) {
 		return nil, err
 	}
 	ctx := context.Background()
-	q := &queue{jobs: opts.Jobs}
+	q := &queue{jobs: opts.Jobs, minGap: opts.ExtractMinInterval}
 	if q.jobs == nil {
 		jq, err := jobs.OpenSQLite(ctx, opts.JobsPath, opts.JobsOptions)
 		if err != nil {

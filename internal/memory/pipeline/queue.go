@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -256,6 +257,52 @@ func rebind(q string) string {
 type queue struct {
 	jobs  *jobs.Queue
 	owned bool // opened by New: Close closes it
+
+	// minGap is Options.ExtractMinInterval; lastExtract holds, per
+	// session, the wall time its last turn-count job was scheduled for
+	// (entries older than minGap are pruned as the map grows).
+	minGap      time.Duration
+	mu          sync.Mutex
+	lastExtract map[sessionKey]time.Time
+}
+
+// extractAt is when a turn-count job of session k queued now should run:
+// zero (at once) unless the session's previous one was scheduled less
+// than minGap before now.
+func (q *queue) extractAt(k sessionKey, now time.Time) time.Time {
+	if q.minGap <= 0 {
+		return time.Time{}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if next := q.lastExtract[k].Add(q.minGap); next.After(now) {
+		return next
+	}
+	return time.Time{}
+}
+
+// scheduled records that a turn-count job of session k was queued for at
+// (zero: now).
+func (q *queue) scheduled(k sessionKey, at, now time.Time) {
+	if q.minGap <= 0 {
+		return
+	}
+	if at.IsZero() {
+		at = now
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.lastExtract == nil {
+		q.lastExtract = map[sessionKey]time.Time{}
+	}
+	if len(q.lastExtract) >= 1024 && len(q.lastExtract)%1024 == 0 {
+		for key, t := range q.lastExtract {
+			if now.Sub(t) >= q.minGap {
+				delete(q.lastExtract, key)
+			}
+		}
+	}
+	q.lastExtract[k] = at
 }
 
 // sqliteAdded are the columns added to memory_pipeline_sessions after its
@@ -363,8 +410,13 @@ func (q *queue) extractOpts(maxAttempts int) *river.InsertOpts {
 // queues the next one; that job reads from the cursor and covers every turn
 // since. The idle job of the current idle_gen is inserted once (it snoozes
 // until the session is quiet); sweeping it advances idle_gen.
+//
+// Under back-to-back turns the job is spaced from the session's previous
+// one by minGap (see extractAt), so it waits and coalesces more turns.
 func (q *queue) noteTurn(ctx context.Context, agentID, actorID, sessionID string, every, maxAttempts int, idleAfter time.Duration, now time.Time) (bool, error) {
 	enq := false
+	k := sessionKey{agentID, actorID, sessionID}
+	var at time.Time
 	err := q.tx(ctx, "", func(tx txn) error {
 		enq = false
 		var pending int
@@ -387,7 +439,10 @@ func (q *queue) noteTurn(ctx context.Context, agentID, actorID, sessionID string
 		}
 		extract := pending >= every && queuedGen != gen
 		if extract {
-			res, err := q.jobs.InsertTx(ctx, tx.raw(), ExtractArgs{AgentID: agentID, ActorID: actorID, SessionID: sessionID, Reason: reasonTurns, Gen: gen, QueuedAt: ms(now)}, q.extractOpts(maxAttempts))
+			opts := q.extractOpts(maxAttempts)
+			at = q.extractAt(k, time.Now())
+			opts.ScheduledAt = at
+			res, err := q.jobs.InsertTx(ctx, tx.raw(), ExtractArgs{AgentID: agentID, ActorID: actorID, SessionID: sessionID, Reason: reasonTurns, Gen: gen, QueuedAt: ms(now)}, opts)
 			if err != nil {
 				return err
 			}
@@ -404,6 +459,9 @@ func (q *queue) noteTurn(ctx context.Context, agentID, actorID, sessionID string
 		}
 		return tx.exec(ctx, `UPDATE memory_pipeline_sessions SET `+set+` WHERE agent_id=? AND actor_id=? AND session_id=?`, append(args, agentID, actorID, sessionID)...)
 	})
+	if err == nil && enq {
+		q.scheduled(k, at, time.Now())
+	}
 	return enq, err
 }
 
