@@ -32,7 +32,10 @@ and prints both; with --json the document is then {"baseline_bm25": {…}, "tend
 --folds N cross-validates the ranking over conversations (N = number of conversations is
 leave-one-conversation-out): each fold's questions are ranked by the configuration best on
 the other folds; it prints the cross-validated, in-sample, default and plain BM25 figures of
-one run, per category, and the per-fold choices.
+one run, per category, and the per-fold choices. At --level events the default ranking's
+learned re-ranker (turns only) is cross-validated too: each conversation is re-ranked by
+weights trained on the others (l2 by nested leave-one-out), and those are the cross-validated
+figures; --folds must then be the number of conversations.
 
 Example:
   tendril eval locomo --data ../shared/data/locomo/locomo-dev.json --json`,

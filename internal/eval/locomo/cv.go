@@ -144,22 +144,24 @@ type CVReport struct {
 	GridCrossValidated *Report
 }
 
-// RerankL2s are the l2 penalties NestedPairwise chooses from.
-var RerankL2s = []float64{0.001, 0.003, 0.01, 0.03, 0.1}
+// RerankL2s are the l2 penalties the shipped trainer chooses from.
+var RerankL2s = []float64{0.001, 0.003}
+
+// RerankFeatureSets are the feature sets the shipped trainer chooses
+// from: every feature, and without the query's entity words and the
+// session rank.
+var RerankFeatureSets = []FeatureSet{nil, {"entity", "sess_rank"}}
 
 // ShippedRerank cross-validates the re-ranker of search.DefaultParams
 // over qs (RerankData of DefaultParams' first stage, its depth): the
 // pairwise logistic trainer, every non-evidence candidate a negative,
-// 300 steps, l2 by nested leave-one-conversation-out among RerankL2s.
-// l2s, if not nil, receives the l2 chosen in each call (the folds', then
-// all conversations').
-func ShippedRerank(qs []RerankQuestion, depth int, l2s *[]float64) *RerankCV {
-	var rec func(float64)
-	if l2s != nil {
-		rec = func(l2 float64) { *l2s = append(*l2s, l2) }
-	}
-	return CrossValidateRerank(qs, depth, fmt.Sprintf("pairwise logistic, negatives in the top %d, l2 chosen by nested leave-one-conversation-out", depth),
-		NestedPairwise(depth, 300, RerankL2s, rec))
+// 300 steps, l2 among RerankL2s and the features among
+// RerankFeatureSets chosen by nested leave-one-conversation-out.
+// chosen, if not nil, receives each call's choice (the folds', then all
+// conversations').
+func ShippedRerank(qs []RerankQuestion, depth int, chosen func(l2 float64, set FeatureSet)) *RerankCV {
+	return CrossValidateRerank(qs, depth, fmt.Sprintf("pairwise logistic, negatives in the top %d, l2 and feature set chosen by nested leave-one-conversation-out", depth),
+		NestedPairwiseSets(depth, 300, RerankL2s, RerankFeatureSets, chosen))
 }
 
 // Objective is what cross-validation maximises: the mean of recall@10 and
@@ -399,15 +401,28 @@ func (cv *CVReport) WriteText(w io.Writer) {
 
 // JSON is {"folds", "cross_validated", "in_sample", "in_sample_choice",
 // "choices", "default", "baseline_bm25"}, each report in Report.JSON's
-// shape.
+// shape, and with a default re-ranker (CVReport.Rerank) also
+// "grid_cross_validated" (a report) and "rerank" ({"trainer", "depth",
+// "folds": [{"held_out", "weights", "train_objective", "test_objective",
+// "first_stage_test_objective"}], "all_weights"}).
 func (cv *CVReport) JSON() any {
 	var ch []map[string]any
 	for _, f := range cv.Choices {
 		ch = append(ch, map[string]any{"held_out": f.HeldOut, "candidate": f.Candidate, "train_objective": round(f.TrainScore),
 			"test_objective": round(f.TestScore), "default_test_objective": round(f.DefaultTestScore)})
 	}
-	return map[string]any{"folds": cv.Folds, "cross_validated": cv.CrossValidated.JSON(), "in_sample": cv.InSample.JSON(),
+	out := map[string]any{"folds": cv.Folds, "cross_validated": cv.CrossValidated.JSON(), "in_sample": cv.InSample.JSON(),
 		"in_sample_choice": cv.InSampleChoice, "choices": ch, "default": cv.Default.JSON(), "baseline_bm25": cv.Baseline.JSON()}
+	if cv.Rerank != nil {
+		var fs []map[string]any
+		for _, f := range cv.Rerank.Folds {
+			fs = append(fs, map[string]any{"held_out": f.HeldOut, "weights": f.Weights[:], "train_objective": round(f.Train),
+				"test_objective": round(f.Test), "first_stage_test_objective": round(f.Before)})
+		}
+		out["grid_cross_validated"] = cv.GridCrossValidated.JSON()
+		out["rerank"] = map[string]any{"trainer": cv.Rerank.Name, "depth": cv.Rerank.Depth, "folds": fs, "all_weights": cv.Rerank.InSampleWeights[:]}
+	}
+	return out
 }
 
 func mkdir(d string) error { return os.MkdirAll(d, 0o755) }

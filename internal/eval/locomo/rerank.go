@@ -280,6 +280,29 @@ func fmtW(w search.RerankWeights) string {
 // gradient descent, iters steps. The weights are scaled so that the
 // score weight is 1 when it is positive.
 func TrainPairwise(qs []RerankQuestion, negDepth int, l2 float64, iters int) search.RerankWeights {
+	return trainPairwise(qs, negDepth, l2, iters, nil)
+}
+
+// FeatureSet is a set of re-ranker features: the names of those left out
+// (their weights held at 0).
+type FeatureSet []string
+
+func (fs FeatureSet) drop() *[search.NumFeatures]bool {
+	if len(fs) == 0 {
+		return nil
+	}
+	var d [search.NumFeatures]bool
+	for _, n := range fs {
+		if f := slices.Index(search.FeatureNames[:], n); f >= 0 {
+			d[f] = true
+		}
+	}
+	return &d
+}
+
+// trainPairwise is TrainPairwise with the weights of the features drop
+// marks held at 0.
+func trainPairwise(qs []RerankQuestion, negDepth int, l2 float64, iters int, drop *[search.NumFeatures]bool) search.RerankWeights {
 	type pair struct{ d [search.NumFeatures]float64 }
 	var groups [][]pair
 	for _, q := range qs {
@@ -325,6 +348,9 @@ func TrainPairwise(qs []RerankQuestion, negDepth int, l2 float64, iters int) sea
 			}
 		}
 		for f := range w {
+			if drop != nil && drop[f] {
+				continue
+			}
 			if f != search.FeatScore {
 				g[f] += 2 * l2 * w[f]
 			}
@@ -345,6 +371,19 @@ func TrainPairwise(qs []RerankQuestion, negDepth int, l2 float64, iters int) sea
 // l2), then trains on all of them with it. chosen, if not nil, receives
 // the l2 of each call.
 func NestedPairwise(negDepth, iters int, l2s []float64, chosen func(l2 float64)) Trainer {
+	fit := NestedPairwiseSets(negDepth, iters, l2s, []FeatureSet{nil}, nil)
+	if chosen == nil {
+		return fit
+	}
+	return NestedPairwiseSets(negDepth, iters, l2s, []FeatureSet{nil}, func(l2 float64, _ FeatureSet) { chosen(l2) })
+}
+
+// NestedPairwiseSets is NestedPairwise choosing the feature set among
+// sets as well as l2 (every pair of the two), by the same inner
+// leave-one-conversation-out (ties go to the earlier set, then the
+// larger l2), so that neither is chosen on a held-out conversation.
+// chosen, if not nil, receives each call's choice.
+func NestedPairwiseSets(negDepth, iters int, l2s []float64, sets []FeatureSet, chosen func(l2 float64, set FeatureSet)) Trainer {
 	return func(train []RerankQuestion) search.RerankWeights {
 		var convs []string
 		for _, q := range train {
@@ -352,28 +391,31 @@ func NestedPairwise(negDepth, iters int, l2s []float64, chosen func(l2 float64))
 				convs = append(convs, q.Conversation)
 			}
 		}
-		bestL2, best := l2s[0], -1.0
-		for _, l2 := range l2s {
-			var held []QuestionResult
-			for _, c := range convs {
-				var tr, te []RerankQuestion
-				for _, q := range train {
-					if q.Conversation == c {
-						te = append(te, q)
-					} else {
-						tr = append(tr, q)
+		bestL2, bestSet, best := l2s[0], 0, -1.0
+		for si, set := range sets {
+			drop := set.drop()
+			for _, l2 := range l2s {
+				var held []QuestionResult
+				for _, c := range convs {
+					var tr, te []RerankQuestion
+					for _, q := range train {
+						if q.Conversation == c {
+							te = append(te, q)
+						} else {
+							tr = append(tr, q)
+						}
 					}
+					held = append(held, RerankResults(te, trainPairwise(tr, negDepth, l2, iters, drop))...)
 				}
-				held = append(held, RerankResults(te, TrainPairwise(tr, negDepth, l2, iters))...)
-			}
-			if s := Objective(held); s > best+1e-12 || (s >= best-1e-12 && l2 > bestL2) {
-				bestL2, best = l2, s
+				if s := Objective(held); s > best+1e-12 || (s >= best-1e-12 && si == bestSet && l2 > bestL2) {
+					bestL2, bestSet, best = l2, si, s
+				}
 			}
 		}
 		if chosen != nil {
-			chosen(bestL2)
+			chosen(bestL2, sets[bestSet])
 		}
-		return TrainPairwise(train, negDepth, bestL2, iters)
+		return trainPairwise(train, negDepth, bestL2, iters, sets[bestSet].drop())
 	}
 }
 

@@ -47,10 +47,14 @@ func TestRerankDev(t *testing.T) {
 	if d, err := strconv.Atoi(os.Getenv("LOCOMO_RERANK_NEG")); err == nil && d > 0 {
 		neg = d
 	}
-	var l2s []float64
-	cv := CrossValidateRerank(qs, depth, fmt.Sprintf("pairwise logistic, negatives in the top %d, l2 chosen by nested leave-one-conversation-out", neg), NestedPairwise(neg, 300, []float64{0.001, 0.003, 0.01, 0.03, 0.1}, func(l2 float64) { l2s = append(l2s, l2) }))
+	var choices []string
+	cv := ShippedRerank(qs, depth, func(l2 float64, set FeatureSet) { choices = append(choices, fmt.Sprintf("l2 %g without %v", l2, set)) })
+	if neg != depth {
+		cv = CrossValidateRerank(qs, depth, fmt.Sprintf("pairwise logistic, negatives in the top %d, l2 chosen by nested leave-one-conversation-out", neg),
+			NestedPairwise(neg, 300, RerankL2s, func(l2 float64) { choices = append(choices, fmt.Sprint(l2)) }))
+	}
 	cv.WriteText(os.Stdout)
-	fmt.Printf("l2 chosen per fold (last: all five): %v\n", l2s)
+	fmt.Printf("chosen per fold (last: all five): %v\n", choices)
 	bm, err := Run(context.Background(), convs, Options{Baseline: "bm25"})
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ func TestConvOffKeepsNoState(t *testing.T) {
 		{Text: "Hiking is fun", Speaker: "Caro", Group: "s1"},
 		{Text: "We painted a mural last week", Speaker: "Mel", Group: "s2"},
 	}
-	p := DefaultParams()
+	p := firstStage()
 	ix := build(p, docs...)
 	got := ix.Search("hiking mountains", nil, 3)
 	if len(got) != 2 || got[0].Doc != 0 {
@@ -44,7 +44,7 @@ func TestSessionDocuments(t *testing.T) {
 		{Text: "nothing here", Speaker: "Caro", Group: "s2"},
 		{Text: "nothing there either", Speaker: "Caro", Group: "s2"},
 	}
-	base := DefaultParams()
+	base := firstStage()
 	base.GroupWeight = 0
 	plain := build(base, docs...).Search("pottery museum", nil, 4)
 	p := base
@@ -100,7 +100,7 @@ func TestMultiHopRound(t *testing.T) {
 		{Text: "Shelters are great", Speaker: "Caro", Group: "s3"},
 		{Text: "the beach was sunny", Speaker: "Caro", Group: "s4"},
 	}
-	base := DefaultParams()
+	base := firstStage()
 	base.GroupWeight = 0
 	q := "What does the dog love?"
 	plain := build(base, docs...).Search(q, nil, 4)
@@ -151,7 +151,7 @@ func TestProximity(t *testing.T) {
 }
 
 func TestRelTimeDateWords(t *testing.T) {
-	p := DefaultParams()
+	p := firstStage()
 	p.Conv.RelTime = true
 	d := p.convDoc(Doc{Text: "I went to the support group yesterday", Speaker: "Caroline", Date: "8 May 2023 Monday"})
 	if d.Date != "8 May 2023 Monday 7 May 2023" {
@@ -161,7 +161,7 @@ func TestRelTimeDateWords(t *testing.T) {
 	if r := ix.Search("7 May 2023", nil, 2); len(r) != 1 || r[0].Doc != 0 {
 		t.Errorf("resolved date not searchable: %+v", r)
 	}
-	offp := DefaultParams()
+	offp := firstStage()
 	offp.Conv.RelTime = false
 	off := offp.convDoc(Doc{Text: "yesterday", Speaker: "Mel", Date: "8 May 2023 Monday"})
 	if off.Date != "8 May 2023 Monday" {

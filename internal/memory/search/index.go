@@ -101,7 +101,10 @@ type Params struct {
 
 // DefaultParams is Tendril's ranking: BM25F over text, neighbouring turns,
 // speaker and date with Snowball stemming, speaker awareness, time cues
-// and relative dates resolved into the date field (ConvParams.RelTime).
+// and relative dates resolved into the date field (ConvParams.RelTime);
+// then the learned re-ranker (LearnedRerank) re-orders the turns
+// (documents with a Doc.Group) among the best 100, records keeping their
+// places.
 func DefaultParams() Params {
 	return Params{
 		Analyzer: Analyzer{Stem: true},
@@ -118,6 +121,8 @@ func DefaultParams() Params {
 		// chosen by leave-one-conversation-out cross-validation on LoCoMo
 		// (docs/bench/memory.md, issue 16 round 3)
 		Conv: ConvParams{RelTime: true},
+		// turns only; records keep the ranking above (issue 16 round 5)
+		Rerank: LearnedRerank(),
 	}
 }
 

@@ -314,11 +314,11 @@ func TestSearchMatchesReference(t *testing.T) {
 	vocab := strings.Fields(`fig tree water rust aphid compost basil frost mulch tomato seed pot soil sun rain
 		yesterday Monday May 2023 Caroline Melanie Mel you your walk paint kids group support lake beach`)
 	speakers := []string{"Caroline", "Melanie", "", "Jon"}
-	params := map[string]Params{"default": DefaultParams(), "plain": PlainBM25()}
-	p := DefaultParams()
+	params := map[string]Params{"default": firstStage(), "plain": PlainBM25()}
+	p := firstStage()
 	p.GroupWeight, p.GroupTopN, p.AddresseeBoost, p.QuestionWords = 0.05, 3, 0.3, true
 	params["groups"] = p
-	p = DefaultParams()
+	p = firstStage()
 	p.Fields[FieldContext].B, p.Fields[FieldDate].Weight, p.K1 = 0.3, 0, 2
 	params["fields"] = p
 	names := []string{"default", "plain", "groups", "fields"}

@@ -8,27 +8,29 @@ import (
 
 // Rerank features, in the order of Features' vectors.
 const (
-	FeatScore     = iota // first-stage score / the best first-stage score of the list
-	FeatRank             // -log2(2 + rank), rank from 0
-	FeatText             // BM25 of the text field alone (k1, b of the field), / the list's best
-	FeatContext          // BM25 of the context field alone, / the list's best
-	FeatSpeaker          // 1 if the query names the document's speaker
-	FeatDate             // BM25 of the date field alone, / the list's best
-	FeatSession          // BM25 of the document's session (turns as term frequency), / the best session
-	FeatCoverText        // share of the query's distinct terms in the text
-	FeatCoverAll         // share of the query's distinct terms in text or context
-	FeatTimeCue          // 1 if the query asks "when" and the text mentions a time
-	FeatLength           // log(1 + text length in terms)
-	FeatSessBest         // best first-stage score of another candidate of the same session / the list's best
-	FeatNeighbour        // best first-stage score of the candidate just before or after it (document ±1, same session) / the list's best
-	FeatSessRank         // -log2(2 + rank of the document's session by session BM25 among the candidates' sessions)
-	FeatSeed             // overlap of the text with the top 3 candidates' text terms outside the query (multi-hop), / the list's best
-	FeatEntity           // share of the query's entity words (EntityWords, speakers left out) in text or context
+	FeatScore       = iota // first-stage score / the best first-stage score of the list
+	FeatRank               // -log2(2 + rank), rank from 0
+	FeatText               // BM25 of the text field alone (k1, b of the field), / the list's best
+	FeatContext            // BM25 of the context field alone, / the list's best
+	FeatSpeaker            // 1 if the query names the document's speaker
+	FeatDate               // BM25 of the date field alone, / the list's best
+	FeatSession            // BM25 of the document's session (turns as term frequency), / the best session
+	FeatCoverText          // share of the query's distinct terms in the text
+	FeatCoverAll           // share of the query's distinct terms in text or context
+	FeatTimeCue            // 1 if the query asks "when" and the text mentions a time
+	FeatLength             // log(1 + text length in terms)
+	FeatSessBest           // best first-stage score of another candidate of the same session / the list's best
+	FeatNeighbour          // best first-stage score of the candidate just before or after it (document ±1, same session) / the list's best
+	FeatSessRank           // -log2(2 + rank of the document's session by session BM25 among the candidates' sessions)
+	FeatSeed               // overlap of the text with the top 3 candidates' text terms outside the query (multi-hop), / the list's best
+	FeatEntity             // share of the query's entity words (EntityWords, speakers left out) in text or context
+	FeatAggSessBest        // FeatSessBest for an aggregate question (IsAggregateQuestion), else 0
+	FeatAggSession         // FeatSession for an aggregate question, else 0
 	NumFeatures
 )
 
 // FeatureNames names the rerank features (FeatScore …).
-var FeatureNames = [NumFeatures]string{"score", "rank", "text", "context", "speaker", "date", "session", "cover_text", "cover_all", "time_cue", "length", "sess_best", "neighbour", "sess_rank", "seed", "entity"}
+var FeatureNames = [NumFeatures]string{"score", "rank", "text", "context", "speaker", "date", "session", "cover_text", "cover_all", "time_cue", "length", "sess_best", "neighbour", "sess_rank", "seed", "entity", "agg_sess_best", "agg_session"}
 
 // Features returns one vector of NumFeatures features per result of res
 // (a first-stage ranking of query over scope sc, best first), for a
@@ -36,9 +38,15 @@ var FeatureNames = [NumFeatures]string{"score", "rank", "text", "context", "spea
 // the document's Doc.Group (each session one document, term frequency
 // the number of its turns in scope holding the term in their text), the
 // first-stage score and rank, speaker and time cue matches, query-term
-// coverage and text length. Scores are divided by the best of the list,
-// so the features of one query are comparable with another's. Nil when
-// res is empty or sc does not cover the index.
+// coverage and text length; and what lies beyond the candidate among
+// the candidates: the best score of another candidate of its session and
+// of its neighbour (document ±1 of the session), its session's rank by
+// session BM25, the overlap of its text with the top 3 candidates' terms
+// outside the query (a second hop, each term weighted by its rarity among
+// the candidates), the share of the query's entity words it holds, and
+// for aggregate questions the session features again. Scores are divided
+// by the best of the list, so the features of one query are comparable
+// with another's. Nil when res is empty or sc does not cover the index.
 func (ix *Index) Features(query string, sc *Scope, res []Result) [][NumFeatures]float64 {
 	if len(res) == 0 || sc == nil || len(sc.allow) != len(ix.lens) {
 		return nil
@@ -162,6 +170,12 @@ func (ix *Index) Features(query string, sc *Scope, res []Result) [][NumFeatures]
 		seed[i] = out[i][FeatSeed]
 	}
 	norm(FeatSeed, func(i int) float64 { return seed[i] })
+	if IsAggregateQuestion(query) {
+		for i := range out {
+			out[i][FeatAggSessBest] = out[i][FeatSessBest]
+			out[i][FeatAggSession] = out[i][FeatSession]
+		}
+	}
 	return out
 }
 
