@@ -81,15 +81,19 @@ func EstimateRequest(req *model.Request) int {
 }
 
 func estimateMessage(m model.Message) int {
-	parts := make([]string, 0, 4*len(m.Content))
+	var e session.TextEstimate
 	images := 0
 	for _, b := range m.Content {
-		parts = append(parts, b.Text, b.Name, string(b.Input), b.ID, b.ToolUseID)
+		e.Add(b.Text)
+		e.Add(b.Name)
+		e.AddBytes(b.Input)
+		e.Add(b.ID)
+		e.Add(b.ToolUseID)
 		if b.Type == model.BlockImage {
 			images++
 		}
 	}
-	return session.TokensPerNode + session.EstimateText(parts...) + images*session.TokensPerImage
+	return session.TokensPerNode + e.Tokens() + images*session.TokensPerImage
 }
 
 func estimateMessages(msgs []model.Message) int {
@@ -103,7 +107,11 @@ func estimateMessages(msgs []model.Message) int {
 func estimateTools(tools []model.ToolDef) int {
 	n := 0
 	for _, td := range tools {
-		n += session.TokensPerNode + session.EstimateText(td.Name, td.Description, string(td.InputSchema))
+		var e session.TextEstimate
+		e.Add(td.Name)
+		e.Add(td.Description)
+		e.AddBytes(td.InputSchema)
+		n += session.TokensPerNode + e.Tokens()
 	}
 	return n
 }

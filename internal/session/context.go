@@ -78,16 +78,18 @@ const (
 // EstimateText, so what compaction counts is what the request budget
 // counts. The providers expose no tokenizer, so there is no better one.
 func EstimateTokens(n Node) int {
-	parts := make([]string, 0, 1+3*len(n.Blocks))
-	parts = append(parts, n.Text)
+	var e TextEstimate
+	e.Add(n.Text)
 	images := 0
 	for _, b := range n.Blocks {
-		parts = append(parts, b.Text, b.Name, string(b.Input))
+		e.Add(b.Text)
+		e.Add(b.Name)
+		e.AddBytes(b.Input)
 		if b.Type == BlockImage {
 			images++
 		}
 	}
-	return TokensPerNode + EstimateText(parts...) + images*TokensPerImage
+	return TokensPerNode + e.Tokens() + images*TokensPerImage
 }
 
 // EstimateText estimates the tokens of the concatenation of parts, with no
@@ -101,20 +103,56 @@ func EstimateTokens(n Node) int {
 // EstimateText(a, b) ≤ EstimateText(a) + EstimateText(b), so summing the
 // estimates of pieces never undercounts their concatenation.
 func EstimateText(parts ...string) int {
-	other, cjk := 0, 0
+	var e TextEstimate
 	for _, s := range parts {
-		for _, r := range s {
-			if r < utf8.RuneSelf {
-				other++
-			} else if unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul) {
-				cjk++
-			} else {
-				other++
-			}
+		e.Add(s)
+	}
+	return e.Tokens()
+}
+
+// TextEstimate accumulates EstimateText over pieces without joining them:
+// after Add(a) and Add(b), Tokens() == EstimateText(a, b). The zero value
+// is empty.
+type TextEstimate struct{ other, cjk int }
+
+// Add counts the runes of s.
+func (e *TextEstimate) Add(s string) {
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			e.other++
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		if unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul) {
+			e.cjk++
+		} else {
+			e.other++
 		}
 	}
-	return (other+3)/4 + cjk
 }
+
+// AddBytes is Add of string(b), without the copy.
+func (e *TextEstimate) AddBytes(b []byte) {
+	for i := 0; i < len(b); {
+		if b[i] < utf8.RuneSelf {
+			e.other++
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		i += size
+		if unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul) {
+			e.cjk++
+		} else {
+			e.other++
+		}
+	}
+}
+
+// Tokens is the estimate of everything added: ceil(other/4) + cjk.
+func (e *TextEstimate) Tokens() int { return (e.other+3)/4 + e.cjk }
 
 // EstimateNodesTokens sums EstimateTokens over nodes.
 func EstimateNodesTokens(nodes []Node) int {

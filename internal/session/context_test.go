@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"unicode"
 
 	"github.com/tendrilai/tendril/internal/session"
 	"github.com/tendrilai/tendril/internal/session/jsonl"
@@ -137,5 +138,38 @@ func TestEstimateText(t *testing.T) {
 	}
 	if session.EstimateTokens(session.Node{Blocks: []session.Block{{Type: session.BlockImage}}}) != session.TokensPerNode+session.TokensPerImage {
 		t.Fatal("image cost")
+	}
+}
+
+// TextEstimate adds up to EstimateText of the pieces, bytes or strings,
+// invalid UTF-8 included.
+func TestTextEstimate(t *testing.T) {
+	parts := []string{"hello there", "비료", "", "日本語のテキスト", "bad \xff\xfe utf8", "🌱 emoji", "x"}
+	var e session.TextEstimate
+	for i, p := range parts {
+		if i%2 == 0 {
+			e.Add(p)
+		} else {
+			e.AddBytes([]byte(p))
+		}
+	}
+	// The rule, by range over runes (an invalid byte is one U+FFFD).
+	other, cjk := 0, 0
+	for _, p := range parts {
+		for _, r := range p {
+			if unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul) {
+				cjk++
+			} else {
+				other++
+			}
+		}
+	}
+	want := (other+3)/4 + cjk
+	if got := e.Tokens(); got != want || session.EstimateText(parts...) != want {
+		t.Errorf("TextEstimate %d, EstimateText %d, want %d", got, session.EstimateText(parts...), want)
+	}
+	var zero session.TextEstimate
+	if zero.Tokens() != 0 {
+		t.Error("zero value not empty")
 	}
 }
