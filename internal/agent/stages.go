@@ -123,39 +123,48 @@ func (a *Agent) chooseTools(ctx context.Context, level state.Level) map[string]t
 // memoryBlock is the rendered block ("" for none), already filtered and
 // fitted to its budget by memoryBlock.
 func (a *Agent) systemPrompt(t *turn, memoryBlock string) string {
+	persona := strings.TrimSpace(a.deps.Persona.Text)
+	memoryBlock = strings.TrimSpace(memoryBlock)
+	skills := strings.TrimSpace(a.deps.Skills)
 	var b strings.Builder
-	b.WriteString(strings.TrimSpace(a.deps.Persona.Text))
-	b.WriteString("\n")
+	b.Grow(len(persona) + len(memoryBlock) + len(skills) + 64*len(t.ToolNames) + 256)
+	line := func(parts ...string) {
+		for _, p := range parts {
+			b.WriteString(p)
+		}
+		b.WriteByte('\n')
+	}
+	line(persona)
 	if len(a.deps.Persona.Anchors) > 0 {
-		b.WriteString("\n## Identity anchors\n")
+		line("\n## Identity anchors")
 		for _, an := range a.deps.Persona.Anchors {
-			b.WriteString("- " + an + "\n")
+			line("- ", an)
 		}
 	}
-	if memoryBlock = strings.TrimSpace(memoryBlock); memoryBlock != "" {
-		b.WriteString("\n" + memoryBlock + "\n")
+	if memoryBlock != "" {
+		line("\n", memoryBlock)
 	}
-	if s := strings.TrimSpace(a.deps.Skills); s != "" {
-		b.WriteString("\n" + s + "\n")
+	if skills != "" {
+		line("\n", skills)
 	}
 	if len(t.ToolNames) > 0 {
-		b.WriteString("\n## Tools\n")
+		line("\n## Tools")
 		for _, name := range t.ToolNames {
-			b.WriteString("- " + name + ": " + t.tools[name].Description() + "\n")
+			line("- ", name, ": ", t.tools[name].Description())
 		}
 	}
 	if t.Level != state.Normal {
-		b.WriteString("\n## Identity anchors (re-asserted: safe mode " + t.Level.String() + ")\n")
+		line("\n## Identity anchors (re-asserted: safe mode ", t.Level.String(), ")")
 		for _, an := range a.deps.Persona.Anchors {
-			b.WriteString("- " + an + "\n")
+			line("- ", an)
 		}
 		if t.Level == state.Critical {
-			b.WriteString("Only read-only tools are available. Keep replies calm and brief.\n")
+			line("Only read-only tools are available. Keep replies calm and brief.")
 		} else {
-			b.WriteString("Tools that change anything are unavailable right now.\n")
+			line("Tools that change anything are unavailable right now.")
 		}
 	}
-	b.WriteString(fmt.Sprintf("\nCurrent time: %s. Channel: %s.\n", a.opt.Clock().UTC().Format(time.RFC3339), t.Req.Channel))
+	line("\nCurrent time: ", a.opt.Clock().UTC().Format(time.RFC3339), ". Channel: ", t.Req.Channel, ".")
 	return b.String()
 }
 
