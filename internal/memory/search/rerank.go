@@ -30,7 +30,7 @@ const (
 )
 
 // FeatureNames names the rerank features (FeatScore …).
-var FeatureNames = [NumFeatures]string{"score", "rank", "text", "context", "speaker", "date", "session", "cover_text", "cover_all", "time_cue", "length", "sess_best", "neighbour", "sess_rank", "seed", "entity", "agg_sess_best", "agg_session"}
+var FeatureNames = [NumFeatures]string{"score", "rank", "text", "context", "speaker", "date", "session", "cover_text", "cover_all", "time_cue", "length", "sess_best", "sess_rank", "seed", "entity", "agg_sess_best", "agg_session"}
 
 // Features returns one vector of NumFeatures features per result of res
 // (a first-stage ranking of query over scope sc, best first), for a
@@ -39,8 +39,8 @@ var FeatureNames = [NumFeatures]string{"score", "rank", "text", "context", "spea
 // the number of its turns in scope holding the term in their text), the
 // first-stage score and rank, speaker and time cue matches, query-term
 // coverage and text length; and what lies beyond the candidate among
-// the candidates: the best score of another candidate of its session and
-// of its neighbour (document ±1 of the session), its session's rank by
+// the candidates: the best score of another candidate of its session, its
+// session's rank by
 // session BM25, the overlap of its text with the top 3 candidates' terms
 // outside the query (a second hop, each term weighted by its rarity among
 // the candidates), the share of the query's entity words it holds, and
@@ -180,7 +180,7 @@ func (ix *Index) Features(query string, sc *Scope, res []Result) [][NumFeatures]
 }
 
 // contextFeatures sets the features of res that look beyond the
-// candidate itself (FeatSessBest, FeatNeighbour, FeatSessRank, FeatSeed
+// candidate itself (FeatSessBest, FeatSessRank, FeatSeed
 // before its normalisation, FeatEntity) in out; sessScore is the session
 // BM25 per session id.
 func (ix *Index) contextFeatures(query string, qs []qterm, res []Result, sessScore map[int32]float64, out [][NumFeatures]float64) {
@@ -189,12 +189,9 @@ func (ix *Index) contextFeatures(query string, qs []qterm, res []Result, sessSco
 		best = max(best, r.Score)
 	}
 	if best > 0 && len(ix.groupIDs) > 0 {
-		at := make(map[int32]int, len(res))
 		top2 := map[int32][2]float64{} // per session, its two best scores / best
-		for i, r := range res {
-			d := int32(r.Doc)
-			at[d] = i
-			g := ix.group[d]
+		for _, r := range res {
+			g := ix.group[r.Doc]
 			if g < 0 {
 				continue
 			}
@@ -223,11 +220,6 @@ func (ix *Index) contextFeatures(query string, qs []qterm, res []Result, sessSco
 				out[i][FeatSessBest] = b[1]
 			} else {
 				out[i][FeatSessBest] = b[0]
-			}
-			for _, n := range [2]int32{d - 1, d + 1} {
-				if j, ok := at[n]; ok && ix.group[n] == g {
-					out[i][FeatNeighbour] = max(out[i][FeatNeighbour], res[j].Score/best)
-				}
 			}
 			if !seen[g] {
 				seen[g] = true
@@ -329,19 +321,22 @@ type RerankParams struct {
 
 func (r RerankParams) on() bool { return r.Weights != RerankWeights{} }
 
-// LearnedRerank is the re-ranker trained on LoCoMo's five development
-// conversations (events level, DefaultParams as the first stage, top
-// 100): pairwise logistic regression, l2 chosen by nested
-// leave-one-conversation-out cross-validation (internal/eval/locomo
-// TrainPairwise, NestedPairwise; docs/bench/memory.md, issue 16 round 4).
+// LearnedRerank is the re-ranker of DefaultParams, trained on LoCoMo's
+// five development conversations (events level, DefaultParams' first
+// stage, top 100): pairwise logistic regression, every non-evidence
+// candidate a negative, l2 and feature set chosen by nested
+// leave-one-conversation-out (internal/eval/locomo ShippedRerank;
+// docs/bench/memory.md, issue 16 round 5). These weights are trained on
+// all five; the cross-validated figures are of weights trained without
+// each held-out conversation.
 func LearnedRerank() RerankParams {
 	return RerankParams{Depth: 100, Weights: learnedWeights}
 }
 
-// learnedWeights are NestedPairwise's weights on all five conversations
-// (every non-evidence candidate of the 100 a negative; l2 0.001), rounded
-// to 4 decimals, in FeatureNames order.
-var learnedWeights = RerankWeights{1, 0.3967, 0.0367, -0.0854, 0.8631, 0.3306, 0.6814, 0.0233, 0.1028, 0.2981, 0.3264}
+// learnedWeights are ShippedRerank's weights on all five conversations
+// (l2 0.001, entity and sess_rank left out), rounded to 4 decimals, in
+// FeatureNames order.
+var learnedWeights = RerankWeights{1, 0.3341, 0.1129, -0.2171, 0.9981, 0.304, 0.4247, 0.0521, 0.0951, 0.3269, 0.3022, 0.5066, 0, 0.2756, 0, -0.164, -0.2259}
 
 // rerankScope is SearchScope with Params.Rerank, applied to events
 // only: the first stage's best Depth (at least k) are ranked; the turns

@@ -87,12 +87,12 @@ func TestContextFeatures(t *testing.T) {
 	for i, r := range res {
 		by[r.Doc], score[r.Doc] = fs[i], r.Score/res[0].Score
 	}
-	// doc 0 and 1 share session s1 and are neighbours (documents 0, 1)
-	if by[1][FeatSessBest] != score[0] || by[1][FeatNeighbour] != score[0] || by[0][FeatNeighbour] != score[1] {
-		t.Errorf("s1: doc 1 session best %v neighbour %v, doc 0 neighbour %v; scores %v", by[1][FeatSessBest], by[1][FeatNeighbour], by[0][FeatNeighbour], score)
+	// doc 0 and 1 share session s1
+	if by[1][FeatSessBest] != score[0] || by[0][FeatSessBest] != score[1] {
+		t.Errorf("s1: doc 1 session best %v, doc 0 %v; scores %v", by[1][FeatSessBest], by[0][FeatSessBest], score)
 	}
-	if by[4][FeatSessBest] != 0 || by[4][FeatNeighbour] != 0 {
-		t.Errorf("doc 4 alone in s3: %v %v", by[4][FeatSessBest], by[4][FeatNeighbour])
+	if by[4][FeatSessBest] != 0 {
+		t.Errorf("doc 4 alone in s3: %v", by[4][FeatSessBest])
 	}
 	if by[0][FeatSessRank] != -1 || by[4][FeatSessRank] >= by[0][FeatSessRank] {
 		t.Errorf("session rank: s1 %v, s3 %v", by[0][FeatSessRank], by[4][FeatSessRank])
