@@ -34,18 +34,59 @@ var ssnRE = regexp.MustCompile(`\b\d{3}-\d{2}-\d{4}\b`)
 
 var cardRE = regexp.MustCompile(`\b(?:\d[ \-]?){13,19}\b`)
 
+// secretHints are, for each of secretPatterns, literals one of which any
+// match contains: text with none of them is not searched (the regexps
+// were most of a turn's recording cost).
+var secretHints = [][]string{{"k-"}, {"sk-ant-"}, {"AKIA", "ASIA"}, {"_"}, {"xox"}, {":"}, {"eyJ"}, {"-----BEGIN "}}
+
+// statedHints are the same for statedSecrets; the first is
+// case-insensitive, so its hints are lower case and apply to ASCII text
+// only (Unicode case folding maps other runes onto ASCII letters).
+var statedHints = [][]string{{"pass", "pw", "pin", "secret", "api", "token", "senha"}, {"비밀번호", "비번", "암호", "핀번호"}}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
 // Redact removes secrets from text before it is stored as an event or a
 // record, so memory never keeps or re-injects credentials. It reports
 // whether anything was removed.
 func Redact(text string) (string, bool) {
 	out := text
-	for _, re := range secretPatterns {
-		out = re.ReplaceAllString(out, Redacted)
+	for i, re := range secretPatterns {
+		if containsAny(out, secretHints[i]) {
+			out = re.ReplaceAllString(out, Redacted)
+		}
 	}
-	for _, re := range statedSecrets {
-		out = re.ReplaceAllString(out, "${1}"+Redacted)
+	for i, re := range statedSecrets {
+		run := containsAny(out, statedHints[i])
+		if i == 0 {
+			run = !isASCII(out) || containsAny(strings.ToLower(out), statedHints[i])
+		}
+		if run {
+			out = re.ReplaceAllString(out, "${1}"+Redacted)
+		}
 	}
-	out = ssnRE.ReplaceAllString(out, Redacted)
+	if strings.Contains(out, "-") {
+		out = ssnRE.ReplaceAllString(out, Redacted)
+	}
+	if countDigits(out) < 13 {
+		return out, out != text
+	}
 	out = cardRE.ReplaceAllStringFunc(out, func(m string) string {
 		digits := strings.Map(func(r rune) rune {
 			if r >= '0' && r <= '9' {
@@ -59,6 +100,17 @@ func Redact(text string) (string, bool) {
 		return m
 	})
 	return out, out != text
+}
+
+// countDigits counts the ASCII digits of s (\d in cardRE).
+func countDigits(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] >= '0' && s[i] <= '9' {
+			n++
+		}
+	}
+	return n
 }
 
 // luhn reports whether digits pass the Luhn checksum (ISO/IEC 7812-1).
