@@ -224,3 +224,28 @@ func TestSpacedJobIsScheduled(t *testing.T) {
 		t.Errorf("%d scheduled extraction jobs, want 1 (the second, spaced from the first)", n)
 	}
 }
+
+// The SQLite transactions' queries are prepared once and reused: after a
+// few turns the cache holds the turn-counting statements, and the counts
+// they keep are right.
+func TestStatementsPreparedOnce(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	for i := 0; i < 5; i++ {
+		f.turn("u1", "s1", "I live in Busan")
+	}
+	f.p.q.stmts.mu.Lock()
+	n := len(f.p.q.stmts.stmts)
+	f.p.q.stmts.mu.Unlock()
+	if n == 0 {
+		t.Fatal("no statement prepared after 5 turns")
+	}
+	var pending int
+	if err := f.p.q.jobs.DB().QueryRowContext(ctx, `SELECT pending_turns FROM memory_pipeline_sessions WHERE actor_id = 'u1'`).Scan(&pending); err != nil {
+		t.Fatal(err)
+	}
+	// Turn 2 queued the extraction (pending reset to 0); turns 3–5 count
+	// while it waits.
+	if pending != 3 {
+		t.Errorf("pending_turns %d, want 3", pending)
+	}
+}

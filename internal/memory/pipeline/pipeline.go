@@ -226,6 +226,9 @@ func New(store memory.Store, opts Options) (*Pipeline, error) {
 		q.close()
 		return nil, err
 	}
+	if db := q.jobs.DB(); db != nil {
+		q.stmts = newStmtCache(db)
+	}
 	p := &Pipeline{store: store, opts: opts, q: q, flights: map[string]map[*flight]struct{}{}}
 	err := q.jobs.AddQueue(Queue, opts.Workers)
 	if err == nil {

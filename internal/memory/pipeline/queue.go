@@ -162,26 +162,53 @@ func queryStrings(ctx context.Context, c conn, q string, args ...any) ([]string,
 
 type row interface{ Scan(dest ...any) error }
 
-// sqlConn is a *sql.DB or *sql.Tx.
+// sqlConn is a *sql.DB or *sql.Tx; with stmts set, the transaction's
+// queries use statements prepared once (SQLite re-parsing them was a few
+// per cent of a turn's CPU).
 type sqlConn struct {
 	c interface {
 		ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
 		QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
 		QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
 	}
-	tx *sql.Tx
+	tx    *sql.Tx
+	stmts *stmtCache
+}
+
+// stmt is the transaction's handle on q's prepared statement, or nil.
+func (c sqlConn) stmt(ctx context.Context, q string) *sql.Stmt {
+	if c.tx == nil || c.stmts == nil {
+		return nil
+	}
+	if st := c.stmts.lookup(q); st != nil {
+		return c.tx.StmtContext(ctx, st)
+	}
+	return nil
 }
 
 func (c sqlConn) raw() any { return c.tx }
 func (c sqlConn) exec(ctx context.Context, q string, args ...any) error {
+	if st := c.stmt(ctx, q); st != nil {
+		_, err := st.ExecContext(ctx, args...)
+		return err
+	}
 	_, err := c.c.ExecContext(ctx, q, args...)
 	return err
 }
 func (c sqlConn) queryRow(ctx context.Context, q string, args ...any) row {
+	if st := c.stmt(ctx, q); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
 	return c.c.QueryRowContext(ctx, q, args...)
 }
 func (c sqlConn) each(ctx context.Context, q string, args []any, fn func(r row) error) error {
-	rows, err := c.c.QueryContext(ctx, q, args...)
+	var rows *sql.Rows
+	var err error
+	if st := c.stmt(ctx, q); st != nil {
+		rows, err = st.QueryContext(ctx, args...)
+	} else {
+		rows, err = c.c.QueryContext(ctx, q, args...)
+	}
 	if err != nil {
 		return err
 	}
@@ -192,6 +219,72 @@ func (c sqlConn) each(ctx context.Context, q string, args []any, fn func(r row) 
 		}
 	}
 	return rows.Err()
+}
+
+// stmtCache holds the SQLite statements of the pipeline's transactions,
+// prepared on the job database. A query first seen inside a transaction
+// runs unprepared and is prepared before the next transaction begins
+// (preparing on the DB inside one would wait for the pool's only
+// connection, which the transaction holds). The queries are the
+// package's own, so the cache stays small; it stops growing at
+// maxStmts.
+type stmtCache struct {
+	db    *sql.DB
+	mu    sync.Mutex
+	stmts map[string]*sql.Stmt
+	want  []string
+	bad   map[string]bool // failed to prepare: not retried
+}
+
+const maxStmts = 64
+
+func newStmtCache(db *sql.DB) *stmtCache {
+	return &stmtCache{db: db, stmts: map[string]*sql.Stmt{}, bad: map[string]bool{}}
+}
+
+// lookup is q's prepared statement, or nil (q is then prepared later).
+func (c *stmtCache) lookup(q string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.stmts[q]; st != nil {
+		return st
+	}
+	if !c.bad[q] && len(c.stmts)+len(c.want) < maxStmts && !slices.Contains(c.want, q) {
+		c.want = append(c.want, q)
+	}
+	return nil
+}
+
+// prepareWanted prepares the queries lookup missed. The caller must not
+// hold a transaction or connection of c.db.
+func (c *stmtCache) prepareWanted(ctx context.Context) {
+	c.mu.Lock()
+	want := c.want
+	c.want = nil
+	c.mu.Unlock()
+	for _, q := range want {
+		st, err := c.db.PrepareContext(ctx, q)
+		c.mu.Lock()
+		if err != nil {
+			c.bad[q] = true
+		} else if c.stmts[q] == nil {
+			c.stmts[q] = st
+			st = nil
+		}
+		c.mu.Unlock()
+		if st != nil {
+			st.Close()
+		}
+	}
+}
+
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for q, st := range c.stmts {
+		st.Close()
+		delete(c.stmts, q)
+	}
 }
 
 // pgConn is a *pgxpool.Pool or pgx.Tx.
@@ -264,6 +357,8 @@ type queue struct {
 	minGap      time.Duration
 	mu          sync.Mutex
 	lastExtract map[sessionKey]time.Time
+
+	stmts *stmtCache // SQLite job database only
 }
 
 // extractAt is when a turn-count job of session k queued now should run:
@@ -351,12 +446,15 @@ func (q *queue) db() conn {
 // pool has one connection, held by the transaction.
 func (q *queue) tx(ctx context.Context, actorID string, fn func(tx txn) error) error {
 	if db := q.jobs.DB(); db != nil {
+		if q.stmts != nil {
+			q.stmts.prepareWanted(ctx)
+		}
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
 		defer tx.Rollback()
-		if err := fn(sqlConn{c: tx, tx: tx}); err != nil {
+		if err := fn(sqlConn{c: tx, tx: tx, stmts: q.stmts}); err != nil {
 			return err
 		}
 		return tx.Commit()
@@ -378,6 +476,9 @@ func (q *queue) tx(ctx context.Context, actorID string, fn func(tx txn) error) e
 }
 
 func (q *queue) close() error {
+	if q.stmts != nil {
+		q.stmts.close()
+	}
 	if q.owned {
 		return q.jobs.Close()
 	}
