@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/openai/openai-go/v3"
@@ -79,14 +80,12 @@ func encodeRequest(req *model.Request) ([]byte, error) {
 			b = appendString(b, t.Description)
 		}
 		if s := bytes.TrimSpace(t.InputSchema); len(s) > 0 && !bytes.Equal(s, []byte("null")) {
-			if s[0] != '{' || !json.Valid(s) {
+			c, ok := compactSchema(s)
+			if !ok {
 				return nil, fmt.Errorf("tool %q: input_schema is not a JSON object", t.Name)
 			}
 			b = append(b, `,"parameters":`...)
-			var err error
-			if b, err = appendCompact(b, s); err != nil {
-				return nil, fmt.Errorf("tool %q: %w", t.Name, err)
-			}
+			b = append(b, c...)
 		}
 		b = append(b, "}}"...)
 		if i == len(req.Tools)-1 {
@@ -96,11 +95,39 @@ func encodeRequest(req *model.Request) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// appendCompact appends the valid JSON s without insignificant space.
-func appendCompact(b, s []byte) ([]byte, error) {
-	buf := bytes.NewBuffer(b)
-	err := json.Compact(buf, s)
-	return buf.Bytes(), err
+// schemas caches compactSchema: a turn sends the same few tool schemas
+// every time. At most maxSchemas entries; it starts over when full.
+var schemas = struct {
+	sync.Mutex
+	m map[string][]byte
+}{m: map[string][]byte{}}
+
+const maxSchemas = 256
+
+// compactSchema is the JSON object s without insignificant space, and
+// false when s is not a JSON object.
+func compactSchema(s []byte) ([]byte, bool) {
+	schemas.Lock()
+	c, ok := schemas.m[string(s)]
+	schemas.Unlock()
+	if ok {
+		return c, true
+	}
+	if s[0] != '{' || !json.Valid(s) {
+		return nil, false
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, s); err != nil {
+		return nil, false
+	}
+	c = buf.Bytes()
+	schemas.Lock()
+	if len(schemas.m) >= maxSchemas {
+		schemas.m = map[string][]byte{}
+	}
+	schemas.m[string(s)] = c
+	schemas.Unlock()
+	return c, true
 }
 
 // appendMessages appends toMessages' wire messages for m, each preceded by
