@@ -742,7 +742,8 @@ func (r *runner) single(v *variant) error {
 }
 
 // copyHome copies the regular files and directories of src into dst
-// (which must not exist), keeping their modes, and fsyncs each file;
+// (which must not exist), keeping their modes and modification times,
+// and fsyncs each file;
 // sockets and other special files (a stale tendril.sock) are skipped.
 func copyHome(src, dst string) error {
 	return filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
@@ -784,7 +785,12 @@ func copyHome(src, dst string) error {
 			out.Close()
 			return err
 		}
-		return out.Close()
+		if err := out.Close(); err != nil {
+			return err
+		}
+		// The stores compare modification times (the memory index with
+		// its Markdown files): the copy keeps them.
+		return os.Chtimes(to, info.ModTime(), info.ModTime())
 	})
 }
 

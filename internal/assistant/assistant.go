@@ -287,11 +287,13 @@ func (a *Assistant) Start(ctx context.Context, so StartOptions) error {
 		WarmRecent(ctx context.Context, n int) error
 	}); ok {
 		a.goBackground(func(ctx context.Context) {
-			if err := w.WarmRecent(ctx, 8); err != nil && ctx.Err() == nil {
+			if err := w.WarmRecent(ctx, warmActors); err != nil && ctx.Err() == nil {
 				a.log.Warn("memory warm-up failed", "err", err)
 			}
 		})
 	}
+	// Beside it, what else their first turn would read (see warmSessions).
+	a.goBackground(func(ctx context.Context) { a.warmSessions(ctx, warmActors) })
 
 	// Only a started assistant resumes paused turns: a CLI command that
 	// decides in-process leaves the turn to the next server (Replay).

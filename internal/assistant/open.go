@@ -209,12 +209,7 @@ func (a *Assistant) openMemory(ctx context.Context, router *model.Router) error 
 // The overflow trigger lives in the agent (one compaction, one retry).
 func (a *Assistant) history(ctx context.Context, key session.Key, chatType string) ([]session.Node, error) {
 	cfg := a.cfg
-	cc := session.DefaultContextConfig()
-	cc.Default = session.Limits{MaxHistoryMessages: cfg.Session.MaxHistoryMessages, MaxHistoryTokens: cfg.Session.MaxHistoryTokens}
-	for k, v := range cfg.Session.ChannelOverrides {
-		cc.ChannelOverrides[k] = session.Limits{MaxHistoryMessages: v.MaxHistoryMessages, MaxHistoryTokens: v.MaxHistoryTokens}
-	}
-	limits := cc.For(chatType)
+	limits := a.historyLimits(chatType)
 	nodes, err := session.BuildContext(ctx, a.sessions, key, limits)
 	if err != nil || !session.ShouldCompact(nodes, cfg.Model.ContextWindow, cfg.Session.Compaction.Threshold) {
 		return nodes, err
@@ -224,6 +219,19 @@ func (a *Assistant) history(ctx context.Context, key session.Key, chatType strin
 		return nodes, nil
 	}
 	return session.BuildContext(ctx, a.sessions, key, limits)
+}
+
+// historyLimits are the history limits of a chat type ("" for the
+// default): session.maxHistoryMessages / maxHistoryTokens, or the
+// channel override.
+func (a *Assistant) historyLimits(chatType string) session.Limits {
+	cfg := a.cfg
+	cc := session.DefaultContextConfig()
+	cc.Default = session.Limits{MaxHistoryMessages: cfg.Session.MaxHistoryMessages, MaxHistoryTokens: cfg.Session.MaxHistoryTokens}
+	for k, v := range cfg.Session.ChannelOverrides {
+		cc.ChannelOverrides[k] = session.Limits{MaxHistoryMessages: v.MaxHistoryMessages, MaxHistoryTokens: v.MaxHistoryTokens}
+	}
+	return cc.For(chatType)
 }
 
 // compact summarises a session's older nodes (SPEC §3 compaction); memory
