@@ -293,9 +293,11 @@ func (fs FeatureSet) drop() *[search.NumFeatures]bool {
 	}
 	var d [search.NumFeatures]bool
 	for _, n := range fs {
-		if f := slices.Index(search.FeatureNames[:], n); f >= 0 {
-			d[f] = true
+		f := slices.Index(search.FeatureNames[:], n)
+		if f < 0 {
+			panic("locomo: no re-ranker feature " + n)
 		}
+		d[f] = true
 	}
 	return &d
 }

@@ -580,24 +580,34 @@ func (ix *Index) Search(query string, allow []bool, k int) []Result {
 // searchScope is the BM25F ranking of SearchScope (convlog.go), before
 // the Params.Conv techniques.
 func (ix *Index) searchScope(query string, sc0 *Scope, k int) []Result {
+	res, why := ix.searchScopeLazy(query, sc0, k)
+	for i := range res {
+		res[i].Explain = why(i)
+	}
+	return res
+}
+
+// searchScopeLazy is searchScope without the explanations: why(i) makes
+// result i's (the re-ranker explains only the results it keeps).
+func (ix *Index) searchScopeLazy(query string, sc0 *Scope, k int) (res []Result, why func(i int) string) {
 	n := len(ix.lens)
 	if n == 0 || k <= 0 || sc0 == nil || len(sc0.allow) != n {
-		return nil
+		return nil, nil
 	}
 	allow, st := sc0.allow, sc0.stats()
 	if st.n == 0 {
-		return nil
+		return nil, nil
 	}
 	qs := ix.parseQuery(query)
 	if len(qs) == 0 {
-		return nil
+		return nil, nil
 	}
 	sc := ix.scratch()
 	defer ix.pool.Put(sc)
 	qs, touched := ix.accumulate(sc, qs, st, allow, sc.touched[:0])
 	defer func() { sc.touched = touched[:0] }()
 	if len(qs) == 0 {
-		return nil
+		return nil, nil
 	}
 
 	spk := ix.namedSpeakers(query)
@@ -648,14 +658,16 @@ func (ix *Index) searchScope(query string, sc0 *Scope, k int) []Result {
 		}
 	}
 	out := make([]Result, len(top))
+	prior := make([]float64, len(top))
 	for i, r := range top {
-		out[i] = Result{Doc: int(r.doc), Score: r.score, Explain: ix.explain(r.doc, qs, st, boostWhy, r.score, sc.prior[r.doc])}
+		out[i] = Result{Doc: int(r.doc), Score: r.score}
+		prior[i] = sc.prior[r.doc]
 	}
 	for _, d := range touched {
 		sc.score[d] = 0
 		sc.prior[d] = 0
 	}
-	return out
+	return out, func(i int) string { return ix.explain(int32(out[i].Doc), qs, st, boostWhy, out[i].Score, prior[i]) }
 }
 
 // queryTerms is the terms of query that allowed documents hold, each once

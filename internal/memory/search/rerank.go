@@ -20,7 +20,6 @@ const (
 	FeatTimeCue            // 1 if the query asks "when" and the text mentions a time
 	FeatLength             // log(1 + text length in terms)
 	FeatSessBest           // best first-stage score of another candidate of the same session / the list's best
-	FeatNeighbour          // best first-stage score of the candidate just before or after it (document ±1, same session) / the list's best
 	FeatSessRank           // -log2(2 + rank of the document's session by session BM25 among the candidates' sessions)
 	FeatSeed               // overlap of the text with the top 3 candidates' text terms outside the query (multi-hop), / the list's best
 	FeatEntity             // share of the query's entity words (EntityWords, speakers left out) in text or context
@@ -57,42 +56,68 @@ func (ix *Index) Features(query string, sc *Scope, res []Result) [][NumFeatures]
 	when := IsWhenQuestion(query)
 	out := make([][NumFeatures]float64, len(res))
 	// session documents: turns in scope per session, and per query term
-	// the turns of each session holding it in their text
-	sessLen := map[int32]int{}
-	for d, ok := range sc.allow {
-		if len(ix.groupIDs) == 0 {
-			break // no sessions (records): no pass over the scope
-		}
-		if ok && ix.group[d] >= 0 {
-			sessLen[ix.group[d]]++
-		}
-	}
+	// the turns of each session holding it in their text; scored for the
+	// candidates' sessions only
 	sessScore := map[int32]float64{}
-	if len(sessLen) > 0 {
-		total := 0
-		for _, l := range sessLen {
-			total += l
-		}
-		avg := float64(total) / float64(len(sessLen))
-		const k1, b = 1.2, 0.75
-		for _, q := range qs {
-			tf := map[int32]int{}
-			data, doc := ix.post.lists[q.id], int32(-1)
-			var tfs [NumFields]uint16
-			for i := 0; i < len(data); {
-				var mask uint8
-				doc, mask, i = entry(data, i, doc, &tfs)
-				if mask&(1<<FieldText) != 0 && sc.allow[doc] && ix.group[doc] >= 0 {
-					tf[ix.group[doc]]++
+	if ng := len(ix.groupIDs); ng > 0 {
+		sessLen := make([]int32, ng)
+		nsess, total := 0, 0
+		for d, ok := range sc.allow {
+			if g := ix.group[d]; ok && g >= 0 {
+				if sessLen[g] == 0 {
+					nsess++
 				}
+				sessLen[g]++
+				total++
 			}
-			if len(tf) == 0 {
-				continue
+		}
+		candPos := make([]int32, ng) // session → 1 + its place among the candidates' sessions, 0 none
+		var cands []int32
+		for _, r := range res {
+			if g := ix.group[r.Doc]; g >= 0 && candPos[g] == 0 {
+				cands = append(cands, g)
+				candPos[g] = int32(len(cands))
 			}
-			w := idf(len(sessLen), len(tf))
-			for g, n := range tf {
-				f := float64(n)
-				sessScore[g] += q.weight * w * f * (k1 + 1) / (f + k1*(1-b+b*float64(sessLen[g])/avg))
+		}
+		if nsess > 0 && len(cands) > 0 {
+			avg := float64(total) / float64(nsess)
+			const k1, b = 1.2, 0.75
+			seen := make([]int32, ng) // session → 1 + the last query term found in it
+			tf := make([]int, len(cands))
+			for qi, q := range qs {
+				clear(tf)
+				df := 0
+				data, doc := ix.post.lists[q.id], int32(-1)
+				var tfs [NumFields]uint16
+				for i := 0; i < len(data); {
+					var mask uint8
+					doc, mask, i = entry(data, i, doc, &tfs)
+					if mask&(1<<FieldText) == 0 || !sc.allow[doc] {
+						continue
+					}
+					g := ix.group[doc]
+					if g < 0 {
+						continue
+					}
+					if seen[g] != int32(qi+1) {
+						seen[g] = int32(qi + 1)
+						df++
+					}
+					if p := candPos[g]; p > 0 {
+						tf[p-1]++
+					}
+				}
+				if df == 0 {
+					continue
+				}
+				w := idf(nsess, df)
+				for p, n := range tf {
+					if n == 0 {
+						continue
+					}
+					g, f := cands[p], float64(n)
+					sessScore[g] += q.weight * w * f * (k1 + 1) / (f + k1*(1-b+b*float64(sessLen[g])/avg))
+				}
 			}
 		}
 	}
@@ -334,9 +359,9 @@ func LearnedRerank() RerankParams {
 }
 
 // learnedWeights are ShippedRerank's weights on all five conversations
-// (l2 0.001, entity and sess_rank left out), rounded to 4 decimals, in
-// FeatureNames order.
-var learnedWeights = RerankWeights{1, 0.3341, 0.1129, -0.2171, 0.9981, 0.304, 0.4247, 0.0521, 0.0951, 0.3269, 0.3022, 0.5066, 0, 0.2756, 0, -0.164, -0.2259}
+// (the inner leave-one-out left entity and sess_rank out), rounded to 4
+// decimals, in FeatureNames order.
+var learnedWeights = RerankWeights{1, 0.3689, 0.1002, -0.1291, 0.8813, 0.3006, 0.4502, 0.0454, 0.1166, 0.307, 0.2822, 0.5608, 0, 0.282, 0, -0.1541, -0.22}
 
 // rerankScope is SearchScope with Params.Rerank, applied to events
 // only: the first stage's best Depth (at least k) are ranked; the turns
@@ -356,7 +381,23 @@ func (ix *Index) rerankScope(query string, sc *Scope, k int) []Result {
 	if depth <= 0 {
 		depth = 100
 	}
-	res := ix.searchConv(query, sc, max(k, depth))
+	var res []Result
+	var why func(int) string // explanations of the first stage, made for the results kept
+	if ix.p.Conv.reranks() && ix.conv != nil {
+		res = ix.searchConv(query, sc, max(k, depth))
+	} else {
+		res, why = ix.searchScopeLazy(query, sc, max(k, depth))
+	}
+	explain := func(i int) string {
+		if why != nil {
+			return why(i)
+		}
+		return res[i].Explain
+	}
+	origin := make(map[int]int, len(res)) // document → its first-stage place
+	for i, r := range res {
+		origin[r.Doc] = i
+	}
 	var evs []Result
 	var slots []int
 	for i, r := range res {
@@ -369,6 +410,11 @@ func (ix *Index) rerankScope(query string, sc *Scope, k int) []Result {
 	if fs == nil {
 		if len(res) > k {
 			res = res[:k]
+		}
+		if why != nil {
+			for i := range res {
+				res[i].Explain = why(i)
+			}
 		}
 		return res
 	}
@@ -395,9 +441,13 @@ func (ix *Index) rerankScope(query string, sc *Scope, k int) []Result {
 		}
 		return 0
 	})
-	out := res
-	if len(out) > k {
-		out = out[:k]
+	out := make([]Result, min(k, len(res)))
+	for i := range out {
+		if why != nil && ix.group[res[i].Doc] < 0 { // a record's place (turns' are filled below)
+			out[i] = Result{Doc: res[i].Doc, Score: res[i].Score, Explain: why(i)}
+		} else {
+			out[i] = res[i]
+		}
 	}
 	for j, slot := range slots {
 		if slot >= k {
@@ -424,7 +474,7 @@ func (ix *Index) rerankScope(query string, sc *Scope, k int) []Result {
 			b = strconv.AppendFloat(b, v, 'f', 3, 64)
 		}
 		b = append(b, "] of first stage "...)
-		b = append(b, x.r.Explain...)
+		b = append(b, explain(origin[x.r.Doc])...)
 		out[slot] = Result{Doc: x.r.Doc, Score: res[slot].Score, Explain: string(b)}
 	}
 	return out

@@ -2,6 +2,7 @@ package search
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,11 @@ func firstStage() Params {
 }
 
 func TestFeatures(t *testing.T) {
+	for i, n := range FeatureNames {
+		if n == "" || slices.Index(FeatureNames[:], n) != i {
+			t.Fatalf("feature %d named %q", i, n)
+		}
+	}
 	ix := build(firstStage(), rerankDocs()...)
 	sc := ix.NewScope(nil)
 	q := "Did Caroline adopt a puppy from the shelter?"
