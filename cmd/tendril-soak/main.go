@@ -78,6 +78,7 @@ type config struct {
 	concurrent, concT  int
 	restartWarm        int
 	restartReps        int
+	restartWait        time.Duration
 	home               string // restart from this kept home instead of running single
 	modelDelay         time.Duration
 	data               string
@@ -104,6 +105,7 @@ func main() {
 	flag.IntVar(&cfg.concT, "concurrent-turns", 200, "turns per concurrent actor")
 	flag.IntVar(&cfg.restartWarm, "restart-warm", 50, "warm turns after the first turn after restart")
 	flag.IntVar(&cfg.restartReps, "restart-reps", 1, "restarts per variant, each on a fresh copy of the single actor's home (variants interleaved with -home)")
+	flag.DurationVar(&cfg.restartWait, "restart-wait", time.Second, "wait after a restarted server's healthy /ping before its first turn or search")
 	flag.StringVar(&cfg.home, "home", "", "restart from this home kept by an earlier run (its home-single-NAME) instead of running single")
 	flag.DurationVar(&cfg.modelDelay, "model-delay", 0, "time the fake model waits before answering")
 	flag.DurationVar(&cfg.pause, "pause", 0, "pause between turns of the single actor")
@@ -850,7 +852,7 @@ func (r *runner) restart(v *variant, home, actor, session string) error {
 	}
 	defer s.stop()
 	res := &restartResult{startup: time.Since(t0)}
-	time.Sleep(time.Second)
+	time.Sleep(r.cfg.restartWait)
 	res.idleRSS = mustSample(s.pid()).rssKiB
 	first, err := r.turn(s, actor, session, r.text(0, r.cfg.turns))
 	if err != nil {
@@ -877,15 +879,16 @@ func (r *runner) restart(v *variant, home, actor, session string) error {
 const searchWarm = 20
 
 // restartSearch restarts v's server on home once more and times its first
-// memory search for actor, 1 s after a healthy /ping like the first turn,
-// then searchWarm more with other texts; it fills the last restartResult.
+// memory search for actor, -restart-wait (1 s) after a healthy /ping like
+// the first turn, then searchWarm more with other texts; it fills the last
+// restartResult.
 func (r *runner) restartSearch(v *variant, home, actor string) error {
 	s, err := r.start(v, home)
 	if err != nil {
 		return err
 	}
 	defer s.stop()
-	time.Sleep(time.Second)
+	time.Sleep(r.cfg.restartWait)
 	search := func(q string) (time.Duration, error) {
 		u := s.url + "/api/v1/memory/search?actor=" + url.QueryEscape(actor) + "&q=" + url.QueryEscape(q)
 		start := time.Now()
@@ -1140,7 +1143,7 @@ func report(cfg config, vs []*variant) string {
 		if cfg.home != "" {
 			what = "copies of " + cfg.home
 		}
-		hdr(append([]string{fmt.Sprintf("Restart (%s), median of %d", what, cfg.restartReps)}, names...)...)
+		hdr(append([]string{fmt.Sprintf("Restart (%s), first call %v after a healthy /ping, median of %d", what, cfg.restartWait, cfg.restartReps)}, names...)...)
 		// med is the median of f over v's repetitions; all lists them.
 		med := func(v *variant, f func(*restartResult) time.Duration) time.Duration {
 			var ds []time.Duration
