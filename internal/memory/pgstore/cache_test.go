@@ -108,7 +108,7 @@ func TestCacheBounded(t *testing.T) {
 // and their documents), and an evicted actor is reloaded with the same
 // results.
 func TestCacheBytesBounded(t *testing.T) {
-	s := newStore(t, openPool(t, testenv.PostgresSchema(t)), pgstore.Options{CacheBytes: 40_000})
+	s := newStore(t, openPool(t, testenv.PostgresSchema(t)), pgstore.Options{CacheBytes: 40_000, HotFor: -1})
 	want := map[string][]string{}
 	for i := 0; i < 5; i++ {
 		actor := fmt.Sprintf("actor%d", i)
@@ -274,5 +274,30 @@ func TestConcurrentInstances(t *testing.T) {
 		if ha[i].Record.ID != hf[i].Record.ID || ha[i].Score != hf[i].Score {
 			t.Fatalf("hit %d: caught-up %s %v, fresh %s %v", i, ha[i].Record.ID, ha[i].Score, hf[i].Record.ID, hf[i].Score)
 		}
+	}
+}
+
+// TestCacheHotFor: with Options.HotFor, actors used within it stay past
+// the byte budget (no reload on every turn when more are active than
+// fit), up to 4 × the budget.
+func TestCacheHotFor(t *testing.T) {
+	s := newStore(t, openPool(t, testenv.PostgresSchema(t)), pgstore.Options{CacheBytes: 40_000, HotFor: time.Hour})
+	for i := 0; i < 12; i++ {
+		actor := fmt.Sprintf("actor%d", i)
+		for j := 0; j < 10; j++ {
+			if _, err := s.Put(ctx, memory.Record{Namespace: "/main/" + actor + "/long_term/", Content: fmt.Sprintf("basil and mint %d", j)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Search(ctx, memory.Query{NamespacePath: "/main/" + actor + "/", Text: "basil"}); err != nil {
+			t.Fatal(err)
+		}
+		// about 15 KB each: 2 fit the budget, 10 its 4 × bound
+		if n := s.CachedActors(); i < 8 && n != i+1 {
+			t.Fatalf("after %d hot actors, %d cached", i+1, n)
+		}
+	}
+	if n := s.CachedActors(); n < 3 || n > 11 {
+		t.Fatalf("%d hot actors cached past 4 × the budget", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -181,6 +182,7 @@ func (s *Store) cached(actor string) *actorState {
 		s.actors[actor] = el
 	}
 	a := el.Value.(*actorState)
+	a.usedAt = time.Now()
 	s.trimLocked(a)
 	return a
 }
@@ -202,9 +204,16 @@ func (s *Store) trimLocked(keep *actorState) {
 			total += e.Value.(*actorState).bytes.Load()
 		}
 	}
+	var now time.Time
 	for e := s.lru.Back(); e != nil && s.lru.Len() > 1 && (s.lru.Len() > s.opts.MaxCachedActors || s.opts.CacheBytes > 0 && total > s.opts.CacheBytes); {
 		prev := e.Prev()
-		if a := e.Value.(*actorState); a != keep {
+		// past the byte budget alone, actors used within HotFor stay
+		// until the heap reaches 4 × the budget (Options.HotFor)
+		hot := s.lru.Len() <= s.opts.MaxCachedActors && s.opts.HotFor > 0 && total <= 4*s.opts.CacheBytes
+		if hot && now.IsZero() {
+			now = time.Now()
+		}
+		if a := e.Value.(*actorState); a != keep && (!hot || now.Sub(a.usedAt) >= s.opts.HotFor) {
 			s.lru.Remove(e)
 			delete(s.actors, a.id)
 			total -= a.bytes.Load()

@@ -93,6 +93,10 @@ type Options struct {
 	// most recently used one always stays). 0 means 32 MiB (as sqlitestore); negative
 	// means no byte bound.
 	CacheBytes int64
+	// HotFor protects actors used within this long from the byte budget
+	// until the estimated heap reaches 4 × CacheBytes, as in sqlitestore
+	// (Options.HotFor there) [5s; negative: CacheBytes is strict].
+	HotFor time.Duration
 	// Now is the clock (time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -138,6 +142,7 @@ type actorState struct {
 	byStrat map[memory.Strategy]map[string]struct{}
 	events  map[string]memory.Event
 	mds     memindex.MetaInterner // the events' small metadata maps, shared
+	usedAt  time.Time             // last cached() call (Options.HotFor); guarded by Store.mu
 	vecs    map[string][]float32
 	x       *actorIndex // nil until the first ranked search
 	// bytes is estimate() as of the last refresh, read by the cache
@@ -167,6 +172,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	}
 	if opts.MaxCachedActors <= 0 {
 		opts.MaxCachedActors = 256
+	}
+	if opts.HotFor == 0 {
+		opts.HotFor = 5 * time.Second
 	}
 	if opts.CacheBytes == 0 {
 		opts.CacheBytes = 32 << 20

@@ -28,7 +28,7 @@ func (s *Store) cached(actor string) bool {
 // actor is dropped (the one in use stays), and an evicted actor's search,
 // after its rebuild from the index, returns the same hits as before.
 func TestCacheBytesEvicts(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{NoFsync: true, SyncInterval: -1, CacheBytes: 1 << 20, IndexedKeys: []memory.IndexedKey{{Name: "role", Type: memory.KeyString}}})
+	s, err := Open(t.TempDir(), Options{NoFsync: true, SyncInterval: -1, CacheBytes: 1 << 20, HotFor: -1, IndexedKeys: []memory.IndexedKey{{Name: "role", Type: memory.KeyString}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,5 +141,52 @@ func TestWarmRecentBudget(t *testing.T) {
 	}
 	if n, _ := s.cacheStats(); n != 0 {
 		t.Fatalf("warming evicted %d actors", n)
+	}
+}
+
+// TestCacheHotFor: actors used within Options.HotFor are not evicted for
+// the byte budget (no evict-and-rebuild on every turn when more actors are
+// active than fit), until the estimated heap passes 4 × the budget; with
+// HotFor negative the budget is strict.
+func TestCacheHotFor(t *testing.T) {
+	t0 := time.Now().Add(-time.Hour)
+	run := func(hot time.Duration, actors []string) *Store {
+		s, err := Open(t.TempDir(), Options{NoFsync: true, SyncInterval: -1, CacheBytes: 1 << 20, HotFor: hot})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		for _, a := range actors {
+			appendTurns(t, s, a, t0, 600)
+			if _, err := s.Search(context.Background(), memory.Query{Text: "lake", NamespacePath: "/main/" + a + "/"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return s
+	}
+	// Each actor's estimate is well under the 1 MiB budget alone; two are
+	// over it together (TestCacheBytesEvicts evicts here with HotFor -1).
+	s := run(-1, []string{"a", "b"})
+	if s.cached("a") {
+		t.Fatalf("strict budget: a still cached beside b (%d bytes)", s.cachedBytes())
+	}
+	s = run(time.Hour, []string{"a", "b"})
+	if !s.cached("a") || !s.cached("b") {
+		t.Fatal("hot actor evicted for the byte budget")
+	}
+	if s.cachedBytes() <= 1<<20 {
+		t.Fatalf("test needs the two actors over the budget: %d bytes", s.cachedBytes())
+	}
+	// Past 4 × the budget even hot actors go, least recently used first.
+	var many []string
+	for i := 0; i < 12; i++ {
+		many = append(many, string(rune('a'+i)))
+	}
+	s = run(time.Hour, many)
+	if s.cached("a") || !s.cached("l") {
+		t.Fatal("hot actors kept past 4 × the budget")
+	}
+	if b := s.cachedBytes(); b > 4<<20+(1<<20) {
+		t.Fatalf("cached %d bytes with hot actors, want about 4 × the 1 MiB budget at most", b)
 	}
 }

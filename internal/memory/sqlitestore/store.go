@@ -87,7 +87,18 @@ type Options struct {
 	// DefaultCacheBytes; negative means no byte bound (MaxCachedActors
 	// alone).
 	CacheBytes int64
+	// HotFor protects actors used within this long from the byte budget
+	// until the estimated heap reaches 4 × CacheBytes: when more actors
+	// are in active use than fit (16 actors talking at once, each with
+	// thousands of events), a strict budget evicts an actor only to
+	// rebuild it on its next turn (tens of ms of CPU per 1,000 events,
+	// every turn); the budget then holds again once they fall quiet
+	// [5s; negative: no protection, CacheBytes is strict].
+	HotFor time.Duration
 }
+
+// DefaultHotFor is Options.HotFor when unset.
+const DefaultHotFor = 5 * time.Second
 
 // DefaultCacheBytes is Options.CacheBytes when unset: 32 MiB, about
 // 30,000 events with their index, so that the heap stays well within
@@ -183,8 +194,9 @@ type actorState struct {
 	once    sync.Once // loads the state from the index
 	loadErr error
 
-	used uint64 // Store.tick at last use, for eviction; guarded by Store.mu
-	refs int    // operations using the state; guarded by Store.mu
+	used   uint64    // Store.tick at last use, for eviction; guarded by Store.mu
+	usedAt time.Time // when it was last acquired (Options.HotFor); guarded by Store.mu
+	refs   int       // operations using the state; guarded by Store.mu
 
 	// mapBytes estimates the heap of records, byStrat, events and
 	// rejected (eventBytes, recordBytes), ixBytes that of the ranking
@@ -303,6 +315,9 @@ func Open(home string, opts Options) (*Store, error) {
 	}
 	if opts.MaxCachedActors <= 0 {
 		opts.MaxCachedActors = 1000
+	}
+	if opts.HotFor == 0 {
+		opts.HotFor = DefaultHotFor
 	}
 	if opts.CacheBytes == 0 {
 		opts.CacheBytes = DefaultCacheBytes
@@ -1640,7 +1655,7 @@ func (s *Store) acquire(ctx context.Context, id string) (*actorState, func(), er
 		a = &actorState{id: id, enc: enc, records: map[string]memory.Record{}, byStrat: map[memory.Strategy]map[string]struct{}{}, events: map[string]memory.Event{}, rejected: map[string]bool{}}
 		s.actors[id] = a
 	}
-	a.used = s.tick
+	a.used, a.usedAt = s.tick, time.Now()
 	a.refs++
 	s.mu.Unlock()
 	release := func() {
@@ -1673,10 +1688,17 @@ func (s *Store) evictLocked(limit int) {
 			total += a.bytes()
 		}
 	}
+	var now time.Time
 	for len(s.actors) > limit || s.opts.CacheBytes > 0 && total > s.opts.CacheBytes {
+		// Past the byte budget alone (not the count), actors used within
+		// HotFor stay until the heap reaches 4 × the budget.
+		hot := len(s.actors) <= limit && s.opts.HotFor > 0 && total <= 4*s.opts.CacheBytes
+		if hot && now.IsZero() {
+			now = time.Now()
+		}
 		var lru *actorState
 		for _, a := range s.actors {
-			if a.refs == 0 && a.used != s.tick && (lru == nil || a.used < lru.used) {
+			if a.refs == 0 && a.used != s.tick && (lru == nil || a.used < lru.used) && (!hot || now.Sub(a.usedAt) >= s.opts.HotFor) {
 				lru = a
 			}
 		}
