@@ -2,6 +2,8 @@ package search
 
 import (
 	"regexp"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -62,7 +64,9 @@ var (
 	reRelEN = regexp.MustCompile(`(?i)\b(?:(day\s+before\s+yesterday|yesterday|last\s+night|tonight|today|this\s+morning|tomorrow)` +
 		`|(last|this|next|past)\s+(week(?:end)?|month|year|summer|winter|spring|fall|autumn|sunday|monday|tuesday|wednesday|thursday|friday|saturday)` +
 		`|(\d+|a\s+couple\s+of|a\s+few|an?|one|two|three|four|five|six|seven|eight|nine|ten|few|several)\s+(day|week|month|year)s?\s+ago)\b`)
-	reRelKO = regexp.MustCompile(`(그저께|그제|어제|오늘|내일|모레|재작년|작년|지난해|올해|내년|이번\s*주|지난\s*주말|지난\s*주|다음\s*주|지난\s*달|이번\s*달|다음\s*달)` +
+	// reRelENAt is reRelEN anchored at the start of its input (relENAt).
+	reRelENAt = regexp.MustCompile(`^(?:` + reRelEN.String() + `)`)
+	reRelKO   = regexp.MustCompile(`(그저께|그제|어제|오늘|내일|모레|재작년|작년|지난해|올해|내년|이번\s*주|지난\s*주말|지난\s*주|다음\s*주|지난\s*달|이번\s*달|다음\s*달)` +
 		`|지난\s*(일요일|월요일|화요일|수요일|목요일|금요일|토요일)` +
 		`|([0-9]+|한|두|세|네|다섯|여섯|일곱|여덟|아홉|열|몇)\s*(일|주|주일|달|개월|년)\s*전`)
 )
@@ -110,9 +114,22 @@ func ResolveRelative(text string, ref time.Time) []Resolved {
 	if !nonASCII && !mayHoldRelEN(text) {
 		return nil
 	}
-	for _, m := range reRelEN.FindAllStringSubmatch(text, -1) {
-		if r, ok := resolveEN(m, day); ok {
-			out = append(out, r)
+	if nonASCII {
+		out = appendResolvedEN(out, text, day)
+	} else {
+		// the expression is only tried where a match can start
+		// (relENStarts): the same matches, at a fraction of the positions
+		end := 0
+		for _, st := range relENStarts(text) {
+			if st < end {
+				continue
+			}
+			if m := reRelENAt.FindStringSubmatch(text[st:]); m != nil {
+				end = st + len(m[0])
+				if r, ok := resolveEN(m, day); ok {
+					out = append(out, r)
+				}
+			}
 		}
 	}
 	if nonASCII {
@@ -123,6 +140,93 @@ func ResolveRelative(text string, ref time.Time) []Resolved {
 		}
 	}
 	return out
+}
+
+func appendResolvedEN(out []Resolved, text string, day time.Time) []Resolved {
+	for _, m := range reRelEN.FindAllStringSubmatch(text, -1) {
+		if r, ok := resolveEN(m, day); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// relENStarts returns, in increasing order, the positions of ASCII text
+// where a match of reRelEN can start: the starts of the word holding a
+// relENWords key word (in any letter case) and of the four words before
+// it, a word being a run of \w characters ([0-9A-Za-z_]). Every match of
+// reRelEN starts at a word start, holds a key word, and spans at most
+// three words before the word holding it ("a couple of days"), separated
+// by spaces. Trying reRelENAt at these positions in order, skipping those
+// inside the previous match, finds exactly FindAllStringSubmatch's
+// matches: at a word start \b holds in text[st:] as in the text, and the
+// text after st is the same (TestRelENStartsExact).
+func relENStarts(text string) []int {
+	var out []int
+	last := -1 // the word start last handled
+	for i := 0; i < len(text); i++ {
+		if text[i]|0x20 < 'a' || text[i]|0x20 > 'y' {
+			continue // every key word starts with a letter in a..y
+		}
+		hit := false
+		for _, w := range relENWords {
+			if len(text)-i >= len(w) && foldHasPrefix(text[i:], w) {
+				hit = true
+				break
+			}
+		}
+		if !hit {
+			continue
+		}
+		start := i
+		for start > 0 && isRegexpWord(text[start-1]) {
+			start--
+		}
+		if start == last {
+			continue // another key word in the same word
+		}
+		last = start
+		starts := [5]int{start}
+		n := 1
+		for j := start; n < 5; n++ { // four words back
+			for j > 0 && !isRegexpWord(text[j-1]) {
+				j--
+			}
+			if j == 0 {
+				break
+			}
+			for j > 0 && isRegexpWord(text[j-1]) {
+				j--
+			}
+			starts[n] = j
+		}
+		for k := n - 1; k >= 0; k-- {
+			if len(out) == 0 || starts[k] > out[len(out)-1] {
+				out = append(out, starts[k])
+			} else if starts[k] < out[len(out)-1] {
+				// an earlier word than one listed: insert in order
+				p := sort.SearchInts(out, starts[k])
+				if p == len(out) || out[p] != starts[k] {
+					out = slices.Insert(out, p, starts[k])
+				}
+			}
+		}
+	}
+	return out
+}
+
+func foldHasPrefix(s, w string) bool {
+	for j := 0; j < len(w); j++ {
+		if s[j]|0x20 != w[j] {
+			return false
+		}
+	}
+	return true
+}
+
+// isRegexpWord reports whether c is in regexp's \w ([0-9A-Za-z_]).
+func isRegexpWord(c byte) bool {
+	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
 
 // relENWords are words one of which every match of reRelEN holds ("day"
