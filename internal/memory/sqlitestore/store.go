@@ -128,6 +128,11 @@ type Store struct {
 	gate   sync.RWMutex
 	closed bool // written under gate exclusively
 
+	// stmts holds the prepared statements of the short queries run on
+	// every turn (owners), by text.
+	stmtMu sync.Mutex
+	stmts  map[string]*sql.Stmt
+
 	// emb is the background embedding worker (nil without an Embedder).
 	emb *embedWorker
 
@@ -406,6 +411,12 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	err := s.payOwed(context.Background())
+	s.stmtMu.Lock()
+	for _, st := range s.stmts {
+		st.Close()
+	}
+	s.stmts = nil
+	s.stmtMu.Unlock()
 	if cerr := s.db.Close(); err == nil {
 		err = cerr
 	}
@@ -1050,6 +1061,25 @@ func (s *Store) appendActorEvents(ctx context.Context, actor string, b *evBatch)
 	return b.err
 }
 
+// stmt returns the prepared statement of query q, preparing it on first
+// use. The statements are closed by Close.
+func (s *Store) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	s.stmtMu.Lock()
+	defer s.stmtMu.Unlock()
+	if st, ok := s.stmts[q]; ok {
+		return st, nil
+	}
+	st, err := s.db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if s.stmts == nil {
+		s.stmts = map[string]*sql.Stmt{}
+	}
+	s.stmts[q] = st
+	return st, nil
+}
+
 // owners returns the owning actor of each of ids that is stored.
 func (s *Store) owners(ctx context.Context, ids []string) (map[string]string, error) {
 	out := map[string]string{}
@@ -1061,7 +1091,17 @@ func (s *Store) owners(ctx context.Context, ids []string) (map[string]string, er
 			args = append(args, id)
 		}
 		args = append(args, args...)
-		rows, err := s.db.QueryContext(ctx, `SELECT id,actor FROM records WHERE id IN (`+ph+`) UNION ALL SELECT id,actor FROM events WHERE id IN (`+ph+`)`, args...)
+		q := `SELECT id,actor FROM records WHERE id IN (` + ph + `) UNION ALL SELECT id,actor FROM events WHERE id IN (` + ph + `)`
+		var rows *sql.Rows
+		var err error
+		if len(chunk) <= 8 { // a turn's few IDs: prepared once
+			var st *sql.Stmt
+			if st, err = s.stmt(ctx, q); err == nil {
+				rows, err = st.QueryContext(ctx, args...)
+			}
+		} else {
+			rows, err = s.db.QueryContext(ctx, q, args...)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("memory index: %w", err)
 		}
