@@ -208,8 +208,8 @@ func (s *Store) trimLocked(keep *actorState) {
 	for e := s.lru.Back(); e != nil && s.lru.Len() > 1 && (s.lru.Len() > s.opts.MaxCachedActors || s.opts.CacheBytes > 0 && total > s.opts.CacheBytes); {
 		prev := e.Prev()
 		// past the byte budget alone, actors used within HotFor stay
-		// until the heap reaches 4 × the budget (Options.HotFor)
-		hot := s.lru.Len() <= s.opts.MaxCachedActors && s.opts.HotFor > 0 && total <= 4*s.opts.CacheBytes
+		// until the heap reaches 2 × the budget (Options.HotFor)
+		hot := s.lru.Len() <= s.opts.MaxCachedActors && s.opts.HotFor > 0 && total <= 2*s.opts.CacheBytes
 		if hot && now.IsZero() {
 			now = time.Now()
 		}

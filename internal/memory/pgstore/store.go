@@ -94,7 +94,7 @@ type Options struct {
 	// means no byte bound.
 	CacheBytes int64
 	// HotFor protects actors used within this long from the byte budget
-	// until the estimated heap reaches 4 × CacheBytes, as in sqlitestore
+	// until the estimated heap reaches 2 × CacheBytes, as in sqlitestore
 	// (Options.HotFor there) [5s; negative: CacheBytes is strict].
 	HotFor time.Duration
 	// Now is the clock (time.Now).

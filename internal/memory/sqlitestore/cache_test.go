@@ -146,7 +146,7 @@ func TestWarmRecentBudget(t *testing.T) {
 
 // TestCacheHotFor: actors used within Options.HotFor are not evicted for
 // the byte budget (no evict-and-rebuild on every turn when more actors are
-// active than fit), until the estimated heap passes 4 × the budget; with
+// active than fit), until the estimated heap passes 2 × the budget; with
 // HotFor negative the budget is strict.
 func TestCacheHotFor(t *testing.T) {
 	t0 := time.Now().Add(-time.Hour)
@@ -177,16 +177,16 @@ func TestCacheHotFor(t *testing.T) {
 	if s.cachedBytes() <= 1<<20 {
 		t.Fatalf("test needs the two actors over the budget: %d bytes", s.cachedBytes())
 	}
-	// Past 4 × the budget even hot actors go, least recently used first.
+	// Past 2 × the budget even hot actors go, least recently used first.
 	var many []string
 	for i := 0; i < 12; i++ {
 		many = append(many, string(rune('a'+i)))
 	}
 	s = run(time.Hour, many)
 	if s.cached("a") || !s.cached("l") {
-		t.Fatal("hot actors kept past 4 × the budget")
+		t.Fatal("hot actors kept past 2 × the budget")
 	}
-	if b := s.cachedBytes(); b > 4<<20+(1<<20) {
-		t.Fatalf("cached %d bytes with hot actors, want about 4 × the 1 MiB budget at most", b)
+	if b := s.cachedBytes(); b > 2<<20+(1<<20) {
+		t.Fatalf("cached %d bytes with hot actors, want about 2 × the 1 MiB budget at most", b)
 	}
 }

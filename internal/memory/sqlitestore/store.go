@@ -88,7 +88,7 @@ type Options struct {
 	// alone).
 	CacheBytes int64
 	// HotFor protects actors used within this long from the byte budget
-	// until the estimated heap reaches 4 × CacheBytes: when more actors
+	// until the estimated heap reaches 2 × CacheBytes: when more actors
 	// are in active use than fit (16 actors talking at once, each with
 	// thousands of events), a strict budget evicts an actor only to
 	// rebuild it on its next turn (tens of ms of CPU per 1,000 events,
@@ -1731,8 +1731,8 @@ func (s *Store) evictLocked(limit int) {
 	var now time.Time
 	for len(s.actors) > limit || s.opts.CacheBytes > 0 && total > s.opts.CacheBytes {
 		// Past the byte budget alone (not the count), actors used within
-		// HotFor stay until the heap reaches 4 × the budget.
-		hot := len(s.actors) <= limit && s.opts.HotFor > 0 && total <= 4*s.opts.CacheBytes
+		// HotFor stay until the heap reaches 2 × the budget.
+		hot := len(s.actors) <= limit && s.opts.HotFor > 0 && total <= 2*s.opts.CacheBytes
 		if hot && now.IsZero() {
 			now = time.Now()
 		}
