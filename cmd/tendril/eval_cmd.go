@@ -71,6 +71,13 @@ Example:
 				if err != nil {
 					return err
 				}
+				// checked before the grid runs (minutes), not after
+				switch {
+				case folds > len(convs):
+					return usagef("--folds %d: %s holds %d conversations; each fold needs one (--folds %d is leave-one-conversation-out)", folds, o.Data, len(convs), len(convs))
+				case o.Level != locomo.LevelRecords && folds != len(convs):
+					return usagef("--folds %d: at --level events the learned re-ranker is cross-validated leave-one-conversation-out, so --folds must be the number of conversations in %s: %d", folds, o.Data, len(convs))
+				}
 				cv, err := locomo.CrossValidate(c.Context(), convs, locomo.CVOptions{Folds: folds, Level: o.Level, Ks: o.Ks, Dir: o.Dir, Progress: o.Progress})
 				if err != nil {
 					return err
@@ -98,7 +105,7 @@ Example:
 	f.StringVar(&ks, "k", "5,10,20,50", "cut-offs k for recall@k, comma-separated")
 	f.StringVar(&o.Baseline, "baseline", "", "also run a reference ranking side by side: bm25 or fts5")
 	f.BoolVar(&asJSON, "json", false, "print one JSON document (SPEC §4.8)")
-	f.IntVar(&folds, "folds", 0, "cross-validate the ranking over conversations in N folds (5 = leave-one-conversation-out on the dev split)")
+	f.IntVar(&folds, "folds", 0, "cross-validate the ranking over conversations in N folds (5 = leave-one-conversation-out on the dev split; 0 = no cross-validation)")
 	eval := &cobra.Command{Use: "eval", Short: "Run retrieval benchmarks"}
 	eval.AddCommand(cmd)
 	return eval

@@ -106,4 +106,13 @@ func TestEvalLocomoCLI(t *testing.T) {
 	if _, err := runMemoryCLI(t, "eval", "locomo"); err == nil {
 		t.Fatal("missing --data accepted")
 	}
+	// --folds is checked against the file's conversations before anything
+	// runs: more folds than conversations, and (events) anything but
+	// leave-one-conversation-out, are usage errors that name the count
+	for _, folds := range []string{"2", "6"} {
+		_, err := runMemoryCLI(t, "eval", "locomo", "--data", data, "--folds", folds)
+		if err == nil || !strings.Contains(err.Error(), "1 conversations") && !strings.Contains(err.Error(), ": 1") {
+			t.Fatalf("--folds %s on one conversation: %v", folds, err)
+		}
+	}
 }
