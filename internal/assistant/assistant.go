@@ -80,8 +80,10 @@ type Assistant struct {
 	// embedded stores); locks serialise turns across instances on it.
 	db          *pgxpool.Pool
 	dbCheckedAt atomic.Int64 // unix ns of the last good ping (Ready)
-	locks       turnLocks
-	jobs        *jobs.Queue // River: extraction and scheduled runs
+	// redisCheckedAt is the same for the Redis session store.
+	redisCheckedAt atomic.Int64
+	locks          turnLocks
+	jobs           *jobs.Queue // River: extraction and scheduled runs
 	// tools are the built-in tools; toolSource, when MCP servers are
 	// configured, lists built-in plus MCP tools at call time.
 	tools      []tool.Tool
@@ -240,6 +242,17 @@ func (a *Assistant) Ready(ctx context.Context) error {
 			return fmt.Errorf("%w: database: %v", ErrNotReady, err)
 		}
 		a.dbCheckedAt.Store(time.Now().UnixNano())
+	}
+	if p, ok := a.sessions.(interface{ Ping(context.Context) error }); ok && time.Since(time.Unix(0, a.redisCheckedAt.Load())) > 5*time.Second {
+		// the Redis session store: a turn fails here, clearly, not with
+		// the dial error half-way through loading its session
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := p.Ping(pctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%w: redis: %v", ErrNotReady, err)
+		}
+		a.redisCheckedAt.Store(time.Now().UnixNano())
 	}
 	if err := a.gate.Refresh(ctx); err != nil {
 		a.log.Warn("approval ledger refresh failed", "err", err)

@@ -1,8 +1,10 @@
 package assistant
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -104,6 +106,15 @@ func OpenSessionStore(cfg *config.Config, opts jsonl.Options) (session.Store, er
 			return nil, fmt.Errorf("redis url: %w", err)
 		}
 		c := redis.NewClient(opt)
+		// an unreachable Redis stops the start, as an unreachable
+		// database does, rather than failing every turn later
+		pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = c.Ping(pctx).Err()
+		cancel()
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("redis %s: %w", opt.Addr, err)
+		}
 		return closingRedis{redisstore.New(c, "tendril"), c}, nil
 	}
 	dir := filepath.Join(cfg.Home, "agents")
@@ -122,3 +133,6 @@ type closingRedis struct {
 }
 
 func (c closingRedis) Close() error { return c.c.Close() }
+
+// Ping checks that Redis answers (Assistant.Ready).
+func (c closingRedis) Ping(ctx context.Context) error { return c.c.Ping(ctx).Err() }

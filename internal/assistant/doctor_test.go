@@ -15,6 +15,7 @@ import (
 
 	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/persona"
+	"github.com/tendrilai/tendril/internal/session/jsonl"
 	"github.com/tendrilai/tendril/internal/testenv"
 )
 
@@ -393,5 +394,31 @@ func TestDoctorReportJSON(t *testing.T) {
 	}
 	if strings.Contains(string(b), "auth-token-abcdefgh") || strings.Contains(string(b), "sk-openai-9876") {
 		t.Fatalf("secret in JSON %s", b)
+	}
+}
+
+// TestOpenSessionStoreRedis: an unreachable Redis stops the start with an
+// error naming it (as an unreachable database does) instead of a server
+// that reports Healthy and fails every turn; a reachable one answers the
+// Ping that Assistant.Ready uses.
+func TestOpenSessionStoreRedis(t *testing.T) {
+	cfg := doctorConfig(t)
+	dead := strings.TrimPrefix(closedURL(t), "http://")
+	cfg.RedisURL = "redis://" + dead + "/0"
+	if st, err := OpenSessionStore(cfg, jsonl.Options{}); err == nil || !strings.Contains(err.Error(), "redis "+dead) {
+		if st != nil {
+			st.Close()
+		}
+		t.Fatalf("unreachable redis: %v", err)
+	}
+	cfg.RedisURL = "redis://" + testenv.Redis(t) + "/0"
+	st, err := OpenSessionStore(cfg, jsonl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	p, ok := st.(interface{ Ping(context.Context) error })
+	if !ok || p.Ping(context.Background()) != nil {
+		t.Fatal("the Redis session store does not answer Ping")
 	}
 }

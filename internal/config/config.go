@@ -197,9 +197,15 @@ type MemoryConfig struct {
 	// records, events and ranking index the memory store keeps in memory
 	// (default 32); past it the least recently used idle actor is dropped
 	// and rebuilt from the index (SQLite or PostgreSQL) on its next turn.
-	// A negative value removes the bound. Env TENDRIL_MEMORY_CACHE_MB.
+	// Actors used in the last 5 s stay up to twice the bound. 0 means the
+	// default, a negative value removes the bound, at most 1,048,576.
+	// Env TENDRIL_MEMORY_CACHE_MB.
 	CacheMB int `json:"cacheMB"`
 }
+
+// maxCacheMB bounds Memory.CacheMB: 1 TiB, far past any machine, and its
+// byte count fits an int64.
+const maxCacheMB = 1 << 20
 
 // StateConfig is SPEC §6.1–6.2.
 type StateConfig struct {
@@ -375,6 +381,10 @@ func Load(path string) (*Config, error) {
 			return nil, fmt.Errorf("TENDRIL_MEMORY_CACHE_MB %q: want a whole number of MiB (negative: no bound)", v)
 		}
 		c.Memory.CacheMB = n
+	}
+	if c.Memory.CacheMB > maxCacheMB {
+		// MiB << 20 must fit the stores' int64 byte budget
+		return nil, fmt.Errorf("memory.cacheMB (TENDRIL_MEMORY_CACHE_MB) %d: at most %d MiB (negative: no bound)", c.Memory.CacheMB, maxCacheMB)
 	}
 	if c.Runtime != "" && c.Runtime != RuntimeAgentCore {
 		return nil, fmt.Errorf("runtime %q (TENDRIL_RUNTIME) is unknown: use %q, or leave it unset for a self-hosted server", c.Runtime, RuntimeAgentCore)

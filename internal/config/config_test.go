@@ -128,4 +128,9 @@ func TestMemoryCacheMB(t *testing.T) {
 	if _, err = Load(""); err == nil || !strings.Contains(err.Error(), "TENDRIL_MEMORY_CACHE_MB") {
 		t.Fatalf("TENDRIL_MEMORY_CACHE_MB=lots: err = %v, want an error naming it", err)
 	}
+	// a value whose bytes would overflow the stores' int64 budget
+	t.Setenv("TENDRIL_MEMORY_CACHE_MB", "17592186044416")
+	if _, err = Load(""); err == nil || !strings.Contains(err.Error(), "at most") {
+		t.Fatalf("TENDRIL_MEMORY_CACHE_MB=2^44: err = %v, want a bound error", err)
+	}
 }
