@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 func rerankDocs() []Doc {
@@ -191,26 +190,8 @@ func BenchmarkRerankSearch(b *testing.B) {
 				ix.p.Rerank = LearnedRerank()
 			}
 			defer func() { ix.p.Rerank = RerankParams{} }()
-			lat := make([]time.Duration, 0, b.N)
-			min3 := make([]time.Duration, 0, b.N)
 			cpu0 := cpuTime()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				var best time.Duration
-				for r := range 3 {
-					t0 := time.Now()
-					ix.SearchScope(qs[i%len(qs)], sc, 50)
-					d := time.Since(t0)
-					if r == 0 {
-						lat = append(lat, d)
-					}
-					if r == 0 || d < best {
-						best = d
-					}
-				}
-				min3 = append(min3, best)
-			}
-			b.StopTimer()
+			lat, min3 := timeSearches(b, func(i int) { ix.SearchScope(qs[i%len(qs)], sc, 50) })
 			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/1e6/float64(3*b.N), "cpu-ms/search")
 			reportLatency(b, lat, min3)
 		})
@@ -242,26 +223,8 @@ func BenchmarkRerankEvents100k(b *testing.B) {
 				ix.Add(d)
 			}
 			sc := ix.NewScope(nil)
-			lat := make([]time.Duration, 0, b.N)
-			min3 := make([]time.Duration, 0, b.N)
 			cpu0 := cpuTime()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				var best time.Duration
-				for r := range 3 {
-					t0 := time.Now()
-					ix.SearchScope(qs[i%len(qs)], sc, 10)
-					d := time.Since(t0)
-					if r == 0 {
-						lat = append(lat, d)
-					}
-					if r == 0 || d < best {
-						best = d
-					}
-				}
-				min3 = append(min3, best)
-			}
-			b.StopTimer()
+			lat, min3 := timeSearches(b, func(i int) { ix.SearchScope(qs[i%len(qs)], sc, 10) })
 			b.ReportMetric(float64(len(docs)), "docs")
 			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/1e6/float64(3*b.N), "cpu-ms/search")
 			reportLatency(b, lat, min3)
