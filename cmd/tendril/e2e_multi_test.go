@@ -191,7 +191,16 @@ func TestE2EMultiInstance(t *testing.T) {
 			want = append(want, fmt.Sprintf("echo: tg %d msg %d", chat, k))
 		}
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Fatalf("chat %d replies (%d, want %d):\n%s", chat, len(got), perChat, strings.Join(got, "\n"))
+			// the instances' failure lines say why a turn got the fallback reply
+			var why []string
+			for i, p := range procs {
+				for _, l := range strings.Split(p.logs.String(), "\n") {
+					if strings.Contains(l, `"level":"ERROR"`) || strings.Contains(l, `"level":"WARN"`) {
+						why = append(why, fmt.Sprintf("instance %d: %s", i, l))
+					}
+				}
+			}
+			t.Fatalf("chat %d replies (%d, want %d):\n%s\ninstance errors and warnings:\n%s", chat, len(got), perChat, strings.Join(got, "\n"), strings.Join(why, "\n"))
 		}
 	}
 	// API: each session holds every acknowledged turn once, in order, and an
