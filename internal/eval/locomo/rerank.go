@@ -305,46 +305,136 @@ func (fs FeatureSet) drop() *[search.NumFeatures]bool {
 // trainPairwise is TrainPairwise with the weights of the features drop
 // marks held at 0.
 func trainPairwise(qs []RerankQuestion, negDepth int, l2 float64, iters int, drop *[search.NumFeatures]bool) search.RerankWeights {
-	type pair struct{ d [search.NumFeatures]float64 }
-	var groups [][]pair
+	return trainPairs(qs, PairOptions{NegDepth: negDepth, L2: l2, Iters: iters}, drop)
+}
+
+// PairOptions configures the pairwise trainer (trainPairs).
+type PairOptions struct {
+	NegDepth int     // negatives: the non-evidence candidates among the first stage's best NegDepth
+	L2       float64 // l2 penalty on every weight but the score's
+	Iters    int     // full-batch gradient steps (step size 1)
+	// Gain, when not empty, weights each pair by how much swapping its
+	// two candidates in the current ranking changes a gain of the rank
+	// (LambdaRank): "ndcg" 1/log2(2+rank), "top10" a logistic step at
+	// rank 10 (1/(1+exp((rank-9.5)/2))); a question's pair weights are
+	// divided by their sum, so each question still counts once. Empty: every
+	// pair counts the same.
+	Gain string
+}
+
+func (o PairOptions) String() string {
+	s := fmt.Sprintf("l2 %g", o.L2)
+	if o.Gain != "" {
+		s += " gain " + o.Gain
+	}
+	return s
+}
+
+// trainPairs fits the pairwise logistic loss of TrainPairwise with o's
+// options, the weights of the features drop marks held at 0. The loss
+// of a pair depends on the difference of the two candidates' scores
+// only, so each step scores every candidate once and sums the pairs'
+// derivatives per candidate.
+func trainPairs(qs []RerankQuestion, o PairOptions, drop *[search.NumFeatures]bool) search.RerankWeights {
+	type tq struct {
+		x        [][search.NumFeatures]float64
+		pos, neg []int32
+	}
+	var data []tq
 	for _, q := range qs {
 		ev := map[string]bool{}
 		for _, e := range q.Evidence {
 			ev[e] = true
 		}
-		var ps []pair
+		t := tq{x: q.Feats}
 		for i, id := range q.IDs {
-			if !ev[id] {
-				continue
-			}
-			for j, id2 := range q.IDs {
-				if j >= negDepth || ev[id2] {
-					continue
-				}
-				var p pair
-				for f := range p.d {
-					p.d[f] = q.Feats[i][f] - q.Feats[j][f]
-				}
-				ps = append(ps, p)
+			if ev[id] {
+				t.pos = append(t.pos, int32(i))
+			} else if i < o.NegDepth {
+				t.neg = append(t.neg, int32(i))
 			}
 		}
-		if len(ps) > 0 {
-			groups = append(groups, ps)
+		if len(t.pos) > 0 && len(t.neg) > 0 {
+			data = append(data, t)
 		}
 	}
+	gain := func(r int) float64 { return 0 }
+	switch o.Gain {
+	case "":
+	case "ndcg":
+		gain = func(r int) float64 { return 1 / math.Log2(2+float64(r)) }
+	case "top10":
+		gain = func(r int) float64 { return 1 / (1 + math.Exp((float64(r)-9.5)/2)) }
+	default:
+		panic("locomo: no gain " + o.Gain)
+	}
 	w := FirstStage()
-	lr := 1.0
-	for it := 0; it < iters; it++ {
+	const lr = 1.0
+	var s, coef, lam, gk []float64
+	var order []int
+	for it := 0; it < o.Iters; it++ {
 		var g [search.NumFeatures]float64
-		for _, ps := range groups {
-			inv := 1 / float64(len(ps)) / float64(len(groups))
-			for _, p := range ps {
-				s := 0.0
-				for f, x := range p.d {
-					s += w[f] * x
+		for _, t := range data {
+			n := len(t.x)
+			s, coef = append(s[:0], make([]float64, n)...), append(coef[:0], make([]float64, n)...)
+			for k := range t.x {
+				v := 0.0
+				for f, x := range t.x[k] {
+					v += w[f] * x
 				}
-				c := -inv / (1 + math.Exp(s)) // d/ds log(1+e^-s) = -1/(1+e^s)
-				for f, x := range p.d {
+				s[k] = v
+			}
+			np := len(t.pos) * len(t.neg)
+			inv := 1 / float64(np) / float64(len(data))
+			if o.Gain != "" {
+				order = order[:0]
+				for k := range n {
+					order = append(order, k)
+				}
+				slices.SortStableFunc(order, func(a, b int) int {
+					switch {
+					case s[a] > s[b]:
+						return -1
+					case s[a] < s[b]:
+						return 1
+					}
+					return 0
+				})
+				gk = append(gk[:0], make([]float64, n)...) // the gain of each candidate's rank
+				for r, k := range order {
+					gk[k] = gain(r)
+				}
+				lam = lam[:0]
+				sum := 0.0
+				for _, i := range t.pos {
+					for _, j := range t.neg {
+						l := math.Abs(gk[i] - gk[j])
+						lam = append(lam, l)
+						sum += l
+					}
+				}
+				if sum == 0 {
+					continue
+				}
+				inv = 1 / sum / float64(len(data))
+			}
+			p := 0
+			for _, i := range t.pos {
+				for _, j := range t.neg {
+					c := -inv / (1 + math.Exp(s[i]-s[j])) // d/ds log(1+e^-s) = -1/(1+e^s)
+					if o.Gain != "" {
+						c *= lam[p]
+					}
+					p++
+					coef[i] += c
+					coef[j] -= c
+				}
+			}
+			for k, c := range coef {
+				if c == 0 {
+					continue
+				}
+				for f, x := range t.x[k] {
 					g[f] += c * x
 				}
 			}
@@ -354,7 +444,7 @@ func trainPairwise(qs []RerankQuestion, negDepth int, l2 float64, iters int, dro
 				continue
 			}
 			if f != search.FeatScore {
-				g[f] += 2 * l2 * w[f]
+				g[f] += 2 * o.L2 * w[f]
 			}
 			w[f] -= lr * g[f]
 		}
@@ -418,6 +508,54 @@ func NestedPairwiseSets(negDepth, iters int, l2s []float64, sets []FeatureSet, c
 			chosen(bestL2, sets[bestSet])
 		}
 		return trainPairwise(train, negDepth, bestL2, iters, sets[bestSet].drop())
+	}
+}
+
+// PairConfig is one choice of NestedPairs: trainer options and the
+// features left out.
+type PairConfig struct {
+	PairOptions
+	Drop FeatureSet
+}
+
+func (c PairConfig) String() string { return fmt.Sprintf("%v without %v", c.PairOptions, c.Drop) }
+
+// NestedPairs is a Trainer that chooses among configs by
+// leave-one-conversation-out cross-validation inside the training
+// questions (the highest mean held-out Objective; ties go to the earlier
+// config), then trains on all of them with the choice. chosen, if not
+// nil, receives each call's choice.
+func NestedPairs(configs []PairConfig, chosen func(PairConfig)) Trainer {
+	return func(train []RerankQuestion) search.RerankWeights {
+		var convs []string
+		for _, q := range train {
+			if !slices.Contains(convs, q.Conversation) {
+				convs = append(convs, q.Conversation)
+			}
+		}
+		bi, best := 0, -1.0
+		for ci, c := range configs {
+			drop := c.Drop.drop()
+			var held []QuestionResult
+			for _, cv := range convs {
+				var tr, te []RerankQuestion
+				for _, q := range train {
+					if q.Conversation == cv {
+						te = append(te, q)
+					} else {
+						tr = append(tr, q)
+					}
+				}
+				held = append(held, RerankResults(te, trainPairs(tr, c.PairOptions, drop))...)
+			}
+			if s := Objective(held); s > best+1e-12 {
+				bi, best = ci, s
+			}
+		}
+		if chosen != nil {
+			chosen(configs[bi])
+		}
+		return trainPairs(train, configs[bi].PairOptions, configs[bi].Drop.drop())
 	}
 }
 

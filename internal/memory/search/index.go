@@ -154,7 +154,11 @@ type Index struct {
 	hasTime  []bool
 	group    []int32
 	groupIDs map[string]int32
-	fwd      termLists // text-field terms per doc (for PRF)
+	// groupDocs holds per group its live documents in key order (then
+	// document number): the same lists however the index was built
+	// (incrementally or from scratch), for the re-ranker's neighbours
+	groupDocs [][]int32
+	fwd       termLists // text-field terms per doc (for PRF)
 	keys     []string  // Doc.Key per doc (tie order)
 	second   []bool    // text in the second person (AddresseeBoost)
 	groupSpk map[int32][]int32
@@ -205,6 +209,10 @@ func (ix *Index) Clone() *Index {
 	c.speaker = clip(ix.speaker)
 	c.hasTime = clip(ix.hasTime)
 	c.group = clip(ix.group)
+	c.groupDocs = make([][]int32, len(ix.groupDocs))
+	for g, l := range ix.groupDocs {
+		c.groupDocs[g] = clip(l) // changed only by appending or by copying (groupInsert, groupDelete)
+	}
 	c.fwd = ix.fwd.clone()
 	c.keys = clip(ix.keys)
 	c.dead = append([]bool(nil), ix.dead...) // Remove writes in place
@@ -241,7 +249,60 @@ func (ix *Index) Remove(doc int) {
 	}
 	ix.dead[doc] = true
 	ix.ndead++
+	ix.groupDelete(int32(doc))
 	ix.convRemove(doc)
+}
+
+// groupPos is the place of doc in its group's list (ix.groupDocs), -1
+// when it is not there.
+func (ix *Index) groupPos(doc int32) int {
+	g := ix.group[doc]
+	if g < 0 {
+		return -1
+	}
+	l, key := ix.groupDocs[g], ix.keys[doc]
+	i := sort.Search(len(l), func(i int) bool { return ix.keys[l[i]] >= key })
+	for ; i < len(l) && ix.keys[l[i]] == key; i++ {
+		if l[i] == doc {
+			return i
+		}
+	}
+	return -1
+}
+
+// groupInsert puts doc, the newest document, in its group's list after
+// every document of a key not above its own. A list is written only by
+// appending or replaced by a copy, so that clones can share it.
+func (ix *Index) groupInsert(doc int32) {
+	g := ix.group[doc]
+	if g < 0 {
+		return
+	}
+	for int(g) >= len(ix.groupDocs) {
+		ix.groupDocs = append(ix.groupDocs, nil)
+	}
+	l, key := ix.groupDocs[g], ix.keys[doc]
+	i := sort.Search(len(l), func(i int) bool { return ix.keys[l[i]] > key })
+	if i == len(l) {
+		ix.groupDocs[g] = append(l, doc)
+		return
+	}
+	n := make([]int32, 0, len(l)+1)
+	n = append(append(append(n, l[:i]...), doc), l[i:]...)
+	ix.groupDocs[g] = n
+}
+
+// groupDelete takes doc out of its group's list (a copy, see
+// groupInsert).
+func (ix *Index) groupDelete(doc int32) {
+	i := ix.groupPos(doc)
+	if i < 0 {
+		return
+	}
+	g := ix.group[doc]
+	l := ix.groupDocs[g]
+	n := make([]int32, 0, len(l)-1)
+	ix.groupDocs[g] = append(append(n, l[:i]...), l[i+1:]...)
 }
 
 func (ix *Index) termID(t string) int32 {
@@ -377,6 +438,7 @@ func (ix *Index) add(d Doc, pre *Analyzed) int {
 		g = id
 	}
 	ix.group = append(ix.group, g)
+	ix.groupInsert(doc)
 	ix.second = append(ix.second, ix.p.AddresseeBoost > 0 && secondPerson(d.Text))
 	if g >= 0 && spk >= 0 && !slices.Contains(ix.groupSpk[g], spk) {
 		ix.groupSpk[g] = append(ix.groupSpk[g], spk)

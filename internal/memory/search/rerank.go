@@ -25,11 +25,14 @@ const (
 	FeatEntity             // share of the query's entity words (EntityWords, speakers left out) in text or context
 	FeatAggSessBest        // FeatSessBest for an aggregate question (IsAggregateQuestion), else 0
 	FeatAggSession         // FeatSession for an aggregate question, else 0
+	FeatNeighbour          // best first-stage score of the previous or next live turn of the session by Doc.Key, when a candidate, / the list's best
+	FeatSessPos            // -log2(2 + candidates of the same session with a higher first-stage score): a soft diversity over sessions
+	FeatAggSessPos         // FeatSessPos for an aggregate question, else 0
 	NumFeatures
 )
 
 // FeatureNames names the rerank features (FeatScore …).
-var FeatureNames = [NumFeatures]string{"score", "rank", "text", "context", "speaker", "date", "session", "cover_text", "cover_all", "time_cue", "length", "sess_best", "sess_rank", "seed", "entity", "agg_sess_best", "agg_session"}
+var FeatureNames = [NumFeatures]string{"score", "rank", "text", "context", "speaker", "date", "session", "cover_text", "cover_all", "time_cue", "length", "sess_best", "sess_rank", "seed", "entity", "agg_sess_best", "agg_session", "neighbour", "sess_pos", "agg_sess_pos"}
 
 // Features returns one vector of NumFeatures features per result of res
 // (a first-stage ranking of query over scope sc, best first), for a
@@ -38,8 +41,10 @@ var FeatureNames = [NumFeatures]string{"score", "rank", "text", "context", "spea
 // the number of its turns in scope holding the term in their text), the
 // first-stage score and rank, speaker and time cue matches, query-term
 // coverage and text length; and what lies beyond the candidate among
-// the candidates: the best score of another candidate of its session, its
-// session's rank by
+// the candidates: the best score of another candidate of its session and
+// of its neighbours (the previous and next live turn of the session in
+// Doc.Key order, the same for an incrementally updated index as for a
+// fresh one), its session's rank by
 // session BM25, the overlap of its text with the top 3 candidates' terms
 // outside the query (a second hop, each term weighted by its rarity among
 // the candidates), the share of the query's entity words it holds, and
@@ -199,13 +204,14 @@ func (ix *Index) Features(query string, sc *Scope, res []Result) [][NumFeatures]
 		for i := range out {
 			out[i][FeatAggSessBest] = out[i][FeatSessBest]
 			out[i][FeatAggSession] = out[i][FeatSession]
+			out[i][FeatAggSessPos] = out[i][FeatSessPos]
 		}
 	}
 	return out
 }
 
 // contextFeatures sets the features of res that look beyond the
-// candidate itself (FeatSessBest, FeatSessRank, FeatSeed
+// candidate itself (FeatSessBest, FeatNeighbour, FeatSessRank, FeatSeed
 // before its normalisation, FeatEntity) in out; sessScore is the session
 // BM25 per session id.
 func (ix *Index) contextFeatures(query string, qs []qterm, res []Result, sessScore map[int32]float64, out [][NumFeatures]float64) {
@@ -214,6 +220,32 @@ func (ix *Index) contextFeatures(query string, qs []qterm, res []Result, sessSco
 		best = max(best, r.Score)
 	}
 	if best > 0 && len(ix.groupIDs) > 0 {
+		at := make(map[int32]int, len(res)) // document → its place in res
+		for i, r := range res {
+			at[int32(r.Doc)] = i
+		}
+		for i, r := range res {
+			d := int32(r.Doc)
+			p := ix.groupPos(d)
+			if p < 0 {
+				continue
+			}
+			l := ix.groupDocs[ix.group[d]]
+			for _, q := range [2]int{p - 1, p + 1} {
+				if q >= 0 && q < len(l) {
+					if j, ok := at[l[q]]; ok {
+						out[i][FeatNeighbour] = max(out[i][FeatNeighbour], res[j].Score/best)
+					}
+				}
+			}
+		}
+		above := map[int32]int{} // per session, its candidates so far (res is best first)
+		for i, r := range res {
+			if g := ix.group[r.Doc]; g >= 0 {
+				out[i][FeatSessPos] = -math.Log2(2 + float64(above[g]))
+				above[g]++
+			}
+		}
 		top2 := map[int32][2]float64{} // per session, its two best scores / best
 		for _, r := range res {
 			g := ix.group[r.Doc]
@@ -361,7 +393,7 @@ func LearnedRerank() RerankParams {
 // learnedWeights are ShippedRerank's weights on all five conversations
 // (the inner leave-one-out left entity and sess_rank out), rounded to 4
 // decimals, in FeatureNames order.
-var learnedWeights = RerankWeights{1, 0.3689, 0.1002, -0.1291, 0.8813, 0.3006, 0.4502, 0.0454, 0.1166, 0.307, 0.2822, 0.5608, 0, 0.282, 0, -0.1541, -0.22}
+var learnedWeights = RerankWeights{1, 0.3689, 0.1002, -0.1291, 0.8813, 0.3006, 0.4502, 0.0454, 0.1166, 0.307, 0.2822, 0.5608, 0, 0.282, 0, -0.1541, -0.22, 0, 0, 0}
 
 // rerankScope is SearchScope with Params.Rerank, applied to events
 // only: the first stage's best Depth (at least k) are ranked; the turns

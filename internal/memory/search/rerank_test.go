@@ -231,3 +231,72 @@ func BenchmarkRerankEvents100k(b *testing.B) {
 		})
 	}
 }
+
+// TestNeighbourByKey: a turn's neighbours are the previous and next live
+// turns of its session in Doc.Key order, whatever order the turns were
+// added in, after Remove and re-Add, and in a clone; the features are
+// those of an index built fresh in key order.
+func TestNeighbourByKey(t *testing.T) {
+	turns := []Doc{
+		{Text: "we adopted a puppy", Speaker: "Caroline", Group: "s1", Key: "k1"},
+		{Text: "what is its name", Speaker: "Melanie", Group: "s1", Key: "k2"},
+		{Text: "the puppy is called Oscar", Speaker: "Caroline", Group: "s1", Key: "k3"},
+		{Text: "Oscar loves the shelter dogs", Speaker: "Melanie", Group: "s1", Key: "k4"},
+		{Text: "a puppy at the beach", Speaker: "Melanie", Group: "s2", Key: "k5"},
+		{Text: "the beach was cold", Speaker: "Caroline", Group: "s2", Key: "k6"},
+	}
+	q := "What is the name of Caroline's puppy?"
+	feats := func(ix *Index) map[string][NumFeatures]float64 {
+		sc := ix.NewScope(nil)
+		res := ix.SearchScope(q, sc, 10)
+		out := map[string][NumFeatures]float64{}
+		for i, f := range ix.Features(q, sc, res) {
+			out[ix.Key(res[i].Doc)] = f
+		}
+		return out
+	}
+	fresh := build(firstStage(), turns...)
+	want := feats(fresh)
+	// k2 sits between k1 and k3, both candidates: its neighbour feature is
+	// the better of their scores
+	sc := fresh.NewScope(nil)
+	res := fresh.SearchScope(q, sc, 10)
+	score := map[string]float64{}
+	for _, r := range res {
+		score[fresh.Key(r.Doc)] = r.Score / res[0].Score
+	}
+	if score["k1"] == 0 || score["k3"] == 0 || want["k2"][FeatNeighbour] != max(score["k1"], score["k3"]) {
+		t.Fatalf("k2 neighbour %v, scores %v", want["k2"][FeatNeighbour], score)
+	}
+	if want["k5"][FeatNeighbour] != score["k6"] || want["k1"][FeatNeighbour] != score["k2"] || score["k2"] == 0 {
+		t.Errorf("k5 neighbour %v (k6 %v), k1 %v (k2 %v)", want["k5"][FeatNeighbour], score["k6"], want["k1"][FeatNeighbour], score["k2"])
+	}
+	// the best candidate of a session has no candidate of it ahead
+	if f := want[fresh.Key(res[0].Doc)]; f[FeatSessPos] != -1 {
+		t.Errorf("first result session position %v", f[FeatSessPos])
+	}
+	// added backwards, with a removed turn re-added and a removed stray
+	inc := NewIndex(firstStage())
+	docOf := map[string]int{}
+	for i := len(turns) - 1; i >= 0; i-- {
+		docOf[turns[i].Key] = inc.Add(turns[i])
+	}
+	stray := inc.Add(Doc{Text: "puppy name puppy", Speaker: "Caroline", Group: "s1", Key: "k25"})
+	inc.Remove(docOf["k3"])
+	cl := inc.Clone()
+	inc.Remove(stray)
+	inc.Add(turns[2])
+	if got := feats(inc); !reflect.DeepEqual(got, want) {
+		t.Errorf("incremental:\n%v\nfresh:\n%v", got, want)
+	}
+	// the clone still has the stray and not k3; updating it to the same
+	// documents gives the same features, and leaves inc unchanged
+	cl.Remove(stray)
+	cl.Add(turns[2])
+	if got := feats(cl); !reflect.DeepEqual(got, want) {
+		t.Errorf("clone:\n%v\nfresh:\n%v", got, want)
+	}
+	if got := feats(inc); !reflect.DeepEqual(got, want) {
+		t.Errorf("incremental after the clone's update:\n%v\nfresh:\n%v", got, want)
+	}
+}
