@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"hash/fnv"
 	"regexp"
 	"slices"
@@ -81,7 +82,7 @@ func FilterHits(hits []Hit) (kept []Hit, dropped []Dropped) {
 			ordered = append(ordered, h)
 		}
 	}
-	var info []analysis
+	var ks keptSet
 	ids := map[string]bool{}
 	for _, h := range ordered {
 		if IsAssistantRecord(h.Record) {
@@ -97,8 +98,8 @@ func FilterHits(hits []Hit) (kept []Hit, dropped []Dropped) {
 		if h.Record.ID != "" && ids[h.Record.ID] {
 			by = h.Record.ID
 		}
-		for i := 0; by == "" && i < len(info); i++ {
-			if info[i].hash == an.hash || nearDuplicate(info[i].words, an.words) {
+		for i := 0; by == "" && i < len(ks.info); i++ {
+			if ks.info[i].hash == an.hash || nearDuplicateAn(&ks.info[i], &an) {
 				by = nameOf(kept[i])
 			}
 		}
@@ -107,9 +108,9 @@ func FilterHits(hits []Hit) (kept []Hit, dropped []Dropped) {
 			continue
 		}
 		if !h.Record.Explicit() {
-			for i, k := range kept {
-				if k.Record.Explicit() && sameTopic(k.Record, h.Record, &info[i], &an) {
-					by = nameOf(k)
+			for i := range ks.nExp {
+				if sameTopicAn(kept[i].Record, h.Record, &ks.info[i], &an) {
+					by = nameOf(kept[i])
 					break
 				}
 			}
@@ -118,13 +119,66 @@ func FilterHits(hits []Hit) (kept []Hit, dropped []Dropped) {
 				continue
 			}
 		}
+		ks.info = append(ks.info, an)
+		if h.Record.Explicit() {
+			ks.nExp = len(ks.info) // explicit hits come first
+		}
 		kept = append(kept, h)
-		info = append(info, an)
 		if h.Record.ID != "" {
 			ids[h.Record.ID] = true
 		}
 	}
 	return kept, dropped
+}
+
+// keptSet is what FilterHits holds of the records it has kept, explicit
+// ones first.
+type keptSet struct {
+	info []analysis
+	nExp int // info[:nExp] are explicit
+}
+
+// nearDuplicateAn is nearDuplicate(a.words, b.words), counting the shared
+// words by their hashes (commonWords).
+func nearDuplicateAn(a, b *analysis) bool {
+	small, big := len(a.words), len(b.words)
+	if small > big {
+		small, big = big, small
+	}
+	if small == 0 || float64(small)/float64(big) < nearDuplicateJaccard {
+		return false
+	}
+	common := commonWords(a, b)
+	return float64(common)/float64(len(a.words)+len(b.words)-common) >= nearDuplicateJaccard
+}
+
+// commonWords is intersection(a.words, b.words), merging the words'
+// 64-bit hashes instead of the strings: the filter compares every hit
+// with every kept record (up to 100 × 100 per turn), and string
+// comparison was most of a turn's filtering. Equal hashes are confirmed
+// by the strings; on a collision (equal hashes, different words) it
+// counts with the strings instead, so the count is always exact.
+func commonWords(a, b *analysis) int {
+	if a.sig[0]&b.sig[0] == 0 && a.sig[1]&b.sig[1] == 0 {
+		return 0 // no bit in common, so no word (a word sets the same bit in both)
+	}
+	n, i, j := 0, 0, 0
+	for i < len(a.hw) && j < len(b.hw) {
+		switch {
+		case a.hw[i] == b.hw[j]:
+			if a.hs[i] != b.hs[j] {
+				return intersection(a.words, b.words)
+			}
+			n++
+			i++
+			j++
+		case a.hw[i] < b.hw[j]:
+			i++
+		default:
+			j++
+		}
+	}
+	return n
 }
 
 func nameOf(h Hit) string {
@@ -140,6 +194,12 @@ type analysis struct {
 	words []string        // distinct content words (stems) of the body, sorted
 	nouns map[string]bool // content words that are not preference verbs
 	first string          // the first content word of the body
+	// hw holds the FNV-1a hashes of words, sorted, and hs the words in
+	// that order (commonWords).
+	hw []uint64
+	hs []string
+	// sig has bit (hash mod 128) set for each word's hash.
+	sig [2]uint64
 }
 
 // analyses caches analyse's result per record body: the same records are
@@ -203,7 +263,34 @@ func analyseBody(r Record) analysis {
 		}
 	}
 	slices.Sort(an.words)
+	an.hs = slices.Clone(an.words)
+	hashes := make(map[string]uint64, len(an.hs))
+	for _, w := range an.hs {
+		hashes[w] = wordHash(w)
+	}
+	slices.SortFunc(an.hs, func(a, b string) int {
+		if c := cmp.Compare(hashes[a], hashes[b]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	an.hw = make([]uint64, len(an.hs))
+	for i, w := range an.hs {
+		h := hashes[w]
+		an.hw[i] = h
+		an.sig[h>>6&1] |= 1 << (h & 63)
+	}
 	return an
+}
+
+// wordHash is the 64-bit FNV-1a hash of w.
+func wordHash(w string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(w); i++ {
+		h ^= uint64(w[i])
+		h *= 1099511628211
+	}
+	return h
 }
 
 // eventPrefix matches the "(YYYY-MM-DD) speaker: " prefix of episodic
@@ -429,15 +516,26 @@ func SameTopic(explicit, inferred Record) bool {
 }
 
 func sameTopic(explicit, inferred Record, e, i *analysis) bool {
+	return sameTopicBy(explicit, inferred, e, i, func() int { return intersection(i.words, e.words) })
+}
+
+// sameTopicAn is sameTopic counting shared words by hash (commonWords).
+func sameTopicAn(explicit, inferred Record, e, i *analysis) bool {
+	return sameTopicBy(explicit, inferred, e, i, func() int { return commonWords(i, e) })
+}
+
+func sameTopicBy(explicit, inferred Record, e, i *analysis, common func() int) bool {
 	et, _ := explicit.Metadata["topic"].(string)
-	it, _ := inferred.Metadata["topic"].(string)
-	if et != "" && strings.EqualFold(strings.TrimSpace(et), strings.TrimSpace(it)) {
-		return true
+	if et != "" {
+		it, _ := inferred.Metadata["topic"].(string)
+		if strings.EqualFold(strings.TrimSpace(et), strings.TrimSpace(it)) {
+			return true
+		}
 	}
 	if len(i.words) == 0 {
 		return false
 	}
-	if float64(intersection(i.words, e.words)) >= 0.5*float64(len(i.words)) {
+	if float64(common()) >= 0.5*float64(len(i.words)) {
 		return true
 	}
 	return explicit.Strategy == StrategyUserPreference && len(i.words) <= claimMaxWords && e.nouns[i.first]

@@ -2,6 +2,9 @@ package memory
 
 import (
 	"fmt"
+	randv1 "math/rand"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -27,5 +30,47 @@ func BenchmarkFilterHits(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		FilterHits(hits)
+	}
+}
+
+// BenchmarkFilterHitsTurn filters hits shaped like a long-running actor's
+// turn in the soak (cmd/tendril-soak): 30 explicit records and 70
+// distinct conversational events of Zipf-distributed words, so few are
+// dropped early. "pairwise" is the filter before word hashes
+// (commonWords: strings merged), measured beside it.
+func BenchmarkFilterHitsTurn(b *testing.B) {
+	// Zipf-distributed words over a 5,000-word vocabulary, like the
+	// content words of conversation (a few frequent, most rare).
+	words := make([]string, 5000)
+	for i := range words {
+		words[i] = fmt.Sprintf("w%04dx", i)
+	}
+	words[0], words[1], words[2] = "caroline", "melanie", "painting"
+	zipf := randv1.NewZipf(randv1.New(randv1.NewSource(7)), 1.1, 1, uint64(len(words)-1))
+	rng := rand.New(rand.NewPCG(7, 7))
+	var hits []Hit
+	for i := range 100 {
+		var w []string
+		for range 8 + rng.IntN(10) {
+			w = append(w, words[zipf.Uint64()])
+		}
+		st := StrategyEpisodic
+		content := fmt.Sprintf("(2023-05-%02d) Caroline: %s %d", 1+i%28, strings.Join(w, " "), i)
+		if i < 30 {
+			st = []Strategy{StrategyUserPreference, StrategyProcedural}[i%2]
+			content = "User " + strings.Join(w[:5], " ")
+		}
+		hits = append(hits, Hit{Record: Record{ID: fmt.Sprint("r", i), Strategy: st, Content: content}})
+	}
+	for _, v := range []struct {
+		name string
+		f    func([]Hit) ([]Hit, []Dropped)
+	}{{"hashed", FilterHits}, {"pairwise", filterPairwise}} {
+		b.Run(v.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				v.f(hits)
+			}
+		})
 	}
 }
