@@ -478,29 +478,44 @@ func (a *Agent) pause(ctx context.Context, t *turn, p *PendingApproval) (*Result
 }
 
 // appendNodes links nodes to the session's active leaf and appends them
-// durably.
+// durably. The leaf is read just before the append, so the append fails
+// with session.ErrLeafMoved only when another writer lands in between:
+// with several instances, a killed instance's last commit can reach the
+// database after the chat or session passed to another instance (its
+// lock connection closed first). The nodes are then linked to the new
+// leaf and appended again, at most appendAttempts times in all, as they
+// would have been had that write landed a moment earlier.
 func (a *Agent) appendNodes(ctx context.Context, key session.Key, nodes []session.Node) error {
 	if len(nodes) == 0 {
 		return nil
 	}
-	leaf, err := a.deps.Sessions.Leaf(ctx, key)
-	if err != nil && !errors.Is(err, session.ErrNotFound) {
-		return fmt.Errorf("read leaf: %w", err)
-	}
 	linked := make([]session.Node, len(nodes))
-	copy(linked, nodes)
-	for i := range linked {
-		if i == 0 {
-			linked[i].ParentID = leaf
-		} else {
-			linked[i].ParentID = linked[i-1].ID
+	for attempt := 1; ; attempt++ {
+		leaf, err := a.deps.Sessions.Leaf(ctx, key)
+		if err != nil && !errors.Is(err, session.ErrNotFound) {
+			return fmt.Errorf("read leaf: %w", err)
 		}
+		copy(linked, nodes)
+		for i := range linked {
+			if i == 0 {
+				linked[i].ParentID = leaf
+			} else {
+				linked[i].ParentID = linked[i-1].ID
+			}
+		}
+		err = a.deps.Sessions.Append(ctx, key, linked...)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, session.ErrLeafMoved) || attempt == appendAttempts {
+			return fmt.Errorf("persist turn: %w", err)
+		}
+		a.opt.Logger.Warn("session leaf moved while the turn was appended; appending after the new leaf", "session", key.ID, "attempt", attempt, "err", err)
 	}
-	if err := a.deps.Sessions.Append(ctx, key, linked...); err != nil {
-		return fmt.Errorf("persist turn: %w", err)
-	}
-	return nil
 }
+
+// appendAttempts bounds appendNodes' tries when the leaf keeps moving.
+const appendAttempts = 3
 
 func (a *Agent) node(t *turn, role, text string, blocks []session.Block) session.Node {
 	return a.nodeMeta(t, role, text, blocks, nil)
