@@ -4,7 +4,8 @@
 // echoes the user, drives turns through POST /invocations and reads the
 // server's costs from /proc:
 //
-//   - RSS: VmRSS of /proc/PID/status, at every checkpoint (KiB, shown MiB);
+//   - RSS: VmRSS of /proc/PID/status, at every checkpoint (KiB, shown MiB), and RssAnon (the
+//     process's own memory, without its binary's file pages);
 //   - added latency: the client's turn time minus the time the fake model
 //     spent answering that turn's model calls (ms, p50/p99 per window);
 //   - CPU time per turn: utime+stime of /proc/PID/stat over a window
@@ -544,8 +545,13 @@ func (s *server) stop() error {
 
 type sample struct {
 	rssKiB int64
-	cpu    int64 // clock ticks, utime+stime
-	wbytes int64
+	// anonKiB is RssAnon: the process's own memory (heap, stacks), without
+	// the file pages of its binary (RssFile), which are clean, shared and
+	// dropped first under memory pressure, and whose resident share
+	// depends on the page cache (about 45–75 MiB of this binary at idle).
+	anonKiB int64
+	cpu     int64 // clock ticks, utime+stime
+	wbytes  int64
 }
 
 const clkTck = 100 // USER_HZ on Linux
@@ -560,6 +566,10 @@ func readSample(pid int) (sample, error) {
 		if strings.HasPrefix(l, "VmRSS:") {
 			f := strings.Fields(l)
 			s.rssKiB, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+		if strings.HasPrefix(l, "RssAnon:") {
+			f := strings.Fields(l)
+			s.anonKiB, _ = strconv.ParseInt(f[1], 10, 64)
 		}
 	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -656,6 +666,7 @@ type window struct {
 	cpuPerTurn time.Duration
 	wPerTurn   float64 // bytes
 	rssKiB     int64
+	anonKiB    int64
 }
 
 type singleResult struct {
@@ -715,7 +726,7 @@ func (r *runner) single(v *variant) error {
 			res.windows = append(res.windows, window{
 				from: i + 1 - n, to: i + 1, p50: pct(lat, .5), p99: pct(lat, .99),
 				cpuPerTurn: time.Duration(cur.cpu-prev.cpu) * (time.Second / clkTck) / time.Duration(n),
-				wPerTurn:   float64(cur.wbytes-prev.wbytes) / float64(n), rssKiB: cur.rssKiB,
+				wPerTurn:   float64(cur.wbytes-prev.wbytes) / float64(n), rssKiB: cur.rssKiB, anonKiB: cur.anonKiB,
 			})
 			w := res.windows[len(res.windows)-1]
 			log.Printf("%s single %d–%d: p50 %.2f p99 %.2f ms, cpu %.2f ms/turn, %.1f KiB/turn, RSS %.1f MiB",
@@ -925,6 +936,7 @@ type multiResult struct {
 	actors, turns    int
 	p50, p99         time.Duration
 	rssEnd, rssQuiet int64
+	anonEnd          int64
 	cpuPerTurn       time.Duration
 	wPerTurn         float64 // during the turns
 	wPerTurnAll      float64 // including the background tail
@@ -950,7 +962,7 @@ func (r *runner) multi(v *variant) error {
 	quiet := mustSample(s.pid())
 	n := len(lats)
 	res := &multiResult{actors: r.cfg.actors, turns: n, p50: pct(lats, .5), p99: pct(lats, .99),
-		rssEnd: end.rssKiB, rssQuiet: quiet.rssKiB,
+		rssEnd: end.rssKiB, rssQuiet: quiet.rssKiB, anonEnd: end.anonKiB,
 		cpuPerTurn:  time.Duration(quiet.cpu-before.cpu) * (time.Second / clkTck) / time.Duration(n),
 		wPerTurn:    float64(end.wbytes-before.wbytes) / float64(n),
 		wPerTurnAll: float64(quiet.wbytes-before.wbytes) / float64(n), quiesce: q, elapsed: elapsed}
@@ -1086,7 +1098,7 @@ func report(cfg config, vs []*variant) string {
 		fmt.Fprintf(&b, "### One actor, %d turns back to back (windows of %d)\n\n", cfg.turns, cfg.window)
 		cols := []string{"turns"}
 		for _, n := range names {
-			cols = append(cols, n+" p50 / p99 added (ms)", n+" CPU/turn (ms)", n+" written/turn (KiB)", n+" RSS (MiB)")
+			cols = append(cols, n+" p50 / p99 added (ms)", n+" CPU/turn (ms)", n+" written/turn (KiB)", n+" RSS / anon (MiB)")
 		}
 		hdr(cols...)
 		nw := 0
@@ -1107,7 +1119,7 @@ func report(cfg config, vs []*variant) string {
 					cells = append([]string{fmt.Sprintf("%d–%d", w.from+1, w.to)}, cells...)
 				}
 				cells = append(cells, fmt.Sprintf("%.2f / %.2f", ms(w.p50), ms(w.p99)), fmt.Sprintf("%.2f", ms(w.cpuPerTurn)),
-					fmt.Sprintf("%.1f", w.wPerTurn/1024), fmt.Sprintf("%.1f", float64(w.rssKiB)/1024))
+					fmt.Sprintf("%.1f", w.wPerTurn/1024), fmt.Sprintf("%.1f / %.1f", float64(w.rssKiB)/1024, float64(w.anonKiB)/1024))
 			}
 			fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
 		}
@@ -1117,6 +1129,10 @@ func report(cfg config, vs []*variant) string {
 		row("RSS last window / first window", func(v *variant) string {
 			w := v.single.windows
 			return fmt.Sprintf("%.2f×", float64(w[len(w)-1].rssKiB)/float64(w[0].rssKiB))
+		})
+		row("anon RSS last window / first window", func(v *variant) string {
+			w := v.single.windows
+			return fmt.Sprintf("%.2f× (%.1f → %.1f MiB)", float64(w[len(w)-1].anonKiB)/float64(w[0].anonKiB), float64(w[0].anonKiB)/1024, float64(w[len(w)-1].anonKiB)/1024)
 		})
 		row("p99 last window / second window", func(v *variant) string {
 			w := v.single.windows
@@ -1190,6 +1206,7 @@ func report(cfg config, vs []*variant) string {
 		hdr(append([]string{fmt.Sprintf("%d actors × %d turns, %d clients", cfg.actors, cfg.actorTurns, cfg.multiClients)}, names...)...)
 		row("p50 / p99 added (ms)", func(v *variant) string { return fmt.Sprintf("%.2f / %.2f", ms(v.multi.p50), ms(v.multi.p99)) })
 		row("RSS after the last turn (MiB)", func(v *variant) string { return fmt.Sprintf("%.1f", float64(v.multi.rssEnd)/1024) })
+		row("anon RSS after the last turn (MiB)", func(v *variant) string { return fmt.Sprintf("%.1f", float64(v.multi.anonEnd)/1024) })
 		row("RSS when quiet (MiB)", func(v *variant) string { return fmt.Sprintf("%.1f", float64(v.multi.rssQuiet)/1024) })
 		row("CPU per turn incl. background (ms)", func(v *variant) string { return fmt.Sprintf("%.2f", ms(v.multi.cpuPerTurn)) })
 		row("written per turn, during / incl. background (KiB)", func(v *variant) string {
