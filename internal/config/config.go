@@ -374,7 +374,9 @@ func Load(path string) (*Config, error) {
 	default:
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
-	c.applyEnv(os.Getenv)
+	if err := c.applyEnv(os.Getenv); err != nil {
+		return nil, err
+	}
 	if v := os.Getenv("TENDRIL_MEMORY_CACHE_MB"); v != "" {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil {
@@ -399,7 +401,11 @@ func Load(path string) (*Config, error) {
 	return &c, nil
 }
 
-func (c *Config) applyEnv(get func(string) string) {
+// applyEnv applies the environment overrides. A boolean variable takes
+// strconv.ParseBool's forms (1, t, true, 0, f, false, any case), and
+// TELEGRAM_ALLOWED_CHAT_IDS comma-separated integer chat IDs; any other
+// value is an error naming the variable, never silently ignored.
+func (c *Config) applyEnv(get func(string) string) error {
 	set := func(dst *string, name string) {
 		if v := get(name); v != "" {
 			*dst = v
@@ -410,8 +416,20 @@ func (c *Config) applyEnv(get func(string) string) {
 	set(&c.Agent.PersonaFile, "TENDRIL_PERSONA_FILE")
 	set(&c.Agent.SkillsDir, "TENDRIL_SKILLS_DIR")
 	set(&c.Agent.SkillsManifest, "TENDRIL_SKILLS_MANIFEST")
-	if v := get("TENDRIL_EPHEMERAL"); v == "1" || v == "true" {
-		c.Ephemeral = true
+	boolean := func(dst *bool, name string) error {
+		v := strings.TrimSpace(get(name))
+		if v == "" {
+			return nil
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%s %q: want 1 or 0 (true or false)", name, v)
+		}
+		*dst = b
+		return nil
+	}
+	if err := boolean(&c.Ephemeral, "TENDRIL_EPHEMERAL"); err != nil {
+		return err
 	}
 	set(&c.AuthToken, "TENDRIL_AUTH_TOKEN")
 	set(&c.DatabaseURL, "TENDRIL_DATABASE_URL")
@@ -429,17 +447,21 @@ func (c *Config) applyEnv(get func(string) string) {
 	set(&c.Telegram.BotToken, "TELEGRAM_BOT_TOKEN")
 	set(&c.Telegram.WebhookSecret, "TELEGRAM_WEBHOOK_SECRET")
 	set(&c.Telegram.APIURL, "TELEGRAM_API_URL")
-	if v := get("TELEGRAM_ALLOWED_CHAT_IDS"); v != "" {
+	if v := get("TELEGRAM_ALLOWED_CHAT_IDS"); strings.TrimSpace(v) != "" {
+		var ids []int64
 		for _, f := range strings.Split(v, ",") {
-			var id int64
-			if _, err := fmt.Sscanf(strings.TrimSpace(f), "%d", &id); err == nil {
-				c.Telegram.AllowedChatIDs = append(c.Telegram.AllowedChatIDs, id)
+			if f = strings.TrimSpace(f); f == "" {
+				continue // "1,2," and "1, ,2": empty entries are separators
 			}
+			id, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				return fmt.Errorf("TELEGRAM_ALLOWED_CHAT_IDS: %q is not a chat ID (want comma-separated integers, e.g. 123456789,-1001234567890)", f)
+			}
+			ids = append(ids, id)
 		}
+		c.Telegram.AllowedChatIDs = append(c.Telegram.AllowedChatIDs, ids...) // merged with the file's (SPEC)
 	}
-	if v := get("TENDRIL_ENABLE_EXEC_TOOLS"); v == "1" || v == "true" {
-		c.Tools.EnableExec = true
-	}
+	return boolean(&c.Tools.EnableExec, "TENDRIL_ENABLE_EXEC_TOOLS")
 }
 
 // Masked returns a copy with secrets replaced by "****abcd" (last 4 kept).

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func TestLoadFileEnvAndErrors(t *testing.T) {
 	  "session": {"retention": {"maxAge": "7d"}},
 	}`), 0o600)
 	t.Setenv("MODEL_ID", "anthropic/b")
-	t.Setenv("TELEGRAM_ALLOWED_CHAT_IDS", "1, 2,x")
+	t.Setenv("TELEGRAM_ALLOWED_CHAT_IDS", "1, 2,")
 	c, err = Load("")
 	if err != nil {
 		t.Fatal(err)
@@ -132,5 +133,49 @@ func TestMemoryCacheMB(t *testing.T) {
 	t.Setenv("TENDRIL_MEMORY_CACHE_MB", "17592186044416")
 	if _, err = Load(""); err == nil || !strings.Contains(err.Error(), "at most") {
 		t.Fatalf("TENDRIL_MEMORY_CACHE_MB=2^44: err = %v, want a bound error", err)
+	}
+}
+
+// TestBadEnvValuesAreErrors: an environment value Tendril cannot read is
+// an error naming the variable, not silently dropped (a typo in the
+// allow-list would otherwise lock a listed chat out, and "yes" would
+// leave exec tools off without a word).
+func TestBadEnvValuesAreErrors(t *testing.T) {
+	for _, tc := range []struct{ name, value, want string }{
+		{"TELEGRAM_ALLOWED_CHAT_IDS", "123,abc", `"abc" is not a chat ID`},
+		{"TELEGRAM_ALLOWED_CHAT_IDS", "123x", `"123x" is not a chat ID`},
+		{"TELEGRAM_ALLOWED_CHAT_IDS", "99999999999999999999", "is not a chat ID"},
+		{"TENDRIL_ENABLE_EXEC_TOOLS", "yes", `TENDRIL_ENABLE_EXEC_TOOLS "yes"`},
+		{"TENDRIL_EPHEMERAL", "on", `TENDRIL_EPHEMERAL "on"`},
+	} {
+		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
+			t.Setenv("TENDRIL_HOME", t.TempDir())
+			t.Setenv(tc.name, tc.value)
+			if _, err := Load(""); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		exec, ephemeral string
+		wantExec, wantE bool
+		chats           string
+		wantChats       []int64
+	}{
+		{"1", "true", true, true, "-1001234567890, 42", []int64{-1001234567890, 42}},
+		{"TRUE", "0", true, false, " 7 ,, 8 ", []int64{7, 8}},
+		{"false", "", false, false, "", nil},
+	} {
+		t.Setenv("TENDRIL_HOME", t.TempDir())
+		t.Setenv("TENDRIL_ENABLE_EXEC_TOOLS", tc.exec)
+		t.Setenv("TENDRIL_EPHEMERAL", tc.ephemeral)
+		t.Setenv("TELEGRAM_ALLOWED_CHAT_IDS", tc.chats)
+		c, err := Load("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Tools.EnableExec != tc.wantExec || c.Ephemeral != tc.wantE || !slices.Equal(c.Telegram.AllowedChatIDs, tc.wantChats) {
+			t.Fatalf("%+v: exec %v ephemeral %v chats %v", tc, c.Tools.EnableExec, c.Ephemeral, c.Telegram.AllowedChatIDs)
+		}
 	}
 }
