@@ -53,6 +53,7 @@ package gate
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -380,6 +381,37 @@ func Tokens(s string) []string {
 	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
 		return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '\'')
 	})
+}
+
+// TokenSet is the distinct tokens of a list, sorted, for JaccardSets.
+func TokenSet(tokens []string) []string {
+	s := slices.Clone(tokens)
+	slices.Sort(s)
+	return slices.Compact(s)
+}
+
+// JaccardSets is Jaccard(a, b) for a and b made by TokenSet: the same
+// value, by one merge of the sorted sets and without allocating, for a
+// caller comparing one set with many (consolidation's novelty).
+func JaccardSets(a, b []string) float64 {
+	inter, i, j := 0, 0, 0
+	for i < len(a) && j < len(b) {
+		switch {
+		case a[i] == b[j]:
+			inter++
+			i++
+			j++
+		case a[i] < b[j]:
+			i++
+		default:
+			j++
+		}
+	}
+	union := len(a) + len(b) - inter
+	if union == 0 {
+		return 0
+	}
+	return float64(inter) / float64(union)
 }
 
 // Jaccard is |a∩b| / |a∪b| over the token sets; 0 when both are empty.

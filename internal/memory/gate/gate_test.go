@@ -2,6 +2,7 @@ package gate
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/tendrilai/tendril/internal/memory"
@@ -154,4 +155,22 @@ func FuzzAssess(f *testing.F) {
 			t.Fatalf("score %v out of [0,1]", sc)
 		}
 	})
+}
+
+func TestJaccardSetsMatchesJaccard(t *testing.T) {
+	vocab := []string{"a", "b", "c", "d", "e", "fig", "fig", "비료", "Z", ""}
+	rng := rand.New(rand.NewPCG(3, 4))
+	draw := func() []string {
+		s := make([]string, rng.IntN(12))
+		for i := range s {
+			s[i] = vocab[rng.IntN(len(vocab))]
+		}
+		return s
+	}
+	for range 20000 {
+		a, b := draw(), draw()
+		if got, want := JaccardSets(TokenSet(a), TokenSet(b)), Jaccard(a, b); got != want {
+			t.Fatalf("JaccardSets(%q, %q) = %v, Jaccard = %v", a, b, got, want)
+		}
+	}
 }

@@ -359,10 +359,11 @@ func (p *Pipeline) consolidateIx(ctx context.Context, actorID, ns string, c extr
 	// record's gate tokens for the job).
 	gin := c.GateInput(nil)
 	words := gate.Tokens(gin.Text)
+	wordSet := gate.TokenSet(words)
 	best, bestJ := "", -1.0
 	for _, i := range ix.sharing(words) {
 		if r := ix.recs[i]; r.Status == memory.StatusActive && (c.Topic == "" || topicOf(r) != c.Topic) {
-			if j := gate.Jaccard(words, ix.gateTokens(i)); j > bestJ {
+			if j := gate.JaccardSets(wordSet, ix.gateTokens(i)); j > bestJ {
 				best, bestJ = r.Content, j
 			}
 		}
@@ -569,14 +570,14 @@ type candIndex struct {
 	byTok   map[string][]int // token → positions
 	byTopic map[string][]int // topic → positions
 	ntok    []int            // distinct tokens of each position's content
-	gtok    map[int][]string // gate.Tokens of a position's content, filled on first use
+	gtok    map[int][]string // gate.TokenSet of a position's content, filled on first use
 	// replaced counts records whose content or topic changed in place (their
 	// old postings stay), to drop an index that is mostly stale.
 	replaced int
 }
 
-// gateTokens is gate.Tokens of the content at position i, computed once
-// per content.
+// gateTokens is gate.TokenSet(gate.Tokens(...)) of the content at
+// position i, computed once per content.
 func (x *candIndex) gateTokens(i int) []string {
 	if t, ok := x.gtok[i]; ok {
 		return t
@@ -584,7 +585,7 @@ func (x *candIndex) gateTokens(i int) []string {
 	if x.gtok == nil {
 		x.gtok = map[int][]string{}
 	}
-	t := gate.Tokens(x.recs[i].Content)
+	t := gate.TokenSet(gate.Tokens(x.recs[i].Content))
 	x.gtok[i] = t
 	return t
 }
