@@ -107,9 +107,11 @@ func FilterHits(hits []Hit) (kept []Hit, dropped []Dropped) {
 			dropped = append(dropped, Dropped{Hit: h, Reason: DropDuplicate, By: by})
 			continue
 		}
-		if !h.Record.Explicit() {
+		if !h.Record.Explicit() && ks.nExp > 0 {
+			it, _ := h.Record.Metadata["topic"].(string)
+			it = strings.TrimSpace(it)
 			for i := range ks.nExp {
-				if sameTopicAn(kept[i].Record, h.Record, &ks.info[i], &an) {
+				if sameTopicAn(ks.topic[i], it, kept[i].Record.Strategy, &ks.info[i], &an) {
 					by = nameOf(kept[i])
 					break
 				}
@@ -122,6 +124,8 @@ func FilterHits(hits []Hit) (kept []Hit, dropped []Dropped) {
 		ks.info = append(ks.info, an)
 		if h.Record.Explicit() {
 			ks.nExp = len(ks.info) // explicit hits come first
+			et, _ := h.Record.Metadata["topic"].(string)
+			ks.topic = append(ks.topic, topicKey{set: et != "", trimmed: strings.TrimSpace(et)})
 		}
 		kept = append(kept, h)
 		if h.Record.ID != "" {
@@ -134,8 +138,16 @@ func FilterHits(hits []Hit) (kept []Hit, dropped []Dropped) {
 // keptSet is what FilterHits holds of the records it has kept, explicit
 // ones first.
 type keptSet struct {
-	info []analysis
-	nExp int // info[:nExp] are explicit
+	info  []analysis
+	nExp  int        // info[:nExp] are explicit
+	topic []topicKey // per explicit kept record, its metadata topic
+}
+
+// topicKey is a record's metadata "topic": whether it is a non-empty
+// string, and that string trimmed (SameTopic's rule 1).
+type topicKey struct {
+	set     bool
+	trimmed string
 }
 
 // nearDuplicateAn is nearDuplicate(a.words, b.words), counting the shared
@@ -516,15 +528,6 @@ func SameTopic(explicit, inferred Record) bool {
 }
 
 func sameTopic(explicit, inferred Record, e, i *analysis) bool {
-	return sameTopicBy(explicit, inferred, e, i, func() int { return intersection(i.words, e.words) })
-}
-
-// sameTopicAn is sameTopic counting shared words by hash (commonWords).
-func sameTopicAn(explicit, inferred Record, e, i *analysis) bool {
-	return sameTopicBy(explicit, inferred, e, i, func() int { return commonWords(i, e) })
-}
-
-func sameTopicBy(explicit, inferred Record, e, i *analysis, common func() int) bool {
 	et, _ := explicit.Metadata["topic"].(string)
 	if et != "" {
 		it, _ := inferred.Metadata["topic"].(string)
@@ -532,13 +535,32 @@ func sameTopicBy(explicit, inferred Record, e, i *analysis, common func() int) b
 			return true
 		}
 	}
+	return sameWords(explicit.Strategy, e, i, intersection(i.words, e.words))
+}
+
+// sameTopicAn is sameTopic with the explicit record's topic given (et),
+// the inferred record's trimmed topic it, and shared words counted by
+// hash (commonWords).
+func sameTopicAn(et topicKey, it string, explicit Strategy, e, i *analysis) bool {
+	if et.set && strings.EqualFold(et.trimmed, it) {
+		return true
+	}
 	if len(i.words) == 0 {
 		return false
 	}
-	if float64(common()) >= 0.5*float64(len(i.words)) {
+	return sameWords(explicit, e, i, commonWords(i, e))
+}
+
+// sameWords is sameTopic's rules 2 and 3, given the count of shared
+// content words.
+func sameWords(explicit Strategy, e, i *analysis, common int) bool {
+	if len(i.words) == 0 {
+		return false
+	}
+	if float64(common) >= 0.5*float64(len(i.words)) {
 		return true
 	}
-	return explicit.Strategy == StrategyUserPreference && len(i.words) <= claimMaxWords && e.nouns[i.first]
+	return explicit == StrategyUserPreference && len(i.words) <= claimMaxWords && e.nouns[i.first]
 }
 
 // BlockHeader starts the memory block.
