@@ -68,19 +68,27 @@ type SearchQuery struct {
 	ActorID  string   `json:"actor_id"`
 	AgentID  string   `json:"agent_id,omitempty"`
 	Text     string   `json:"text"`
-	K        int      `json:"k,omitempty"`       // default 10
+	K        int      `json:"k,omitempty"`       // 1 to MaxSearchK; 0: 10
 	Filters  []string `json:"filters,omitempty"` // key:OP:value, up to 5
 	Statuses []string `json:"statuses,omitempty"`
 	Explain  bool     `json:"explain,omitempty"`
 	Engine   string   `json:"engine,omitempty"` // bm25f (default) or fts5
 }
 
+// MaxSearchK bounds SearchQuery.K: a search holds its k best hits while
+// it ranks, so an unbounded k is an allocation any caller could make
+// arbitrarily large.
+const MaxSearchK = 1000
+
 // Search ranks one actor's records and past exchanges. Errors: ErrInvalid
-// for bad filters, statuses or engine.
+// for bad filters, statuses or engine, or k outside 0–MaxSearchK.
 func (a *Assistant) Search(ctx context.Context, q SearchQuery) ([]memory.Hit, error) {
 	eng, err := sqlitestore.ParseEngine(q.Engine)
 	if err != nil {
 		return nil, fmt.Errorf("%w: engine: %v", ErrInvalid, err)
+	}
+	if q.K < 0 || q.K > MaxSearchK {
+		return nil, fmt.Errorf("%w: k %d: want 1 to %d results (0: 10)", ErrInvalid, q.K, MaxSearchK)
 	}
 	mq := memory.Query{Text: q.Text, TopK: q.K}
 	if mq.TopK <= 0 {

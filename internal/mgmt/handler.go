@@ -165,7 +165,13 @@ func (h *api) memoryActors(w http.ResponseWriter, r *http.Request) (any, error) 
 
 func (h *api) memorySearch(w http.ResponseWriter, r *http.Request) (any, error) {
 	q := r.URL.Query()
-	k, _ := strconv.Atoi(q.Get("k"))
+	var k int
+	if v := q.Get("k"); v != "" {
+		var err error
+		if k, err = strconv.Atoi(v); err != nil {
+			return nil, fmt.Errorf("%w: k %q: want a whole number of results (1 to %d)", assistant.ErrInvalid, v, assistant.MaxSearchK)
+		}
+	}
 	hits, err := h.a.Search(r.Context(), assistant.SearchQuery{ActorID: q.Get("actor"), AgentID: q.Get("agent"), Text: q.Get("q"),
 		K: k, Filters: q["filter"], Statuses: q["status"], Explain: boolParam(r, "explain"), Engine: q.Get("engine")})
 	if hits == nil {

@@ -159,16 +159,16 @@ type Index struct {
 	// (incrementally or from scratch), for the re-ranker's neighbours
 	groupDocs [][]int32
 	fwd       termLists // text-field terms per doc (for PRF)
-	keys     []string  // Doc.Key per doc (tie order)
-	second   []bool    // text in the second person (AddresseeBoost)
-	groupSpk map[int32][]int32
-	dead     []bool // removed documents
-	ndead    int
-	pool     sync.Pool
-	conv     *convState          // Params.Conv's per-document state (convlog.go), nil when off
-	addRow   []int32             // Add's scratch: term id → row of addRows, -1 none
-	addRows  [][NumFields]uint16 // Add's scratch: per term of the document, tf by field
-	addIDs   []int32             // Add's scratch: the document's terms
+	keys      []string  // Doc.Key per doc (tie order)
+	second    []bool    // text in the second person (AddresseeBoost)
+	groupSpk  map[int32][]int32
+	dead      []bool // removed documents
+	ndead     int
+	pool      sync.Pool
+	conv      *convState          // Params.Conv's per-document state (convlog.go), nil when off
+	addRow    []int32             // Add's scratch: term id → row of addRows, -1 none
+	addRows   [][NumFields]uint16 // Add's scratch: per term of the document, tf by field
+	addIDs    []int32             // Add's scratch: the document's terms
 }
 
 // NewIndex returns an empty index ranking with p.
@@ -878,7 +878,7 @@ func (ix *Index) mult(b *boosts, d int32) float64 {
 // multipliers are products of factors, and a product of some of the
 // factors, rounded, never exceeds the product of all that are ≥ 1).
 func (ix *Index) topK(sc *scratch, touched []int32, k int, bs *boosts) []scored {
-	h := make([]scored, 0, k)
+	h := make([]scored, 0, min(k, len(touched))) // k may be far above the documents
 	worse := func(i, j int) bool { return better(h[j], h[i]) }
 	down := func(i int) {
 		for {

@@ -1,0 +1,75 @@
+package mgmt
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/tendrilai/tendril/internal/assistant"
+	"github.com/tendrilai/tendril/internal/config"
+	"github.com/tendrilai/tendril/internal/memory"
+)
+
+func openAssistant(t *testing.T) *assistant.Assistant {
+	t.Helper()
+	t.Setenv("TENDRIL_HOME", t.TempDir())
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Memory.LLMExtraction = false
+	a, err := assistant.Open(context.Background(), cfg, assistant.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Owner: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+// TestMemorySearchK: k outside 1–MaxSearchK (or not a number) is a 400
+// naming k, not a search that reserves k hits (k=1e9 once took the
+// server down with an out-of-memory fatal error); 0 and no k mean 10.
+func TestMemorySearchK(t *testing.T) {
+	a := openAssistant(t)
+	ctx := context.Background()
+	var evs []memory.Event
+	for i := range 12 {
+		evs = append(evs, memory.Event{ActorID: "api:k", SessionID: "s", Role: "user", Text: "basil on the windowsill " + strings.Repeat("x", i)})
+	}
+	if err := a.Memory().AppendEvents(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(a))
+	defer srv.Close()
+	get := func(k string) (int, string) {
+		t.Helper()
+		u := srv.URL + Prefix + "/memory/search?actor=api:k&q=basil"
+		if k != "none" {
+			u += "&k=" + k
+		}
+		res, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	for _, k := range []string{"1000000000", "1001", "-5", "abc", "1e3"} {
+		if st, body := get(k); st != http.StatusBadRequest || !strings.Contains(body, "INVALID_REQUEST") || !strings.Contains(body, "k ") {
+			t.Errorf("k=%s: %d %s, want 400 INVALID_REQUEST naming k", k, st, body)
+		}
+	}
+	for k, want := range map[string]int{"none": 10, "0": 10, "3": 3, "1000": 12} {
+		st, body := get(k)
+		var hits []memory.Hit
+		if st != http.StatusOK || json.Unmarshal([]byte(body), &hits) != nil || len(hits) != want {
+			t.Errorf("k=%s: %d, %d hits (%.200s), want 200 and %d", k, st, len(hits), body, want)
+		}
+	}
+}
