@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -130,6 +131,16 @@ type AgentConfig struct {
 	SkillsManifest    string   `json:"skillsManifest"` // default <Home>/skills.json
 	MaxToolIterations int      `json:"maxToolIterations"`
 	ToolTimeout       Duration `json:"toolTimeout"`
+
+	// PersonaFileFrom, SkillsDirFrom and SkillsManifestFrom name where the
+	// field above was set explicitly: the environment variable
+	// (TENDRIL_PERSONA_FILE, …) or the file key (agent.personaFile, …);
+	// "" means the default. An explicit persona file or skills directory
+	// that is missing, or a manifest that does not parse, stops the start
+	// instead of silently running on the built-in persona or no skills.
+	PersonaFileFrom    string `json:"-"`
+	SkillsDirFrom      string `json:"-"`
+	SkillsManifestFrom string `json:"-"`
 }
 
 // ChannelLimit bounds context by messages and estimated tokens.
@@ -183,7 +194,8 @@ type MemoryConfig struct {
 	// model.contextWindow (unit: share of the window, 0 < x ≤ 1; default
 	// 0.15, i.e. 600 tokens of a 4,000-token window). The block never
 	// takes more; lowest-ranked records are cut first, explicit ones last.
-	// 0 or absent means the default; a value above 1 counts as 1.
+	// 0 or absent means the default; a negative value or one above 1 is
+	// an error.
 	BlockShare float64 `json:"blockShare"`
 	// Embedder turns on hybrid search (BM25F fused with vector
 	// similarity): "<provider>/<model>" with provider openai (any
@@ -369,6 +381,22 @@ func Load(path string) (*Config, error) {
 		if err := dec.Decode(&c); err != nil {
 			return nil, fmt.Errorf("config %s: %w", path, err)
 		}
+		// Which agent paths the file sets, even to their default value.
+		var set struct {
+			Agent struct {
+				PersonaFile, SkillsDir, SkillsManifest *string
+			} `json:"agent"`
+		}
+		if json.Unmarshal(std, &set) == nil {
+			from := func(dst *string, v *string, key string) {
+				if v != nil && *v != "" {
+					*dst = key
+				}
+			}
+			from(&c.Agent.PersonaFileFrom, set.Agent.PersonaFile, "agent.personaFile")
+			from(&c.Agent.SkillsDirFrom, set.Agent.SkillsDir, "agent.skillsDir")
+			from(&c.Agent.SkillsManifestFrom, set.Agent.SkillsManifest, "agent.skillsManifest")
+		}
 		c.Path = path
 	case errors.Is(err, os.ErrNotExist):
 	default:
@@ -387,6 +415,9 @@ func Load(path string) (*Config, error) {
 	if c.Memory.CacheMB > maxCacheMB {
 		// MiB << 20 must fit the stores' int64 byte budget
 		return nil, fmt.Errorf("memory.cacheMB (TENDRIL_MEMORY_CACHE_MB) %d: at most %d MiB (negative: no bound)", c.Memory.CacheMB, maxCacheMB)
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
 	}
 	if c.Runtime != "" && c.Runtime != RuntimeAgentCore {
 		return nil, fmt.Errorf("runtime %q (TENDRIL_RUNTIME) is unknown: use %q, or leave it unset for a self-hosted server", c.Runtime, RuntimeAgentCore)
@@ -413,9 +444,14 @@ func (c *Config) applyEnv(get func(string) string) error {
 	}
 	set(&c.Addr, "TENDRIL_ADDR")
 	set(&c.Runtime, "TENDRIL_RUNTIME")
-	set(&c.Agent.PersonaFile, "TENDRIL_PERSONA_FILE")
-	set(&c.Agent.SkillsDir, "TENDRIL_SKILLS_DIR")
-	set(&c.Agent.SkillsManifest, "TENDRIL_SKILLS_MANIFEST")
+	setFrom := func(dst, from *string, name string) {
+		if v := get(name); v != "" {
+			*dst, *from = v, name
+		}
+	}
+	setFrom(&c.Agent.PersonaFile, &c.Agent.PersonaFileFrom, "TENDRIL_PERSONA_FILE")
+	setFrom(&c.Agent.SkillsDir, &c.Agent.SkillsDirFrom, "TENDRIL_SKILLS_DIR")
+	setFrom(&c.Agent.SkillsManifest, &c.Agent.SkillsManifestFrom, "TENDRIL_SKILLS_MANIFEST")
 	boolean := func(dst *bool, name string) error {
 		v := strings.TrimSpace(get(name))
 		if v == "" {
@@ -431,7 +467,14 @@ func (c *Config) applyEnv(get func(string) string) error {
 	if err := boolean(&c.Ephemeral, "TENDRIL_EPHEMERAL"); err != nil {
 		return err
 	}
-	set(&c.AuthToken, "TENDRIL_AUTH_TOKEN")
+	if v := get("TENDRIL_AUTH_TOKEN"); v != "" {
+		// HTTP strips a header value's surrounding blanks, so a token
+		// with them could never match a bearer header: trim here, and
+		// refuse one that is all blanks (a quoting accident, not a secret).
+		if c.AuthToken = strings.TrimSpace(v); c.AuthToken == "" {
+			return fmt.Errorf("TENDRIL_AUTH_TOKEN is set but blank: %s, or unset it to serve loopback only", makeToken)
+		}
+	}
 	set(&c.DatabaseURL, "TENDRIL_DATABASE_URL")
 	set(&c.RedisURL, "TENDRIL_REDIS_URL")
 	set(&c.Model.ID, "MODEL_ID")
@@ -544,3 +587,118 @@ func maskURL(s string) string {
 }
 
 var dsnSecret = regexp.MustCompile(`(?i)(\b(?:password|passwd|pwd|sslpassword)\s*=\s*)('[^']*'|\S+)`)
+
+// MinAuthTokenBytes is the shortest TENDRIL_AUTH_TOKEN accepted where a
+// token is required (a non-loopback address): 16 bytes, 128 bits when
+// random.
+const MinAuthTokenBytes = 16
+
+const makeToken = "make one with `openssl rand -hex 32`"
+
+// CheckAddr reports whether addr is a host:port; name says where it came
+// from ("addr (TENDRIL_ADDR)", "--addr").
+func CheckAddr(name, addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			err = errors.New(ae.Err)
+		}
+		return fmt.Errorf("%s %q: %v (want host:port, e.g. 127.0.0.1:8080)", name, addr, err)
+	}
+	return nil
+}
+
+// IsLoopback reports whether addr ("host:port") binds only loopback:
+// localhost or a loopback IP. An empty host binds every interface.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// CheckAuthToken reports an auth token too weak for where c.Addr binds:
+// off loopback (outside AgentCore mode, where the token is optional) the
+// token guards the API and the dashboard, so it must be at least
+// MinAuthTokenBytes long. A missing token there is the server's own
+// error (runtime.New); blanks were trimmed by Load.
+func (c *Config) CheckAuthToken() error {
+	if c.AuthToken == "" || c.AgentCore() || IsLoopback(c.Addr) {
+		return nil
+	}
+	if len(c.AuthToken) < MinAuthTokenBytes {
+		return fmt.Errorf("authToken (TENDRIL_AUTH_TOKEN) is %d bytes: a token guarding non-loopback address %s must be at least %d bytes; %s", len(c.AuthToken), c.Addr, MinAuthTokenBytes, makeToken)
+	}
+	return nil
+}
+
+// nonNegative is a count or duration that must not be negative.
+type nonNegative struct {
+	key string
+	v   int64
+}
+
+// validate rejects values that cannot mean anything, naming the key.
+func (c *Config) validate() error {
+	if c.AuthToken != "" && strings.TrimSpace(c.AuthToken) == "" {
+		return fmt.Errorf("authToken (TENDRIL_AUTH_TOKEN) is blank: %s, or leave it unset to serve loopback only", makeToken)
+	}
+	c.AuthToken = strings.TrimSpace(c.AuthToken)
+	if err := CheckAddr("addr (TENDRIL_ADDR)", c.Addr); err != nil {
+		return err
+	}
+	checks := []nonNegative{
+		{"model.timeout", int64(c.Model.Timeout)},
+		{"model.maxRetries", int64(c.Model.MaxRetries)},
+		{"model.maxTokens", int64(c.Model.MaxTokens)},
+		{"model.contextWindow", int64(c.Model.ContextWindow)},
+		{"agent.maxToolIterations", int64(c.Agent.MaxToolIterations)},
+		{"agent.toolTimeout", int64(c.Agent.ToolTimeout)},
+		{"session.maxHistoryMessages", int64(c.Session.MaxHistoryMessages)},
+		{"session.maxHistoryTokens", int64(c.Session.MaxHistoryTokens)},
+		{"session.compaction.keepLast", int64(c.Session.Compaction.KeepLast)},
+		{"memory.eventExpiryDays", int64(c.Memory.EventExpiryDays)},
+		{"memory.extractEveryTurns", int64(c.Memory.ExtractEveryTurns)},
+		{"memory.idleAfter", int64(c.Memory.IdleAfter)},
+		{"memory.topK", int64(c.Memory.TopK)},
+		{"memory.retrieveTimeout", int64(c.Memory.RetrieveTimeout)},
+		{"state.halfLife", int64(c.State.HalfLife)},
+		{"state.breaker.cooldownTurns", int64(c.State.Breaker.CooldownTurns)},
+		{"approval.expiry", int64(c.Approval.Expiry)},
+		{"telegram.albumDebounce", int64(c.Telegram.AlbumDebounce)},
+		{"shutdownGrace", int64(c.ShutdownGrace)},
+		{"maxBodyBytes", c.MaxBodyBytes},
+	}
+	for ch, l := range c.Session.ChannelOverrides {
+		checks = append(checks,
+			nonNegative{"session.channelOverrides." + ch + ".maxHistoryMessages", int64(l.MaxHistoryMessages)},
+			nonNegative{"session.channelOverrides." + ch + ".maxHistoryTokens", int64(l.MaxHistoryTokens)})
+	}
+	for _, n := range checks {
+		if n.v < 0 {
+			return fmt.Errorf("%s is negative: want 0 or more", n.key)
+		}
+	}
+	if s := c.Memory.BlockShare; s < 0 || s > 1 {
+		return fmt.Errorf("memory.blockShare %v: want a share of model.contextWindow, 0 < x ≤ 1 (0: the default 0.15)", s)
+	}
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"session.compaction.threshold", c.Session.Compaction.Threshold}, {"memory.stageThreshold", c.Memory.StageThreshold}, {"memory.storeThreshold", c.Memory.StoreThreshold}} {
+		if f.v < 0 || f.v > 1 {
+			return fmt.Errorf("%s %v: want a fraction from 0 to 1", f.key, f.v)
+		}
+	}
+	switch c.Session.Fsync {
+	case "", "always", "batch", "never":
+	default:
+		return fmt.Errorf("session.fsync %q: want always, batch or never", c.Session.Fsync)
+	}
+	return nil
+}
