@@ -419,6 +419,14 @@ func Load(path string) (*Config, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	// "0 means the default": store the value in effect, so what doctor
+	// shows is what runs.
+	if c.Memory.CacheMB == 0 {
+		c.Memory.CacheMB = Default().Memory.CacheMB
+	}
+	if c.Memory.BlockShare == 0 {
+		c.Memory.BlockShare = Default().Memory.BlockShare
+	}
 	if c.Runtime != "" && c.Runtime != RuntimeAgentCore {
 		return nil, fmt.Errorf("runtime %q (TENDRIL_RUNTIME) is unknown: use %q, or leave it unset for a self-hosted server", c.Runtime, RuntimeAgentCore)
 	}

@@ -115,3 +115,20 @@ func TestAgentPathsExplicit(t *testing.T) {
 		t.Fatalf("env %+v %v", c.Agent, err)
 	}
 }
+
+// TestZeroMeansDefaultIsShown: a documented "0 means the default" is
+// stored as the value in effect, which doctor prints.
+func TestZeroMeansDefaultIsShown(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("TENDRIL_HOME", home)
+	t.Setenv("TENDRIL_MEMORY_CACHE_MB", "")
+	os.WriteFile(filepath.Join(home, "tendril.json"), []byte(`{"memory": {"cacheMB": 0, "blockShare": 0}}`), 0o600)
+	c, err := Load("")
+	if err != nil || c.Memory.CacheMB != 32 || c.Memory.BlockShare != 0.15 {
+		t.Fatalf("cacheMB %d blockShare %v, %v; want 32 and 0.15", c.Memory.CacheMB, c.Memory.BlockShare, err)
+	}
+	t.Setenv("TENDRIL_MEMORY_CACHE_MB", "0")
+	if c, err = Load(""); err != nil || c.Memory.CacheMB != 32 {
+		t.Fatalf("TENDRIL_MEMORY_CACHE_MB=0: %d, %v", c.Memory.CacheMB, err)
+	}
+}
