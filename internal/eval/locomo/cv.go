@@ -136,7 +136,7 @@ type CVReport struct {
 	// Rerank is set at LevelEvents when search.DefaultParams has a
 	// learned re-ranker: the shipped first stage (DefaultParams without
 	// it) re-ranked by weights trained without each held-out
-	// conversation (NestedPairwise, as search.LearnedRerank was trained).
+	// conversation (ShippedRerank, as search.LearnedRerank was trained).
 	// CrossValidated and InSample are then its figures (the shipped
 	// pipeline, its trained part cross-validated) and GridCrossValidated
 	// the first-stage grid's.
@@ -148,20 +148,49 @@ type CVReport struct {
 var RerankL2s = []float64{0.001, 0.003}
 
 // RerankFeatureSets are the feature sets the shipped trainer chooses
-// from: every feature, and without the query's entity words and the
-// session rank.
-var RerankFeatureSets = []FeatureSet{nil, {"entity", "sess_rank"}}
+// from: the session features repeated for aggregate questions (agg_*,
+// search.IsAggregateQuestion) or for the wider list questions (list_*,
+// search.IsListQuestion), each with and without the query's entity
+// words and the session rank.
+var RerankFeatureSets = []FeatureSet{
+	{"list_sess_best", "list_session", "list_neighbour"},
+	{"entity", "sess_rank", "list_sess_best", "list_session", "list_neighbour"},
+	{"agg_sess_best", "agg_session", "agg_neighbour"},
+	{"entity", "sess_rank", "agg_sess_best", "agg_session", "agg_neighbour"},
+}
+
+// RerankGains are the pair weightings the shipped trainer chooses from
+// (PairOptions.Gain): every pair alike, and LambdaRank-style by the
+// change of 1/log2(2 + rank) when the pair's two candidates swap places.
+var RerankGains = []string{"", "ndcg"}
+
+// RerankConfigs are the choices of the shipped trainer at depth: every
+// feature set of sets × gain of gains × l2 of RerankL2s, in that order
+// (a tie goes to the earlier), each the pairwise logistic loss over
+// every non-evidence candidate of the depth as a negative, 300 steps.
+func RerankConfigs(depth int, sets []FeatureSet, gains []string) []PairConfig {
+	var out []PairConfig
+	for _, set := range sets {
+		for _, g := range gains {
+			for _, l2 := range RerankL2s {
+				out = append(out, PairConfig{PairOptions{NegDepth: depth, L2: l2, Iters: 300, Gain: g}, set})
+			}
+		}
+	}
+	return out
+}
 
 // ShippedRerank cross-validates the re-ranker of search.DefaultParams
 // over qs (RerankData of DefaultParams' first stage, its depth): the
-// pairwise logistic trainer, every non-evidence candidate a negative,
-// 300 steps, l2 among RerankL2s and the features among
-// RerankFeatureSets chosen by nested leave-one-conversation-out.
-// chosen, if not nil, receives each call's choice (the folds', then all
-// conversations').
-func ShippedRerank(qs []RerankQuestion, depth int, chosen func(l2 float64, set FeatureSet)) *RerankCV {
-	return CrossValidateRerank(qs, depth, fmt.Sprintf("pairwise logistic, negatives in the top %d, l2 and feature set chosen by nested leave-one-conversation-out", depth),
-		NestedPairwiseSets(depth, 300, RerankL2s, RerankFeatureSets, chosen))
+// trainer of search.LearnedRerank, choosing among
+// RerankConfigs(depth, RerankFeatureSets, RerankGains) by nested
+// leave-one-conversation-out (NestedPairs) inside each fold's training
+// conversations. chosen, if not nil, receives each call's choice (the
+// folds', then all conversations').
+func ShippedRerank(qs []RerankQuestion, depth int, chosen func(PairConfig)) *RerankCV {
+	cfgs := RerankConfigs(depth, RerankFeatureSets, RerankGains)
+	return CrossValidateRerank(qs, depth, fmt.Sprintf("pairwise logistic, negatives in the top %d; l2, pair gain and feature set (%d choices) chosen by nested leave-one-conversation-out", depth, len(cfgs)),
+		NestedPairs(cfgs, chosen))
 }
 
 // Objective is what cross-validation maximises: the mean of recall@10 and

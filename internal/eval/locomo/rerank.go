@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tendrilai/tendril/internal/memory"
@@ -237,6 +239,15 @@ func (cv *RerankCV) WriteText(w io.Writer) {
 	for c := 1; c <= 4; c++ {
 		line(fmt.Sprintf("%d %s", c, catNames[c]), func(r *Report) *Metrics { return r.Categories[c] })
 	}
+	fmt.Fprintf(w, "%-22s", "4 decimals, overall")
+	for _, r := range []*Report{cv.FirstStage, cv.CrossValidated, cv.InSample} {
+		fmt.Fprintf(w, "   %.4f / %.4f", r.Overall.Recall[10], r.Overall.All[10])
+	}
+	fmt.Fprintf(w, "\n%-22s", "4 decimals, 1 multi-hop")
+	for _, r := range []*Report{cv.FirstStage, cv.CrossValidated, cv.InSample} {
+		fmt.Fprintf(w, "   %.4f / %.4f", r.Categories[1].Recall[10], r.Categories[1].All[10])
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-22s", "recall@5 / @20 / @50")
 	for _, r := range []*Report{cv.FirstStage, cv.CrossValidated, cv.InSample} {
 		fmt.Fprintf(w, " %5.3f/%.3f/%.3f", r.Overall.Recall[5], r.Overall.Recall[20], r.Overall.Recall[50])
@@ -533,22 +544,36 @@ func NestedPairs(configs []PairConfig, chosen func(PairConfig)) Trainer {
 				convs = append(convs, q.Conversation)
 			}
 		}
-		bi, best := 0, -1.0
+		// each config's inner held-out objective, two configs at a time
+		// (the result does not depend on the order)
+		scores := make([]float64, len(configs))
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, min(2, runtime.GOMAXPROCS(0)))
 		for ci, c := range configs {
-			drop := c.Drop.drop()
-			var held []QuestionResult
-			for _, cv := range convs {
-				var tr, te []RerankQuestion
-				for _, q := range train {
-					if q.Conversation == cv {
-						te = append(te, q)
-					} else {
-						tr = append(tr, q)
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				drop := c.Drop.drop()
+				var held []QuestionResult
+				for _, cv := range convs {
+					var tr, te []RerankQuestion
+					for _, q := range train {
+						if q.Conversation == cv {
+							te = append(te, q)
+						} else {
+							tr = append(tr, q)
+						}
 					}
+					held = append(held, RerankResults(te, trainPairs(tr, c.PairOptions, drop))...)
 				}
-				held = append(held, RerankResults(te, trainPairs(tr, c.PairOptions, drop))...)
-			}
-			if s := Objective(held); s > best+1e-12 {
+				scores[ci] = Objective(held)
+			}()
+		}
+		wg.Wait()
+		bi, best := 0, -1.0
+		for ci, s := range scores {
+			if s > best+1e-12 {
 				bi, best = ci, s
 			}
 		}

@@ -48,7 +48,7 @@ func TestRerankDev(t *testing.T) {
 		neg = d
 	}
 	var choices []string
-	cv := ShippedRerank(qs, depth, func(l2 float64, set FeatureSet) { choices = append(choices, fmt.Sprintf("l2 %g without %v", l2, set)) })
+	cv := ShippedRerank(qs, depth, func(c PairConfig) { choices = append(choices, c.String()) })
 	if neg != depth {
 		cv = CrossValidateRerank(qs, depth, fmt.Sprintf("pairwise logistic, negatives in the top %d, l2 chosen by nested leave-one-conversation-out", neg),
 			NestedPairwise(neg, 300, RerankL2s, func(l2 float64) { choices = append(choices, fmt.Sprint(l2)) }))

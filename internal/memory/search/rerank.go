@@ -8,31 +8,33 @@ import (
 
 // Rerank features, in the order of Features' vectors.
 const (
-	FeatScore       = iota // first-stage score / the best first-stage score of the list
-	FeatRank               // -log2(2 + rank), rank from 0
-	FeatText               // BM25 of the text field alone (k1, b of the field), / the list's best
-	FeatContext            // BM25 of the context field alone, / the list's best
-	FeatSpeaker            // 1 if the query names the document's speaker
-	FeatDate               // BM25 of the date field alone, / the list's best
-	FeatSession            // BM25 of the document's session (turns as term frequency), / the best session
-	FeatCoverText          // share of the query's distinct terms in the text
-	FeatCoverAll           // share of the query's distinct terms in text or context
-	FeatTimeCue            // 1 if the query asks "when" and the text mentions a time
-	FeatLength             // log(1 + text length in terms)
-	FeatSessBest           // best first-stage score of another candidate of the same session / the list's best
-	FeatSessRank           // -log2(2 + rank of the document's session by session BM25 among the candidates' sessions)
-	FeatSeed               // overlap of the text with the top 3 candidates' text terms outside the query (multi-hop), / the list's best
-	FeatEntity             // share of the query's entity words (EntityWords, speakers left out) in text or context
-	FeatAggSessBest        // FeatSessBest for an aggregate question (IsAggregateQuestion), else 0
-	FeatAggSession         // FeatSession for an aggregate question, else 0
-	FeatNeighbour          // best first-stage score of the previous or next live turn of the session by Doc.Key, when a candidate, / the list's best
-	FeatSessPos            // -log2(2 + candidates of the same session with a higher first-stage score): a soft diversity over sessions
-	FeatAggSessPos         // FeatSessPos for an aggregate question, else 0
+	FeatScore         = iota // first-stage score / the best first-stage score of the list
+	FeatRank                 // -log2(2 + rank), rank from 0
+	FeatText                 // BM25 of the text field alone (k1, b of the field), / the list's best
+	FeatContext              // BM25 of the context field alone, / the list's best
+	FeatSpeaker              // 1 if the query names the document's speaker
+	FeatDate                 // BM25 of the date field alone, / the list's best
+	FeatSession              // BM25 of the document's session (turns as term frequency), / the best session
+	FeatCoverText            // share of the query's distinct terms in the text
+	FeatCoverAll             // share of the query's distinct terms in text or context
+	FeatTimeCue              // 1 if the query asks "when" and the text mentions a time
+	FeatLength               // log(1 + text length in terms)
+	FeatSessBest             // best first-stage score of another candidate of the same session / the list's best
+	FeatSessRank             // -log2(2 + rank of the document's session by session BM25 among the candidates' sessions)
+	FeatSeed                 // overlap of the text with the top 3 candidates' text terms outside the query (multi-hop), / the list's best
+	FeatEntity               // share of the query's entity words (EntityWords, speakers left out) in text or context
+	FeatAggSessBest          // FeatSessBest for an aggregate question (IsAggregateQuestion), else 0
+	FeatAggSession           // FeatSession for an aggregate question, else 0
+	FeatNeighbour            // best first-stage score of the previous or next live turn of the session by Doc.Key, when a candidate, / the list's best
+	FeatAggNeighbour         // FeatNeighbour for an aggregate question, else 0
+	FeatListSessBest         // FeatSessBest for a list question (IsListQuestion, wider than IsAggregateQuestion), else 0
+	FeatListSession          // FeatSession for a list question, else 0
+	FeatListNeighbour        // FeatNeighbour for a list question, else 0
 	NumFeatures
 )
 
 // FeatureNames names the rerank features (FeatScore …).
-var FeatureNames = [NumFeatures]string{"score", "rank", "text", "context", "speaker", "date", "session", "cover_text", "cover_all", "time_cue", "length", "sess_best", "sess_rank", "seed", "entity", "agg_sess_best", "agg_session", "neighbour", "sess_pos", "agg_sess_pos"}
+var FeatureNames = [NumFeatures]string{"score", "rank", "text", "context", "speaker", "date", "session", "cover_text", "cover_all", "time_cue", "length", "sess_best", "sess_rank", "seed", "entity", "agg_sess_best", "agg_session", "neighbour", "agg_neighbour", "list_sess_best", "list_session", "list_neighbour"}
 
 // Features returns one vector of NumFeatures features per result of res
 // (a first-stage ranking of query over scope sc, best first), for a
@@ -204,7 +206,14 @@ func (ix *Index) Features(query string, sc *Scope, res []Result) [][NumFeatures]
 		for i := range out {
 			out[i][FeatAggSessBest] = out[i][FeatSessBest]
 			out[i][FeatAggSession] = out[i][FeatSession]
-			out[i][FeatAggSessPos] = out[i][FeatSessPos]
+			out[i][FeatAggNeighbour] = out[i][FeatNeighbour]
+		}
+	}
+	if IsListQuestion(query) {
+		for i := range out {
+			out[i][FeatListSessBest] = out[i][FeatSessBest]
+			out[i][FeatListSession] = out[i][FeatSession]
+			out[i][FeatListNeighbour] = out[i][FeatNeighbour]
 		}
 	}
 	return out
@@ -237,13 +246,6 @@ func (ix *Index) contextFeatures(query string, qs []qterm, res []Result, sessSco
 						out[i][FeatNeighbour] = max(out[i][FeatNeighbour], res[j].Score/best)
 					}
 				}
-			}
-		}
-		above := map[int32]int{} // per session, its candidates so far (res is best first)
-		for i, r := range res {
-			if g := ix.group[r.Doc]; g >= 0 {
-				out[i][FeatSessPos] = -math.Log2(2 + float64(above[g]))
-				above[g]++
 			}
 		}
 		top2 := map[int32][2]float64{} // per session, its two best scores / best
@@ -381,19 +383,22 @@ func (r RerankParams) on() bool { return r.Weights != RerankWeights{} }
 // LearnedRerank is the re-ranker of DefaultParams, trained on LoCoMo's
 // five development conversations (events level, DefaultParams' first
 // stage, top 100): pairwise logistic regression, every non-evidence
-// candidate a negative, l2 and feature set chosen by nested
-// leave-one-conversation-out (internal/eval/locomo ShippedRerank;
-// docs/bench/memory.md, issue 16 round 5). These weights are trained on
-// all five; the cross-validated figures are of weights trained without
-// each held-out conversation.
+// candidate a negative; l2, the pair weighting (every pair alike, or
+// LambdaRank-style by the change of 1/log2(2 + rank)) and the feature
+// set chosen by nested leave-one-conversation-out (internal/eval/locomo
+// ShippedRerank; docs/bench/memory.md, issue 16 round 6). These weights
+// are trained on all five; the cross-validated figures are of weights
+// trained without each held-out conversation.
 func LearnedRerank() RerankParams {
 	return RerankParams{Depth: 100, Weights: learnedWeights}
 }
 
 // learnedWeights are ShippedRerank's weights on all five conversations
-// (the inner leave-one-out left entity and sess_rank out), rounded to 4
-// decimals, in FeatureNames order.
-var learnedWeights = RerankWeights{1, 0.3689, 0.1002, -0.1291, 0.8813, 0.3006, 0.4502, 0.0454, 0.1166, 0.307, 0.2822, 0.5608, 0, 0.282, 0, -0.1541, -0.22, 0, 0, 0}
+// (the inner leave-one-out chose l2 0.001, the LambdaRank-style pair
+// weights, and left entity, sess_rank and the agg_* features out: the
+// list_* features take their place), rounded to 4 decimals, in
+// FeatureNames order.
+var learnedWeights = RerankWeights{1, 0.0775, 0.0862, -0.1405, 0.9278, 0.4843, 0.4419, 0.1472, 0.2756, 0.4364, 0.2252, 0.6002, 0, 0.1232, 0, 0, 0, 0.689, 0, -0.2243, -0.3676, -0.2959}
 
 // rerankScope is SearchScope with Params.Rerank, applied to events
 // only: the first stage's best Depth (at least k) are ranked; the turns

@@ -65,3 +65,14 @@ var aggregateQuestion = regexp.MustCompile(`(?i)\b(how many|what (are|were)|what
 // "both", "all", "ever"): questions whose evidence is usually spread over
 // several turns and sessions.
 func IsAggregateQuestion(q string) bool { return aggregateQuestion.MatchString(q) }
+
+var listQuestion = regexp.MustCompile(`(?i)\b(how many|what (are|were)|(what|which)( [\w/+'.-]+){0,3}s (has|have|does|do|did)|(what|where) (has|have)|(types|kinds|sorts) of|in what ways)\b|\b(both|all|ever|times)\b`)
+
+// IsListQuestion is IsAggregateQuestion widened: a plural up to four
+// words after "what"/"which" ("What LGBTQ+ events has…", "What
+// European countries has…"), "what/where has|have" (the present perfect
+// of things done over time: "Where has Melanie camped?"), "types/kinds/
+// sorts of", "in what ways". Written after reading LoCoMo's development
+// multi-hop questions (issue 16 round 6), for the re-ranker's list_*
+// features.
+func IsListQuestion(q string) bool { return listQuestion.MatchString(q) }
