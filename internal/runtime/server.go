@@ -378,6 +378,10 @@ func successBody(res *agent.Result) map[string]any {
 	return map[string]any{"ok": true, "text": res.Text, "metadata": meta}
 }
 
+// BodyReadTimeout bounds reading an /invocations body (8 MiB at most):
+// past it the request fails 408 and the connection is closed.
+var BodyReadTimeout = 30 * time.Second
+
 // call kinds: a turn, a Telegram update, or a cron tick.
 const (
 	callTurn = iota
@@ -396,7 +400,20 @@ type call struct {
 // returns the HTTP status, error code and message.
 func (s *Server) decodeInvocation(w http.ResponseWriter, r *http.Request) (call, int, string, string) {
 	body := http.MaxBytesReader(w, r.Body, s.opt.MaxBodyBytes)
+	// A client that stops sending its body mid-way must not hold the
+	// connection forever (headers already have ReadHeaderTimeout). The
+	// deadline is cleared once the body is read: the server's background
+	// read that notices a client going away during the turn must not time
+	// out (it would cancel the turn).
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(BodyReadTimeout)) // unsupported (e.g. a test recorder): no deadline
 	b, err := io.ReadAll(body)
+	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+		// the rest of the body is not awaited: the reply closes the connection
+		w.Header().Set("Connection", "close")
+		return call{}, http.StatusRequestTimeout, "INVALID_REQUEST", fmt.Sprintf("request body not received within %s", BodyReadTimeout)
+	}
+	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
