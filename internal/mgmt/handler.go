@@ -287,7 +287,8 @@ func (h *api) decide(approve bool) func(w http.ResponseWriter, r *http.Request) 
 	}
 }
 
-// YoloRequest is the body of POST /approvals/yolo: seconds 0 closes it.
+// YoloRequest is the body of POST /approvals/yolo: seconds from 0 to
+// approval.MaxYolo (1,800); 0 closes the window.
 type YoloRequest struct {
 	Seconds float64 `json:"seconds"`
 	By      string  `json:"by"`
@@ -298,8 +299,9 @@ func (h *api) yolo(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err := decode(r, &y); err != nil {
 		return nil, err
 	}
-	if y.Seconds < 0 || y.By == "" {
-		return nil, fmt.Errorf("%w: seconds must be ≥ 0 and by is required", assistant.ErrInvalid)
+	if !(y.Seconds >= 0 && y.Seconds <= approval.MaxYolo.Seconds()) || y.By == "" {
+		// checked before the conversion: 1e18 s overflows a Duration
+		return nil, fmt.Errorf("%w: seconds must be from 0 to %g (0 closes the window) and by is required", assistant.ErrInvalid, approval.MaxYolo.Seconds())
 	}
 	until, err := h.a.Yolo(r.Context(), time.Duration(y.Seconds*float64(time.Second)), y.By)
 	return map[string]any{"until": until, "open": y.Seconds > 0}, err

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tendrilai/tendril/internal/assistant"
 	"github.com/tendrilai/tendril/internal/config"
@@ -71,5 +72,39 @@ func TestMemorySearchK(t *testing.T) {
 		if st != http.StatusOK || json.Unmarshal([]byte(body), &hits) != nil || len(hits) != want {
 			t.Errorf("k=%s: %d, %d hits (%.200s), want 200 and %d", k, st, len(hits), body, want)
 		}
+	}
+}
+
+// TestYoloSeconds: a window beyond approval.MaxYolo is a 400, not a
+// Duration overflow that answers "open" and closes the window.
+func TestYoloSeconds(t *testing.T) {
+	srv := httptest.NewServer(Handler(openAssistant(t)))
+	defer srv.Close()
+	post := func(body string) (int, map[string]any) {
+		t.Helper()
+		res, err := http.Post(srv.URL+Prefix+"/approvals/yolo", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var out map[string]any
+		json.NewDecoder(res.Body).Decode(&out)
+		return res.StatusCode, out
+	}
+	for _, b := range []string{`{"seconds":1e18,"by":"x"}`, `{"seconds":1801,"by":"x"}`, `{"seconds":-1,"by":"x"}`, `{"seconds":60}`} {
+		if st, out := post(b); st != http.StatusBadRequest {
+			t.Errorf("%s: %d %v, want 400", b, st, out)
+		}
+	}
+	st, out := post(`{"seconds":1800,"by":"x"}`)
+	if st != http.StatusOK || out["open"] != true {
+		t.Fatalf("1800 s: %d %v", st, out)
+	}
+	until, err := time.Parse(time.RFC3339Nano, out["until"].(string))
+	if err != nil || time.Until(until) < 29*time.Minute {
+		t.Fatalf("1800 s: until %v (%v)", out["until"], err)
+	}
+	if st, out := post(`{"seconds":0,"by":"x"}`); st != http.StatusOK || out["open"] != false {
+		t.Fatalf("close: %d %v", st, out)
 	}
 }
