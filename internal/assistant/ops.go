@@ -105,9 +105,26 @@ func (a *Assistant) Session(ctx context.Context, k session.Key) (SessionTree, er
 }
 
 // BranchFrom makes nodeID the active leaf of a session, so the next
-// message starts a new branch there (or switches to an existing leaf).
+// message starts a new branch there (or switches to an existing leaf). A
+// turn of the session in flight (here or on another instance) finishes
+// first, on the branch it was answered from: the branch takes the turn
+// locks, as a turn does.
 func (a *Assistant) BranchFrom(ctx context.Context, k session.Key, nodeID string) error {
-	err := session.BranchFrom(ctx, a.sessions, k, nodeID)
+	channel := k.Channel
+	if channel == "" {
+		channel = "api"
+	}
+	release, err := a.sessionQueue.lock(ctx, channel+"\x00"+k.ID)
+	if err != nil {
+		return err
+	}
+	defer release()
+	lctx, dunlock, err := a.locks.turn(ctx, channel+"\x00"+k.ID, "")
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNotReady, err)
+	}
+	defer dunlock()
+	err = session.BranchFrom(lctx, a.sessions, k, nodeID)
 	if errors.Is(err, session.ErrNotFound) {
 		if _, serr := a.Session(ctx, k); serr != nil {
 			return serr
