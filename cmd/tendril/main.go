@@ -109,7 +109,32 @@ configuration.`,
 	for _, f := range registry {
 		root.AddCommand(f(g))
 	}
+	for _, c := range root.Commands() {
+		strictGroups(c)
+	}
 	return root
+}
+
+// strictGroups makes every command group below the root (memory, session,
+// cron, approvals, …) fail with a usage error (exit 2) on an unknown
+// subcommand: cobra would print the group's help and exit 0. The bare
+// group still prints its help.
+func strictGroups(c *cobra.Command) {
+	if !c.HasSubCommands() {
+		return
+	}
+	if !c.Runnable() {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q for %q; see %q", args[0], c.CommandPath(), c.CommandPath()+" --help")
+			}
+			return c.Help()
+		}
+	}
+	for _, sub := range c.Commands() {
+		strictGroups(sub)
+	}
 }
 
 func main() {

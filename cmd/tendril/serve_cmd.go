@@ -55,6 +55,9 @@ SIGTERM or SIGINT lets in-flight turns finish within shutdownGrace (30s).`,
 				return err
 			}
 			if addr != "" {
+				if err := config.CheckAddr("--addr", addr); err != nil {
+					return usageError{err}
+				}
 				cfg.Addr = addr
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -70,6 +73,15 @@ SIGTERM or SIGINT lets in-flight turns finish within shutdownGrace (30s).`,
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := checkRuntime(cfg); err != nil {
 		return err
+	}
+	if err := cfg.CheckAuthToken(); err != nil {
+		return err
+	}
+	pprofAddr := os.Getenv(runtime.PprofEnv)
+	if pprofAddr != "" {
+		if err := config.CheckAddr(runtime.PprofEnv, pprofAddr); err != nil {
+			return err
+		}
 	}
 	sock := filepath.Join(cfg.Home, mgmt.SocketName)
 	release, err := lockHome(cfg.Home)
@@ -107,9 +119,12 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer a.Close()
-	if addr := os.Getenv(runtime.PprofEnv); addr != "" {
-		stopPprof, err := runtime.ServePprof(addr, log)
+	if pprofAddr != "" {
+		stopPprof, err := runtime.ServePprof(pprofAddr, log)
 		if err != nil {
+			if !errors.Is(err, runtime.ErrPprofAddr) {
+				err = fmt.Errorf("%s: %w", runtime.PprofEnv, err)
+			}
 			return err
 		}
 		defer stopPprof()

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tendrilai/tendril/internal/approval/pgledger"
 	"github.com/tendrilai/tendril/internal/channel/telegram"
@@ -39,6 +42,9 @@ func (a *Assistant) openDatabase(ctx context.Context) error {
 	if a.cfg.DatabaseURL == "" {
 		return nil
 	}
+	if err := CheckPoolMaxConns(a.cfg.DatabaseURL); err != nil {
+		return err
+	}
 	db, err := pg.Open(ctx, a.cfg.DatabaseURL, pg.Options{MaxConns: 12})
 	if err != nil {
 		return err
@@ -52,6 +58,27 @@ func (a *Assistant) openDatabase(ctx context.Context) error {
 	}
 	a.closers = append(a.closers, func() error { locks.Close(); return nil })
 	a.locks = pgLocks{pool: locks}
+	return nil
+}
+
+// MinPoolConns is the least pool_max_conns the stores can start with:
+// River's migrations hold one connection (its advisory lock) while they
+// query on another, so with 1 the start waits forever.
+const MinPoolConns = 2
+
+// CheckPoolMaxConns reports a pool_max_conns in the database URL below
+// MinPoolConns. A URL that does not parse is left to pg.Open.
+func CheckPoolMaxConns(url string) error {
+	if !strings.Contains(url, "pool_max_conns") {
+		return nil
+	}
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil
+	}
+	if pc.MaxConns < MinPoolConns {
+		return fmt.Errorf("TENDRIL_DATABASE_URL (databaseUrl): pool_max_conns=%d is below the minimum of %d (River's migrations hold one connection while they use another); raise it or remove it (default 12 for the stores, 24 for turn locks)", pc.MaxConns, MinPoolConns)
+	}
 	return nil
 }
 

@@ -103,7 +103,7 @@ func OpenSessionStore(cfg *config.Config, opts jsonl.Options) (session.Store, er
 	if cfg.RedisURL != "" {
 		opt, err := redis.ParseURL(cfg.RedisURL)
 		if err != nil {
-			return nil, fmt.Errorf("redis url: %w", err)
+			return nil, fmt.Errorf("TENDRIL_REDIS_URL (redisUrl): %w (want redis://[user:password@]host:port[/db], or rediss:// for TLS)", err)
 		}
 		c := redis.NewClient(opt)
 		// an unreachable Redis stops the start, as an unreachable

@@ -19,7 +19,6 @@ import (
 
 	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/model"
-	"github.com/tendrilai/tendril/internal/persona"
 	"github.com/tendrilai/tendril/internal/pg"
 	"github.com/tendrilai/tendril/internal/skill"
 )
@@ -137,7 +136,7 @@ func (d *doctor) run(ctx context.Context) {
 			d.add("model "+ref, st, detail)
 		}
 	}
-	if per, err := persona.Load(cfg.Home, cfg.Agent.PersonaFile); err != nil {
+	if per, err := LoadPersona(cfg); err != nil {
 		d.add("persona", CheckFail, err.Error())
 	} else {
 		d.add("persona", CheckOK, fmt.Sprintf("%s (%d identity anchors) from %s", per.Name, len(per.Anchors), per.Source))
@@ -150,6 +149,8 @@ func (d *doctor) run(ctx context.Context) {
 		d.add("addr", CheckFail, err.Error())
 	} else if !loop && cfg.AuthToken == "" {
 		d.add("addr", CheckFail, cfg.Addr+" is not loopback and TENDRIL_AUTH_TOKEN is unset; serve will refuse to start")
+	} else if err := cfg.CheckAuthToken(); err != nil {
+		d.add("addr", CheckFail, err.Error()+"; serve will refuse to start")
 	} else {
 		d.add("addr", CheckOK, cfg.Addr)
 	}
@@ -169,6 +170,10 @@ func (d *doctor) home() {
 }
 
 func (d *doctor) skills() {
+	if err := CheckSkillPaths(d.cfg); err != nil {
+		d.add("skills", CheckFail, err.Error())
+		return
+	}
 	dir, manifest := SkillPaths(d.cfg)
 	active, problems, err := skill.Load(dir, manifest)
 	if err != nil {
@@ -192,6 +197,10 @@ func (d *doctor) skills() {
 func (d *doctor) postgres(ctx context.Context) {
 	if d.cfg.DatabaseURL == "" {
 		d.add("postgres", CheckSkip, "TENDRIL_DATABASE_URL unset: embedded files + SQLite")
+		return
+	}
+	if err := CheckPoolMaxConns(d.cfg.DatabaseURL); err != nil {
+		d.add("postgres", CheckFail, err.Error())
 		return
 	}
 	db, err := pg.Open(ctx, d.cfg.DatabaseURL, pg.Options{MaxConns: 2, ConnectTimeout: 5 * time.Second})
@@ -224,7 +233,9 @@ func (d *doctor) redis(ctx context.Context) {
 		return
 	}
 	opt, err := redis.ParseURL(d.cfg.RedisURL)
-	if err == nil {
+	if err != nil {
+		err = fmt.Errorf("TENDRIL_REDIS_URL (redisUrl): %w", err)
+	} else {
 		c := redis.NewClient(opt)
 		err = c.Ping(ctx).Err()
 		c.Close()

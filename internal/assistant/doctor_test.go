@@ -242,7 +242,9 @@ func TestDoctorAddr(t *testing.T) {
 		{"localhost:8080", "", CheckOK},
 		{"[::1]:8080", "", CheckOK},
 		{"0.0.0.0:8080", "", CheckFail},
-		{"0.0.0.0:8080", "tok", CheckOK},
+		{"0.0.0.0:8080", "tok", CheckFail}, // too short to guard a non-loopback bind
+		{"0.0.0.0:8080", "0123456789abcdef", CheckOK},
+		{"127.0.0.1:8080", "tok", CheckOK},
 		{"no-port", "", CheckFail},
 	} {
 		cfg.Addr, cfg.AuthToken = tc.addr, tc.token

@@ -74,7 +74,9 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Assistant, er
 		Retriever: a.retrieval, Recorder: a.pipeline, HitsAssembled: true}
 	deps.Compact = a.compact
 	deps.History = a.history
-	deps.Persona, deps.Skills = a.loadPersona()
+	if deps.Persona, deps.Skills, err = a.loadPersona(); err != nil {
+		return nil, err
+	}
 	if err := a.wireTools(ctx, &deps); err != nil {
 		return nil, err
 	}
@@ -289,9 +291,56 @@ func SkillPaths(cfg *config.Config) (dir, manifest string) {
 	return dir, manifest
 }
 
+// LoadPersona loads cfg's persona. Named explicitly (agent.personaFile or
+// TENDRIL_PERSONA_FILE), the file must exist and load: a missing,
+// unreadable or empty one is an error naming the variable or key and the
+// path. Left at the default, a missing persona.md is the embedded Sprout.
+func LoadPersona(cfg *config.Config) (persona.Persona, error) {
+	per, err := persona.Load(cfg.Home, cfg.Agent.PersonaFile)
+	from := cfg.Agent.PersonaFileFrom
+	if from == "" {
+		return per, err
+	}
+	path := cfg.Agent.PersonaFile
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(cfg.Home, path)
+	}
+	if err == nil && strings.HasPrefix(per.Source, "embedded:") {
+		err = errors.New("no such file")
+	}
+	if err != nil {
+		return persona.Persona{}, fmt.Errorf("%s %s: persona file unusable: %w", from, path, err)
+	}
+	return per, nil
+}
+
+// CheckSkillPaths reports an explicitly configured skills directory
+// (agent.skillsDir, TENDRIL_SKILLS_DIR) that is not a directory, or
+// skills manifest (agent.skillsManifest, TENDRIL_SKILLS_MANIFEST) that is
+// missing or does not parse; the error names the variable or key. The
+// defaults are not checked: a home without skills runs with none.
+func CheckSkillPaths(cfg *config.Config) error {
+	dir, manifest := SkillPaths(cfg)
+	if from := cfg.Agent.SkillsDirFrom; from != "" {
+		st, err := os.Stat(dir)
+		if err == nil && !st.IsDir() {
+			err = errors.New("not a directory")
+		}
+		if err != nil {
+			return fmt.Errorf("%s %s: skills directory unusable: %w", from, dir, err)
+		}
+	}
+	if from := cfg.Agent.SkillsManifestFrom; from != "" {
+		if _, err := skill.LoadManifest(manifest); err != nil {
+			return fmt.Errorf("%s %s: %w", from, manifest, err)
+		}
+	}
+	return nil
+}
+
 // loadPersona installs the default persona on first run and loads the
 // persona and the active skills' prompt section.
-func (a *Assistant) loadPersona() (agent.Persona, string) {
+func (a *Assistant) loadPersona() (agent.Persona, string, error) {
 	cfg := a.cfg
 	written, err := persona.Install(cfg.Home)
 	if err != nil {
@@ -299,7 +348,10 @@ func (a *Assistant) loadPersona() (agent.Persona, string) {
 	} else if len(written) > 0 {
 		a.log.Info("installed default persona and skills", "home", cfg.Home, "files", len(written))
 	}
-	per, err := persona.Load(cfg.Home, cfg.Agent.PersonaFile)
+	per, err := LoadPersona(cfg)
+	if err != nil && cfg.Agent.PersonaFileFrom != "" {
+		return agent.Persona{}, "", err
+	}
 	if err != nil {
 		a.log.Error("persona unreadable; using the default Sprout persona", "err", err)
 		per = persona.Default()
@@ -307,6 +359,9 @@ func (a *Assistant) loadPersona() (agent.Persona, string) {
 	anchors := per.Anchors
 	if len(cfg.Agent.IdentityAnchors) > 0 {
 		anchors = cfg.Agent.IdentityAnchors
+	}
+	if err := CheckSkillPaths(cfg); err != nil {
+		return agent.Persona{}, "", err
 	}
 	dir, manifest := SkillPaths(cfg)
 	active, problems, err := skill.Load(dir, manifest)
@@ -316,7 +371,7 @@ func (a *Assistant) loadPersona() (agent.Persona, string) {
 	for _, p := range problems {
 		a.log.Warn("skill skipped", "problem", p.Error())
 	}
-	return agent.Persona{Text: per.Text, Anchors: anchors}, skill.PromptSection(active)
+	return agent.Persona{Text: per.Text, Anchors: anchors}, skill.PromptSection(active), nil
 }
 
 // wireTools registers the built-in tools, reminders and MCP servers.
