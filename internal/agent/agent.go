@@ -235,7 +235,7 @@ func validate(req *Request) error {
 		// refuses NUL): refuse the turn rather than forget it silently.
 		return fmt.Errorf("%w: message contains a NUL byte or invalid UTF-8", ErrInvalidRequest)
 	}
-	if err := ValidateID(req.ActorID); err != nil {
+	if err := ValidateActorID(req.ActorID); err != nil {
 		return fmt.Errorf("%w: actor_id %v", ErrInvalidActorID, err)
 	}
 	if !hasVisible(req.Message) && len(req.Images) == 0 {
@@ -312,6 +312,19 @@ func ValidateID(id string) error {
 		if unicode.IsControl(r) || r == unicode.ReplacementChar {
 			return errors.New("contains a control or invalid character")
 		}
+	}
+	return nil
+}
+
+// ValidateActorID is ValidateID for an actor, which also may not contain
+// SessionSep: "api:alice~work" would own the key of alice's session
+// "work" (sessionKey) and lock her out of it.
+func ValidateActorID(id string) error {
+	if err := ValidateID(id); err != nil {
+		return err
+	}
+	if strings.Contains(id, SessionSep) {
+		return fmt.Errorf("contains %q, which joins an actor and a session ID in session keys", SessionSep)
 	}
 	return nil
 }

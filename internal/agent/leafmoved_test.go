@@ -80,3 +80,16 @@ func TestAppendAfterAMovedLeaf(t *testing.T) {
 		js.Close()
 	}
 }
+
+// TestActorIDWithSessionSep: "api:alice~work" is refused as an actor, or
+// it would own the key of alice's session "work" and lock her out.
+func TestActorIDWithSessionSep(t *testing.T) {
+	a, _ := newTestAgent(t, &scriptModel{}, Deps{})
+	_, err := a.Invoke(context.Background(), Request{Message: "hi", ActorID: "api:alice~work", Channel: "api"})
+	if !errors.Is(err, ErrInvalidActorID) {
+		t.Fatalf("err = %v, want ErrInvalidActorID", err)
+	}
+	if _, err := a.Invoke(context.Background(), Request{Message: "hi", ActorID: "api:alice", SessionID: "work", Channel: "api"}); err != nil {
+		t.Fatalf("alice's own session: %v", err)
+	}
+}

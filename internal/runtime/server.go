@@ -469,7 +469,7 @@ func (s *Server) parseInvocation(b []byte, hdr http.Header) (call, int, string, 
 	if req.ActorID == "" {
 		return call{}, http.StatusBadRequest, "INVALID_ACTOR_ID", `"actor_id" (or "user_id") is required`
 	}
-	if err := agent.ValidateID(req.ActorID); err != nil {
+	if err := agent.ValidateActorID(req.ActorID); err != nil {
 		return call{}, http.StatusBadRequest, "INVALID_ACTOR_ID", "actor_id " + err.Error()
 	}
 	for i, img := range in.Images {

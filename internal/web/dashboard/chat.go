@@ -33,7 +33,7 @@ func targetOf(v url.Values) (chatTarget, error) {
 	if c.Actor == "" {
 		c.Actor = DefaultActor
 	}
-	if err := agent.ValidateID(c.Actor); err != nil {
+	if err := agent.ValidateActorID(c.Actor); err != nil {
 		return c, fmt.Errorf("%w: actor %v", assistant.ErrInvalid, err)
 	}
 	if c.Session != "" {
