@@ -114,6 +114,7 @@ type Dashboard struct {
 	turns   turnRegistry
 	usedMu  sync.Mutex
 	used    map[string]time.Time // sign-in link codes already used
+	signins signinThrottle       // wrong tokens at POST /signin, per IP
 	closing chan struct{}
 	once    sync.Once
 	wg      sync.WaitGroup
@@ -356,7 +357,13 @@ func (d *Dashboard) bearerOK(r *http.Request) bool {
 	if len(got) <= 7 || !strings.EqualFold(got[:7], "bearer ") {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(got[7:]), []byte(d.opt.AuthToken)) == 1
+	return tokenEqual(got[7:], d.opt.AuthToken)
+}
+
+// tokenEqual compares tokens in constant time, whatever their lengths.
+func tokenEqual(got, want string) bool {
+	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
 }
 
 func mac(key []byte, parts ...string) string {
@@ -493,11 +500,25 @@ func (d *Dashboard) signin(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
-	if subtle.ConstantTimeCompare([]byte(r.PostFormValue("token")), []byte(d.opt.AuthToken)) != 1 {
+	ip, now := clientIP(r), d.opt.Now()
+	if wait := d.signins.wait(ip, now); wait > 0 {
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		w.WriteHeader(http.StatusTooManyRequests)
+		d.render(w, r, "signin", "Sign in", map[string]any{"Next": next, "Error": fmt.Sprintf(t(lang(r), "Too many wrong tokens: try again in %d s."), secs)})
+		return
+	}
+	// The token is trimmed as TENDRIL_AUTH_TOKEN is (a pasted newline is
+	// no part of it); blank never matches. Comparing digests keeps the
+	// time independent of the token's length too.
+	got := strings.TrimSpace(r.PostFormValue("token"))
+	if got == "" || !tokenEqual(got, d.opt.AuthToken) {
+		d.signins.fail(ip, now)
 		w.WriteHeader(http.StatusUnauthorized)
 		d.render(w, r, "signin", "Sign in", map[string]any{"Next": next, "Error": t(lang(r), "Wrong token.")})
 		return
 	}
+	d.signins.ok(ip)
 	d.setSession(w, r)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }

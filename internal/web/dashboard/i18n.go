@@ -70,6 +70,7 @@ var ko = map[string]string{
 	"Sign in first: the dashboard needs the auth token.":                                          "먼저 로그인하세요. 대시보드에는 인증 토큰이 필요합니다.",
 	"The form expired or came from elsewhere (CSRF check failed); reload the page and try again.": "양식이 만료되었거나 다른 곳에서 왔습니다(CSRF 확인 실패). 페이지를 새로 고친 뒤 다시 시도하세요.",
 	"Wrong token.": "토큰이 틀렸습니다.",
+	"Too many wrong tokens: try again in %d s.":                                      "틀린 토큰이 너무 많습니다. %d초 뒤에 다시 시도하세요.",
 	"This sign-in link is expired or was already used; run tendril dashboard again.": "이 로그인 링크는 만료되었거나 이미 사용되었습니다. tendril dashboard를 다시 실행하세요.",
 	"Enter TENDRIL_AUTH_TOKEN, or open the link that tendril dashboard prints.":      "TENDRIL_AUTH_TOKEN을 입력하거나 tendril dashboard가 출력한 링크를 여세요.",
 	"No token is configured: on loopback the dashboard needs no sign-in.":            "토큰이 설정되어 있지 않습니다. 루프백에서는 로그인이 필요 없습니다.",
