@@ -332,7 +332,7 @@ func CheckSkillPaths(cfg *config.Config) error {
 	}
 	if from := cfg.Agent.SkillsManifestFrom; from != "" {
 		if _, err := skill.LoadManifest(manifest); err != nil {
-			return fmt.Errorf("%s %s: %w", from, manifest, err)
+			return fmt.Errorf("%s: %w", from, err) // err names the path
 		}
 	}
 	return nil
