@@ -296,3 +296,24 @@ func TestNeighbourByKey(t *testing.T) {
 		t.Errorf("incremental after the clone's update:\n%v\nfresh:\n%v", got, want)
 	}
 }
+
+func TestIsListQuestion(t *testing.T) {
+	for q, want := range map[string]bool{
+		"What LGBTQ+ events has Caroline participated in?": true,
+		"What European countries has Maria been to?":       true,
+		"Where has Melanie camped?":                        true,
+		"What types of yoga has Maria practiced?":          true,
+		"How many times did John go hiking?":               true,
+		"What activities has Melanie done?":                true, // IsAggregateQuestion too
+		"What did Caroline research?":                      false,
+		"When did Melanie paint a sunrise?":                false,
+		"What is Caroline's identity?":                     false,
+	} {
+		if got := IsListQuestion(q); got != want {
+			t.Errorf("IsListQuestion(%q) = %v", q, got)
+		}
+		if IsAggregateQuestion(q) && !IsListQuestion(q) {
+			t.Errorf("%q: aggregate but not a list question", q)
+		}
+	}
+}
