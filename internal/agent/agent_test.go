@@ -607,11 +607,12 @@ func TestSessionsBelongToTheirActor(t *testing.T) {
 	if strings.Contains(allModelText(m.requests()[1]), "secret garden") || res.SessionID == "jin~s1" {
 		t.Fatalf("evil reached jin's session %q", res.SessionID)
 	}
-	// An actor whose own default key collides with another's session is
-	// refused before anything reaches the model.
+	// An actor whose own default key would collide with another's session
+	// ("~" joins actor and session) is refused before anything reaches
+	// the model.
 	n := len(m.requests())
 	_, err = a.Invoke(ctx, Request{Message: "hi", ActorID: "api:jin~s1"})
-	if ErrorCode(err) != "FORBIDDEN" || len(m.requests()) != n {
+	if ErrorCode(err) != "INVALID_ACTOR_ID" || len(m.requests()) != n {
 		t.Fatalf("colliding actor: %v", err)
 	}
 	// Default sessions of actors that differ only in prefix stay apart.
