@@ -158,6 +158,10 @@ type Index struct {
 	// document number): the same lists however the index was built
 	// (incrementally or from scratch), for the re-ranker's neighbours
 	groupDocs [][]int32
+	// groupOwn[g] says groupDocs[g]'s array is this index's alone (not
+	// shared with a Clone), so an insert or delete inside it may shift in
+	// place; a shared one is copied once, then owned.
+	groupOwn []bool
 	fwd       termLists // text-field terms per doc (for PRF)
 	keys      []string  // Doc.Key per doc (tie order)
 	second    []bool    // text in the second person (AddresseeBoost)
@@ -211,8 +215,11 @@ func (ix *Index) Clone() *Index {
 	c.group = clip(ix.group)
 	c.groupDocs = make([][]int32, len(ix.groupDocs))
 	for g, l := range ix.groupDocs {
-		c.groupDocs[g] = clip(l) // changed only by appending or by copying (groupInsert, groupDelete)
+		c.groupDocs[g] = clip(l) // appended past its length, or copied before a change inside (groupInsert, groupDelete)
 	}
+	// both now share every list's array; searches never read groupOwn
+	c.groupOwn = make([]bool, len(ix.groupDocs))
+	clear(ix.groupOwn)
 	c.fwd = ix.fwd.clone()
 	c.keys = clip(ix.keys)
 	c.dead = append([]bool(nil), ix.dead...) // Remove writes in place
@@ -271,8 +278,9 @@ func (ix *Index) groupPos(doc int32) int {
 }
 
 // groupInsert puts doc, the newest document, in its group's list after
-// every document of a key not above its own. A list is written only by
-// appending or replaced by a copy, so that clones can share it.
+// every document of a key not above its own. A list shared with a clone
+// is only appended to past its length (the clone's view ends there) or
+// copied first (ownList), so that clones can share it.
 func (ix *Index) groupInsert(doc int32) {
 	g := ix.group[doc]
 	if g < 0 {
@@ -280,6 +288,7 @@ func (ix *Index) groupInsert(doc int32) {
 	}
 	for int(g) >= len(ix.groupDocs) {
 		ix.groupDocs = append(ix.groupDocs, nil)
+		ix.groupOwn = append(ix.groupOwn, false)
 	}
 	l, key := ix.groupDocs[g], ix.keys[doc]
 	i := sort.Search(len(l), func(i int) bool { return ix.keys[l[i]] > key })
@@ -287,22 +296,39 @@ func (ix *Index) groupInsert(doc int32) {
 		ix.groupDocs[g] = append(l, doc)
 		return
 	}
-	n := make([]int32, 0, len(l)+1)
-	n = append(append(append(n, l[:i]...), doc), l[i:]...)
-	ix.groupDocs[g] = n
+	l = append(ix.ownList(g, 1), 0)
+	copy(l[i+1:], l[i:])
+	l[i] = doc
+	ix.groupDocs[g] = l
 }
 
-// groupDelete takes doc out of its group's list (a copy, see
-// groupInsert).
+// groupDelete takes doc out of its group's list (in place once the list
+// is owned, see groupInsert).
 func (ix *Index) groupDelete(doc int32) {
 	i := ix.groupPos(doc)
 	if i < 0 {
 		return
 	}
 	g := ix.group[doc]
+	l := ix.ownList(g, 0)
+	copy(l[i:], l[i+1:])
+	ix.groupDocs[g] = l[:len(l)-1]
+}
+
+// ownList returns group g's list, copied (with room for extra more and
+// some growth) unless this index owns its array already, and marks it
+// owned. Without it a change inside a long session's list copied the
+// whole list on every write (a turn re-indexes its neighbours).
+func (ix *Index) ownList(g int32, extra int) []int32 {
 	l := ix.groupDocs[g]
-	n := make([]int32, 0, len(l)-1)
-	ix.groupDocs[g] = append(append(n, l[:i]...), l[i+1:]...)
+	if ix.groupOwn[g] {
+		return l
+	}
+	n := make([]int32, len(l), len(l)+extra+len(l)/8+4)
+	copy(n, l)
+	ix.groupDocs[g] = n
+	ix.groupOwn[g] = true
+	return n
 }
 
 func (ix *Index) termID(t string) int32 {
