@@ -162,17 +162,17 @@ type Index struct {
 	// shared with a Clone), so an insert or delete inside it may shift in
 	// place; a shared one is copied once, then owned.
 	groupOwn []bool
-	fwd       termLists // text-field terms per doc (for PRF)
-	keys      []string  // Doc.Key per doc (tie order)
-	second    []bool    // text in the second person (AddresseeBoost)
-	groupSpk  map[int32][]int32
-	dead      []bool // removed documents
-	ndead     int
-	pool      sync.Pool
-	conv      *convState          // Params.Conv's per-document state (convlog.go), nil when off
-	addRow    []int32             // Add's scratch: term id → row of addRows, -1 none
-	addRows   [][NumFields]uint16 // Add's scratch: per term of the document, tf by field
-	addIDs    []int32             // Add's scratch: the document's terms
+	fwd      termLists // text-field terms per doc (for PRF)
+	keys     []string  // Doc.Key per doc (tie order)
+	second   []bool    // text in the second person (AddresseeBoost)
+	groupSpk map[int32][]int32
+	dead     []bool // removed documents
+	ndead    int
+	pool     sync.Pool
+	conv     *convState          // Params.Conv's per-document state (convlog.go), nil when off
+	addRow   []int32             // Add's scratch: term id → row of addRows, -1 none
+	addRows  [][NumFields]uint16 // Add's scratch: per term of the document, tf by field
+	addIDs   []int32             // Add's scratch: the document's terms
 }
 
 // NewIndex returns an empty index ranking with p.
