@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -36,6 +37,10 @@ func TestCLIExitCodes(t *testing.T) {
 	}
 	if _, stderr, code := runCLI(t, home, []string{"TENDRIL_ADDR=0.0.0.0:0"}, "serve"); code != 1 || !strings.Contains(stderr, "TENDRIL_AUTH_TOKEN") {
 		t.Fatalf("non-loopback without token: exit %d stderr %q", code, stderr)
+	}
+	// a format the command does not write is bad usage, not a Markdown export under another name
+	if _, stderr, code := runCLI(t, home, nil, "memory", "export", "--format", "json", "--out", filepath.Join(t.TempDir(), "x")); code != 2 || !strings.Contains(stderr, "--format") {
+		t.Fatalf("memory export --format json: exit %d stderr %q", code, stderr)
 	}
 	for _, sub := range []string{"serve", "chat", "invoke", "doctor", "version"} {
 		out, _, code := runCLI(t, home, nil, sub, "--help")

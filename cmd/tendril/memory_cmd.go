@@ -235,12 +235,16 @@ every store runs afterwards and must find nothing.`,
 		},
 	}
 
-	var dir string
+	var dir, format string
 	export := &cobra.Command{
 		Use:   "export [--out DIR]",
 		Short: "Write every actor's memory as Markdown layer files",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if format != "md" {
+				// the layer files are Markdown; a JSON export is tendril session export or the records API
+				return usageError{fmt.Errorf("--format %q: memory export writes Markdown layer files only (md)", format)}
+			}
 			abs, err := filepath.Abs(dir)
 			if err != nil {
 				return err
@@ -255,7 +259,7 @@ every store runs afterwards and must find nothing.`,
 		},
 	}
 	export.Flags().StringVar(&dir, "out", "memory-export", "output directory")
-	export.Flags().String("format", "md", "export format (md)")
+	export.Flags().StringVar(&format, "format", "md", "export format: md (the only one)")
 
 	var useLLM bool
 	harvest := &cobra.Command{
