@@ -66,6 +66,12 @@ func TestE2EInvokeAndChatThroughRunningServer(t *testing.T) {
 		t.Fatalf("approve: exit %d %s", code, e)
 	}
 	waitOut("the resumed reply", regexp.MustCompile(`\[resumed\] Saved your note about seaweed feed\.`))
+	n := len(fake.Requests())
+	stdin.Write([]byte("/bogus\n"))
+	waitOut("the unknown command", regexp.MustCompile(`unknown command /bogus`))
+	if len(fake.Requests()) != n {
+		t.Fatal("a mistyped /command was sent to the model")
+	}
 	stdin.Write([]byte("/quit\n"))
 	stdin.Close()
 	if err := chat.Wait(); err != nil {

@@ -42,6 +42,9 @@ func TestCLIExitCodes(t *testing.T) {
 	if _, stderr, code := runCLI(t, home, nil, "memory", "export", "--format", "json", "--out", filepath.Join(t.TempDir(), "x")); code != 2 || !strings.Contains(stderr, "--format") {
 		t.Fatalf("memory export --format json: exit %d stderr %q", code, stderr)
 	}
+	if _, stderr, code := runCLI(t, home, nil, "memory", "staging", "reject", " "); code != 2 || !strings.Contains(stderr, "needs the ID") {
+		t.Fatalf("staging reject with a blank ID: exit %d stderr %q", code, stderr)
+	}
 	for _, sub := range []string{"serve", "chat", "invoke", "doctor", "version"} {
 		out, _, code := runCLI(t, home, nil, sub, "--help")
 		if code != 0 || len(out) < 80 {

@@ -326,7 +326,7 @@ same thing is never proposed again for that actor.`,
 			Use:   verb + " <id>",
 			Short: strings.ToUpper(verb[:1]) + verb[1:] + " a staged memory",
 			Args: func(_ *cobra.Command, args []string) error {
-				if len(args) != 1 {
+				if len(args) != 1 || strings.TrimSpace(args[0]) == "" {
 					return usagef("%s needs the ID of a staged memory (see: tendril memory staging list)", verb)
 				}
 				return nil

@@ -319,6 +319,11 @@ approval given elsewhere are shown as they arrive. Commands: /help, /quit.`,
 					out.printf("Type a message and press Enter. /quit leaves. Approve paused tool calls with `tendril approvals approve ID`.\n")
 					continue
 				}
+				if strings.HasPrefix(line, "/") && !strings.ContainsAny(line, " \t") {
+					// a mistyped command is not sent to the model as a message
+					out.printf("[error] unknown command %s (/help lists them)\n", line)
+					continue
+				}
 				body, _, err := cn.Invoke(ctx, f.request(line))
 				if err == nil {
 					err = turnError(body)
