@@ -363,7 +363,11 @@ func nearDuplicate(a, b []string) bool {
 }
 
 // intersection counts the words two sorted sets share (a merge, no maps).
-func intersection(a, b []string) int {
+func intersection(a, b []string) int { return CountCommon(a, b) }
+
+// CountCommon counts the strings two sorted, duplicate-free slices share,
+// by one merge without allocating.
+func CountCommon(a, b []string) int {
 	n, i, j := 0, 0, 0
 	for i < len(a) && j < len(b) {
 		switch {

@@ -201,14 +201,7 @@ func CrossValidateRerank(qs []RerankQuestion, depth int, name string, fit Traine
 	cv := &RerankCV{Depth: depth, Name: name}
 	var all []QuestionResult
 	for _, held := range convs {
-		var train, test []RerankQuestion
-		for _, q := range qs {
-			if q.Conversation == held {
-				test = append(test, q)
-			} else {
-				train = append(train, q)
-			}
-		}
+		train, test := splitHeldOut(qs, held)
 		w := fit(train)
 		tr := RerankResults(test, w)
 		all = append(all, tr...)
@@ -557,14 +550,7 @@ func NestedPairs(configs []PairConfig, chosen func(PairConfig)) Trainer {
 				drop := c.Drop.drop()
 				var held []QuestionResult
 				for _, cv := range convs {
-					var tr, te []RerankQuestion
-					for _, q := range train {
-						if q.Conversation == cv {
-							te = append(te, q)
-						} else {
-							tr = append(tr, q)
-						}
-					}
+					tr, te := splitHeldOut(train, cv)
 					held = append(held, RerankResults(te, trainPairs(tr, c.PairOptions, drop))...)
 				}
 				scores[ci] = Objective(held)
@@ -614,4 +600,17 @@ func pairedWins(a, b []QuestionResult) (win, loss int) {
 		}
 	}
 	return
+}
+
+// splitHeldOut splits questions into those of every conversation but held
+// (train) and those of held (test), in their order.
+func splitHeldOut(qs []RerankQuestion, held string) (train, test []RerankQuestion) {
+	for _, q := range qs {
+		if q.Conversation == held {
+			test = append(test, q)
+		} else {
+			train = append(train, q)
+		}
+	}
+	return train, test
 }

@@ -394,19 +394,7 @@ func TokenSet(tokens []string) []string {
 // value, by one merge of the sorted sets and without allocating, for a
 // caller comparing one set with many (consolidation's novelty).
 func JaccardSets(a, b []string) float64 {
-	inter, i, j := 0, 0, 0
-	for i < len(a) && j < len(b) {
-		switch {
-		case a[i] == b[j]:
-			inter++
-			i++
-			j++
-		case a[i] < b[j]:
-			i++
-		default:
-			j++
-		}
-	}
+	inter := memory.CountCommon(a, b)
 	union := len(a) + len(b) - inter
 	if union == 0 {
 		return 0
