@@ -34,13 +34,17 @@ func TestTurnThatLostItsLockWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
+	// Only this turn's lock: other test binaries share the server and
+	// hold session locks of their own.
+	objid := int64(uint32(lockKey("api\x00" + agent.SessionOwner("api:lost", "api") + agent.SessionSep + "s")))
 	var killed int
 	for deadline := time.Now().Add(10 * time.Second); killed == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the turn never took its session lock")
 		}
 		rows, err := conn.Query(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks
-			WHERE locktype = 'advisory' AND classid = $1 AND granted`, lockClassSession)
+			WHERE locktype = 'advisory' AND classid = $1 AND objid::bigint = $2 AND granted`,
+			lockClassSession, objid)
 		if err != nil {
 			t.Fatal(err)
 		}
