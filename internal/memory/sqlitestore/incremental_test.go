@@ -605,3 +605,76 @@ func TestMaintenanceDuringTurns(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendOnlyHistoryCompacts: each turn appended in order retires its
+// predecessor's document (whose context gains the new turn). Over 1,500
+// turns the retired documents stay within compactable's bound (256, or
+// an eighth of the live ones) instead of growing by one per turn, the
+// index was rebuilt meanwhile, and it ranks as a fresh build does.
+func TestAppendOnlyHistoryCompacts(t *testing.T) {
+	home := t.TempDir()
+	opts := Options{NoFsync: true, SyncInterval: -1}
+	s, err := Open(home, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	words := strings.Fields("fig tree water tomato aphids compost basil rust spots organic fertiliser mulch prune frost")
+	rng := rand.New(rand.NewSource(11))
+	text := func(n int) string {
+		var w []string
+		for i := 0; i < n; i++ {
+			w = append(w, words[rng.Intn(len(words))])
+		}
+		return strings.Join(w, " ")
+	}
+	const turns = 1500
+	t0 := time.Now().Add(-turns * time.Minute) // recent: not expired
+	q := memory.Query{NamespacePath: "/main/u/", Text: "fig tree water", TopK: 10}
+	maxDead, rebuilt := 0, false
+	for i := 0; i < turns; i++ {
+		ts := t0.Add(time.Duration(i) * time.Minute)
+		if err := s.AppendEvents(bg, []memory.Event{
+			{ActorID: "u", SessionID: "s", Role: "user", Text: text(6), Timestamp: ts},
+			{ActorID: "u", SessionID: "s", Role: "assistant", Text: text(6), Timestamp: ts.Add(time.Second)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if _, err := s.Search(bg, q); err != nil { // builds the index
+				t.Fatal(err)
+			}
+		}
+		x := s.actors["u"].currentIndex()
+		if x == nil {
+			t.Fatalf("turn %d: no index", i)
+		}
+		d := x.ix.Dead()
+		if i > 0 && d < maxDead {
+			rebuilt = true
+		}
+		maxDead = max(maxDead, d)
+		if live := x.ix.Len() - d; d > max(256, live/8) {
+			t.Fatalf("turn %d: %d retired documents beside %d live", i, d, live)
+		}
+	}
+	if !rebuilt {
+		t.Fatalf("the index was never compacted (retired documents reached %d)", maxDead)
+	}
+	fresh, err := Open(home, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	got, err := s.Search(bg, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := fresh.Search(bg, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := fullSummary(got), fullSummary(want); !reflect.DeepEqual(g, w) {
+		t.Fatalf("after compactions:\n  %s\nfresh:\n  %s", strings.Join(g, "\n  "), strings.Join(w, "\n  "))
+	}
+}

@@ -115,6 +115,7 @@ func BenchmarkActorHeap(b *testing.B) {
 	b.ReportMetric(float64(m1.HeapInuse-m0.HeapInuse)/(1<<20), "MiB-heap")
 	b.ReportMetric(float64(liveHeap()-live0)/(1<<20), "MiB-live")
 	b.ReportMetric(float64(s.cachedBytes())/(1<<20), "MiB-estimated")
+	b.ReportMetric(float64(s.retiredDocs("a")), "retired-docs")
 	if p := os.Getenv("HEAP_PROFILE"); p != "" {
 		f, err := os.Create(p)
 		if err != nil {
@@ -267,6 +268,7 @@ func manyActorsHeap(b *testing.B, opts Options) {
 	b.ReportMetric(float64(m1.HeapInuse-m0.HeapInuse)/(1<<20), "MiB-heap")
 	b.ReportMetric(float64(liveHeap()-live0)/(1<<20), "MiB-live")
 	b.ReportMetric(float64(s.cachedBytes())/(1<<20), "MiB-estimated")
+	b.ReportMetric(float64(s.retiredDocs("a")), "retired-docs")
 	s.mu.Lock()
 	b.ReportMetric(float64(len(s.actors)), "actors-cached")
 	b.ReportMetric(float64(s.evictions), "evictions")
@@ -352,6 +354,23 @@ func (s *Store) cachedBytes() int64 {
 // liveHeap is the heap the last GC found live (runtime/metrics
 // /gc/heap/live:bytes): unlike HeapInuse, it does not count the free
 // space of partly used spans.
+// retiredDocs is the number of retired documents in actor's ranking
+// index (0 when not built).
+func (s *Store) retiredDocs(actor string) int {
+	s.mu.Lock()
+	a := s.actors[actor]
+	s.mu.Unlock()
+	if a == nil {
+		return 0
+	}
+	a.ixw.Lock()
+	defer a.ixw.Unlock()
+	if x := a.slots[a.active.Load()].x; x != nil {
+		return x.ix.Dead()
+	}
+	return 0
+}
+
 func liveHeap() int64 {
 	m := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(m)

@@ -645,10 +645,13 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 		a.setRecord(r)
 	}
 	a.mu.Unlock()
-	var built *actorIndex
+	built := s.prebuilt(ctx, a, len(recs))
 	s.changeIndex(a, func(x *actorIndex) *actorIndex { // wmu keeps the maps still
 		if s.legacy {
 			return nil
+		}
+		if built != nil {
+			return built
 		}
 		x.putRecords(recs)
 		return s.compacted(ctx, a, x, &built)
@@ -671,6 +674,26 @@ func (s *Store) compacted(ctx context.Context, a *actorState, x *actorIndex, bui
 		*built = s.buildIndex(ctx, a)
 	}
 	return *built
+}
+
+// prebuilt returns a's index built afresh when the change about to be
+// applied (retiring about retire documents) makes the current index
+// compactable, else nil. It builds outside the slot locks, so searches
+// go on reading the current index meanwhile instead of waiting for the
+// rebuild. The caller holds a.wmu, and a's maps already hold the change,
+// so the build is the index after it.
+func (s *Store) prebuilt(ctx context.Context, a *actorState, retire int) *actorIndex {
+	if s.legacy {
+		return nil
+	}
+	slot := &a.slots[a.active.Load()]
+	slot.mu.RLock()
+	due := slot.x != nil && slot.x.compactableAfter(retire)
+	slot.mu.RUnlock()
+	if !due {
+		return nil
+	}
+	return s.buildIndex(ctx, a)
 }
 
 // ixSlot is one of the two read locks over an actor's ranking index.
@@ -1226,10 +1249,13 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch
 		fresh[i] = a.events[e.ID] // interned strings for the index too
 	}
 	a.mu.Unlock()
-	var built *actorIndex
+	built := s.prebuilt(ctx, a, len(fresh))
 	s.changeIndex(a, func(x *actorIndex) *actorIndex { // wmu keeps the maps still
 		if s.legacy {
 			return nil
+		}
+		if built != nil {
+			return built
 		}
 		s.addEvents(a, x, fresh)
 		return s.compacted(ctx, a, x, &built)
