@@ -236,12 +236,12 @@ func (s *Store) needsExpiry(x *actorIndex) bool {
 }
 
 // compactable reports whether so many documents are retired that a
-// rebuild from scratch pays off: more than 256 and more than an eighth of
-// the live ones, as in sqlitestore (a turn appended in order retires its
+// rebuild from scratch pays off: more than 256 and more than a quarter
+// of the live ones, as in sqlitestore (a turn appended in order retires its
 // predecessor's document, so "more retired than live" was never reached).
 func (x *actorIndex) compactable() bool {
 	d := x.ix.Dead()
-	return d > 256 && 8*d > x.ix.Len()-d
+	return d > 256 && 4*d > x.ix.Len()-d
 }
 
 // mask returns the cached mask of a condition set, computing it on a miss.

@@ -609,7 +609,7 @@ func TestMaintenanceDuringTurns(t *testing.T) {
 // TestAppendOnlyHistoryCompacts: each turn appended in order retires its
 // predecessor's document (whose context gains the new turn). Over 1,500
 // turns the retired documents stay within compactable's bound (256, or
-// an eighth of the live ones) instead of growing by one per turn, the
+// a quarter of the live ones) instead of growing by one per turn, the
 // index was rebuilt meanwhile, and it ranks as a fresh build does.
 func TestAppendOnlyHistoryCompacts(t *testing.T) {
 	home := t.TempDir()
@@ -654,7 +654,7 @@ func TestAppendOnlyHistoryCompacts(t *testing.T) {
 			rebuilt = true
 		}
 		maxDead = max(maxDead, d)
-		if live := x.ix.Len() - d; d > max(256, live/8) {
+		if live := x.ix.Len() - d; d > max(256, live/4) {
 			t.Fatalf("turn %d: %d retired documents beside %d live", i, d, live)
 		}
 	}
