@@ -203,9 +203,12 @@ func nameOf(h Hit) string {
 // analysis is what the filter needs of a record, computed once.
 type analysis struct {
 	hash  string          // ContentHash of the body
-	words []string        // distinct content words (stems) of the body, sorted
-	nouns map[string]bool // content words that are not preference verbs
-	first string          // the first content word of the body
+	words []string // distinct content words (stems) of the body, sorted
+	// verbOnly holds the words (stems) that came only from preference
+	// verbs, sorted; the other words are nouns (isNoun). Usually empty,
+	// where a set of the nouns was a map per cached analysis.
+	verbOnly []string
+	first    string // the first content word of the body
 	// hw holds the FNV-1a hashes of words, sorted, and hs the words in
 	// that order (commonWords).
 	hw []uint64
@@ -256,8 +259,9 @@ func analyse(r Record) analysis {
 // shared through the cache and must not be changed.
 func analyseBody(r Record) analysis {
 	body := bodyText(r)
-	an := analysis{hash: ContentHash(body), nouns: map[string]bool{}}
+	an := analysis{hash: ContentHash(body)}
 	seen := map[string]bool{}
+	nouns := map[string]bool{}
 	for _, w := range words(body) {
 		st := stem(w)
 		if st == "" {
@@ -271,10 +275,15 @@ func analyseBody(r Record) analysis {
 			}
 		}
 		if !preferenceVerbs[w] {
-			an.nouns[st] = true
+			nouns[st] = true
 		}
 	}
 	slices.Sort(an.words)
+	for _, w := range an.words {
+		if !nouns[w] {
+			an.verbOnly = append(an.verbOnly, w)
+		}
+	}
 	an.hs = slices.Clone(an.words)
 	hashes := make(map[string]uint64, len(an.hs))
 	for _, w := range an.hs {
@@ -564,7 +573,17 @@ func sameWords(explicit Strategy, e, i *analysis, common int) bool {
 	if float64(common) >= 0.5*float64(len(i.words)) {
 		return true
 	}
-	return explicit == StrategyUserPreference && len(i.words) <= claimMaxWords && e.nouns[i.first]
+	return explicit == StrategyUserPreference && len(i.words) <= claimMaxWords && e.isNoun(i.first)
+}
+
+// isNoun reports whether w is one of a's words that is not only a
+// preference verb.
+func (a *analysis) isNoun(w string) bool {
+	if _, ok := slices.BinarySearch(a.words, w); !ok {
+		return false
+	}
+	_, verb := slices.BinarySearch(a.verbOnly, w)
+	return !verb
 }
 
 // BlockHeader starts the memory block.

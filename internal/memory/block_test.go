@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"slices"
 	"fmt"
 	"reflect"
 	"strings"
@@ -269,4 +270,23 @@ func realisticHits() []Hit {
 		}
 	}
 	return hits
+}
+
+// A word (stem) is a noun of an analysis when some occurrence of it is
+// not a listed preference verb: "favourite" in "my favourite organic
+// fertiliser" is not; with "favourites" (not listed, the same stem)
+// beside it, it is.
+func TestAnalysisNouns(t *testing.T) {
+	verb := analyseBody(Record{Content: "my favourite organic fertiliser"})
+	both := analyseBody(Record{Content: "my favourite organic fertiliser, among my favourites"})
+	use, fert := stem("favourite"), stem("fertiliser")
+	if use != stem("favourites") {
+		t.Fatalf("stems %q and %q differ", use, stem("favourites"))
+	}
+	if !slices.Contains(verb.words, use) || verb.isNoun(use) || !verb.isNoun(fert) {
+		t.Fatalf("verb favourite: words %v verbOnly %v", verb.words, verb.verbOnly)
+	}
+	if !both.isNoun(use) || !both.isNoun(fert) || both.isNoun("absent") {
+		t.Fatalf("noun favourite: words %v verbOnly %v", both.words, both.verbOnly)
+	}
 }
