@@ -202,7 +202,7 @@ func nameOf(h Hit) string {
 
 // analysis is what the filter needs of a record, computed once.
 type analysis struct {
-	hash  string          // ContentHash of the body
+	hash  string   // ContentHash of the body
 	words []string // distinct content words (stems) of the body, sorted
 	// verbOnly holds the words (stems) that came only from preference
 	// verbs, sorted; the other words are nouns (isNoun). Usually empty,

@@ -1,9 +1,9 @@
 package memory
 
 import (
-	"slices"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
