@@ -407,6 +407,17 @@ func BenchmarkSearchAfterWrite(b *testing.B) {
 }
 
 // currentIndex returns the active copy of a's ranking index (tests).
+// waitCompaction waits for a background compaction of actor's index
+// (compactSoon) started by a write that has returned.
+func (s *Store) waitCompaction(actor string) {
+	s.mu.Lock()
+	a := s.actors[actor]
+	s.mu.Unlock()
+	for a != nil && a.compacting.Load() {
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func (a *actorState) currentIndex() *actorIndex {
 	slot := &a.slots[a.active.Load()]
 	slot.mu.RLock()
@@ -523,6 +534,7 @@ func TestCompactionKeepsResults(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	s.waitCompaction("u")
 	x := s.actors["u"].currentIndex()
 	if x == nil || x.ix.Len() > 4*60 {
 		t.Fatalf("index not compacted: %d documents", x.ix.Len())
@@ -609,8 +621,9 @@ func TestMaintenanceDuringTurns(t *testing.T) {
 // TestAppendOnlyHistoryCompacts: each turn appended in order retires its
 // predecessor's document (whose context gains the new turn). Over 1,500
 // turns the retired documents stay within compactable's bound (256, or
-// a quarter of the live ones) instead of growing by one per turn, the
-// index was rebuilt meanwhile, and it ranks as a fresh build does.
+// a quarter of the live ones) once each background compaction is done,
+// instead of growing by one per turn; the index was rebuilt meanwhile,
+// and it ranks as a fresh build does.
 func TestAppendOnlyHistoryCompacts(t *testing.T) {
 	home := t.TempDir()
 	opts := Options{NoFsync: true, SyncInterval: -1}
@@ -645,6 +658,7 @@ func TestAppendOnlyHistoryCompacts(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		s.waitCompaction("u")
 		x := s.actors["u"].currentIndex()
 		if x == nil {
 			t.Fatalf("turn %d: no index", i)
@@ -676,5 +690,63 @@ func TestAppendOnlyHistoryCompacts(t *testing.T) {
 	}
 	if g, w := fullSummary(got), fullSummary(want); !reflect.DeepEqual(g, w) {
 		t.Fatalf("after compactions:\n  %s\nfresh:\n  %s", strings.Join(g, "\n  "), strings.Join(w, "\n  "))
+	}
+}
+
+// TestBackgroundCompactionRaces: searches run beside the writes whose
+// compactions rebuild the index in the background, and the store closes
+// while one may be running; under -race nothing races, every search
+// answers, and the reopened store has every event.
+func TestBackgroundCompactionRaces(t *testing.T) {
+	home := t.TempDir()
+	opts := Options{NoFsync: true, SyncInterval: -1}
+	s, err := Open(home, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := memory.Query{NamespacePath: "/main/u/", Text: "fig water", TopK: 5}
+	t0 := time.Now().Add(-time.Hour)
+	stop := make(chan struct{})
+	searched := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				searched <- n
+				return
+			default:
+			}
+			if _, err := s.Search(bg, q); err != nil {
+				t.Error(err)
+			}
+			n++
+		}
+	}()
+	const turns = 700
+	for i := 0; i < turns; i++ {
+		ts := t0.Add(time.Duration(i) * time.Second)
+		if err := s.AppendEvents(bg, []memory.Event{
+			{ActorID: "u", SessionID: "s", Role: "user", Text: fmt.Sprintf("fig water %d", i), Timestamp: ts},
+			{ActorID: "u", SessionID: "s", Role: "assistant", Text: fmt.Sprintf("water the fig %d", i), Timestamp: ts.Add(time.Millisecond)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if n := <-searched; n == 0 {
+		t.Fatal("no search ran beside the writes")
+	}
+	if err := s.Close(); err != nil { // a compaction may be running
+		t.Fatal(err)
+	}
+	re, err := Open(home, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer re.Close()
+	evs, err := re.Events(bg, "u", "s")
+	if err != nil || len(evs) != 2*turns {
+		t.Fatalf("reopened: %d events (%v), want %d", len(evs), err, 2*turns)
 	}
 }

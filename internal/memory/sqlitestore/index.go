@@ -379,12 +379,9 @@ func (s *Store) expireIndexed(a *actorState, x *actorIndex) {
 // which an append-only history never reaches: the index kept one retired
 // document per turn forever, a third of its documents. An eighth was
 // tried: 30% more time per turn in that benchmark for rebuilds.)
-func (x *actorIndex) compactable() bool { return x.compactableAfter(0) }
-
-// compactableAfter is compactable once retire more documents are retired.
-func (x *actorIndex) compactableAfter(retire int) bool {
-	d := x.ix.Dead() + retire
-	return d > 256 && 4*d > x.ix.Len()+retire-d
+func (x *actorIndex) compactable() bool {
+	d := x.ix.Dead()
+	return d > 256 && 4*d > x.ix.Len()-d
 }
 
 // mask returns the cached mask of a condition set, computing it on a miss.
