@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -167,13 +168,14 @@ var RerankGains = []string{"", "ndcg"}
 // RerankConfigs are the choices of the shipped trainer at depth: every
 // feature set of sets × gain of gains × l2 of RerankL2s, in that order
 // (a tie goes to the earlier), each the pairwise logistic loss over
-// every non-evidence candidate of the depth as a negative, 300 steps.
+// every non-evidence candidate (the first stage's depth and the second
+// round's) as a negative, 300 steps.
 func RerankConfigs(depth int, sets []FeatureSet, gains []string) []PairConfig {
 	var out []PairConfig
 	for _, set := range sets {
 		for _, g := range gains {
 			for _, l2 := range RerankL2s {
-				out = append(out, PairConfig{PairOptions{NegDepth: depth, L2: l2, Iters: 300, Gain: g}, set})
+				out = append(out, PairConfig{PairOptions{NegDepth: math.MaxInt, L2: l2, Iters: 300, Gain: g}, set})
 			}
 		}
 	}

@@ -22,7 +22,7 @@ type RerankQuestion struct {
 	Conversation string
 	Category     int
 	Evidence     []string
-	IDs          []string // LoCoMo turn IDs of the candidates, first-stage order
+	IDs          []string // LoCoMo turn IDs of the candidates, first-stage order (then the second round's)
 	Feats        [][search.NumFeatures]float64
 }
 
@@ -30,8 +30,11 @@ type RerankQuestion struct {
 // level: memindex.EventDoc with the previous and next turn of the session
 // as context) ranked with p's first stage (p.Rerank is ignored), and
 // returns every question's (categories 1–4) best depth first-stage
-// candidates with their features.
+// candidates, then those p.Rerank's second round adds (p.Rerank.Round2),
+// with their features: what the re-ranker ranks in the stores
+// (search.Index.RerankCandidates).
 func RerankData(convs []Conversation, p search.Params, depth int) []RerankQuestion {
+	rp := search.RerankParams{Depth: depth, Round2: p.Rerank.Round2}
 	p.Rerank = search.RerankParams{}
 	var out []RerankQuestion
 	for _, c := range convs {
@@ -61,8 +64,8 @@ func RerankData(convs []Conversation, p search.Params, depth int) []RerankQuesti
 			if q.Category < 1 || q.Category > 4 {
 				continue
 			}
-			res := ix.SearchScope(q.Question, sc, depth)
-			rq := RerankQuestion{Conversation: c.SampleID, Category: q.Category, Evidence: q.Evidence, Feats: ix.Features(q.Question, sc, res)}
+			res, fs := ix.RerankCandidates(q.Question, sc, rp)
+			rq := RerankQuestion{Conversation: c.SampleID, Category: q.Category, Evidence: q.Evidence, Feats: fs}
 			for _, r := range res {
 				rq.IDs = append(rq.IDs, ids[r.Doc])
 			}

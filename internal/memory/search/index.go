@@ -678,6 +678,12 @@ func (ix *Index) searchScope(query string, sc0 *Scope, k int) []Result {
 // searchScopeLazy is searchScope without the explanations: why(i) makes
 // result i's (the re-ranker explains only the results it keeps).
 func (ix *Index) searchScopeLazy(query string, sc0 *Scope, k int) (res []Result, why func(i int) string) {
+	return ix.searchTermsLazy(query, func() []qterm { return ix.parseQuery(query) }, sc0, k)
+}
+
+// searchTermsLazy is searchScopeLazy for the query terms parse returns
+// (query itself gives the speakers it names and whether it asks "when").
+func (ix *Index) searchTermsLazy(query string, parse func() []qterm, sc0 *Scope, k int) (res []Result, why func(i int) string) {
 	n := len(ix.lens)
 	if n == 0 || k <= 0 || sc0 == nil || len(sc0.allow) != n {
 		return nil, nil
@@ -686,7 +692,7 @@ func (ix *Index) searchScopeLazy(query string, sc0 *Scope, k int) (res []Result,
 	if st.n == 0 {
 		return nil, nil
 	}
-	qs := ix.parseQuery(query)
+	qs := parse()
 	if len(qs) == 0 {
 		return nil, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Rerank features, in the order of Features' vectors.
@@ -30,11 +31,13 @@ const (
 	FeatListSessBest         // FeatSessBest for a list question (IsListQuestion, wider than IsAggregateQuestion), else 0
 	FeatListSession          // FeatSession for a list question, else 0
 	FeatListNeighbour        // FeatNeighbour for a list question, else 0
+	FeatRound2               // the second round's score (RerankParams.Round2) / its best, 0 when not among its results
+	FeatFromRound2           // 1 if the candidate came from the second round alone (not among the first stage's)
 	NumFeatures
 )
 
 // FeatureNames names the rerank features (FeatScore …).
-var FeatureNames = [NumFeatures]string{"score", "rank", "text", "context", "speaker", "date", "session", "cover_text", "cover_all", "time_cue", "length", "sess_best", "sess_rank", "seed", "entity", "agg_sess_best", "agg_session", "neighbour", "agg_neighbour", "list_sess_best", "list_session", "list_neighbour"}
+var FeatureNames = [NumFeatures]string{"score", "rank", "text", "context", "speaker", "date", "session", "cover_text", "cover_all", "time_cue", "length", "sess_best", "sess_rank", "seed", "entity", "agg_sess_best", "agg_session", "neighbour", "agg_neighbour", "list_sess_best", "list_session", "list_neighbour", "round2", "from_round2"}
 
 // Features returns one vector of NumFeatures features per result of res
 // (a first-stage ranking of query over scope sc, best first), for a
@@ -54,6 +57,13 @@ var FeatureNames = [NumFeatures]string{"score", "rank", "text", "context", "spea
 // by the best of the list, so the features of one query are comparable
 // with another's. Nil when res is empty or sc does not cover the index.
 func (ix *Index) Features(query string, sc *Scope, res []Result) [][NumFeatures]float64 {
+	return ix.features(query, sc, res, nil, len(res))
+}
+
+// features is Features with the second round's features: r2 holds the
+// second round's scores by document (nil: no second round), and
+// res[nfirst:] came from the second round alone.
+func (ix *Index) features(query string, sc *Scope, res []Result, r2 map[int]float64, nfirst int) [][NumFeatures]float64 {
 	if len(res) == 0 || sc == nil || len(sc.allow) != len(ix.lens) {
 		return nil
 	}
@@ -216,7 +226,195 @@ func (ix *Index) Features(query string, sc *Scope, res []Result) [][NumFeatures]
 			out[i][FeatListNeighbour] = out[i][FeatNeighbour]
 		}
 	}
+	if len(r2) > 0 {
+		best := 0.0
+		for _, s := range r2 {
+			best = max(best, s)
+		}
+		for i, r := range res {
+			if best > 0 {
+				out[i][FeatRound2] = r2[r.Doc] / best
+			}
+			if i >= nfirst {
+				out[i][FeatFromRound2] = 1
+			}
+		}
+	}
 	return out
+}
+
+// Round2Params configures the re-ranker's second retrieval round, a
+// candidate source of its own for multi-hop questions: the query's terms
+// plus the distinctive text terms of the first stage's best Seeds turns
+// (those at most MaxCandDF of the first stage's candidates hold, the
+// rarest among them first, at most Terms) are ranked by BM25F over the
+// same scope; its best Depth turns not among the first stage's
+// candidates join them (score 0, after them), and every candidate gets
+// its second-round score (FeatRound2) and whether it came from the
+// second round alone (FeatFromRound2). Only for list questions
+// (IsListQuestion) unless All. Depth 0 turns it off, as in
+// DefaultParams: on LoCoMo's development split no setting tried raised
+// the cross-validated figures (docs/bench/memory.md, issue 16 round 7).
+type Round2Params struct {
+	Depth     int
+	Seeds     int // default 3
+	Terms     int // default 10
+	MaxCandDF int // default 2
+	All       bool
+	NoQuery   bool    // the seeds' terms alone, without the query's
+	NoExtra   bool    // score the first stage's candidates only (FeatRound2), add none
+	Weight    float64 // each seed term's weight in the query (default 1; the query's own terms weigh 1)
+	TextSeeds bool    // seeds are the best turns holding a query word other than a speaker's name in their text
+}
+
+func (p Round2Params) on(query string) bool {
+	return p.Depth > 0 && (p.All || IsListQuestion(query))
+}
+
+// round2 runs the second round of p for query over sc seeded by the
+// first stage's turns evs (best first): the turns it brings that evs
+// lacks (best first, Score 0) and its scores by document.
+func (ix *Index) round2(query string, sc *Scope, evs []Result, p Round2Params) (extra []Result, r2 map[int]float64) {
+	if !p.on(query) || len(evs) == 0 {
+		return nil, nil
+	}
+	seeds, nterms, maxDF := p.Seeds, p.Terms, p.MaxCandDF
+	if seeds <= 0 {
+		seeds = 3
+	}
+	if nterms <= 0 {
+		nterms = 10
+	}
+	if maxDF <= 0 {
+		maxDF = 2
+	}
+	qs := ix.parseQuery(query)
+	skip := make(map[int32]bool, len(qs)+32) // the query's terms, then the terms picked
+	for _, q := range qs {
+		skip[q.id] = true
+	}
+	df := map[int32]int{} // term → candidates holding it in their text
+	var buf []int32
+	for _, r := range evs {
+		buf = ix.fwd.terms(int32(r.Doc), buf[:0])
+		for _, t := range buf {
+			df[t]++
+		}
+	}
+	type pick struct {
+		id       int32
+		df, seed int
+	}
+	var picks []pick
+	for i, ns := 0, 0; ns < seeds && i < len(evs); i++ {
+		if p.TextSeeds && !slices.ContainsFunc(qs, func(q qterm) bool {
+			mask, _ := ix.post.find(q.id, int32(evs[i].Doc))
+			return mask&(1<<FieldText) != 0 && ix.spkTerms[q.text] == nil
+		}) {
+			continue
+		}
+		ns++
+		buf = ix.fwd.terms(int32(evs[i].Doc), buf[:0])
+		for _, t := range buf {
+			if skip[t] || df[t] > maxDF {
+				continue
+			}
+			skip[t] = true
+			picks = append(picks, pick{t, df[t], i})
+		}
+	}
+	if len(picks) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(picks, func(a, b pick) int {
+		if a.df != b.df {
+			return a.df - b.df
+		}
+		if a.seed != b.seed {
+			return a.seed - b.seed
+		}
+		return strings.Compare(ix.termStr[a.id], ix.termStr[b.id]) // independent of insertion order
+	})
+	picks = picks[:min(nterms, len(picks))]
+	wt := p.Weight
+	if wt <= 0 {
+		wt = 1
+	}
+	parse := func() []qterm {
+		var out []qterm
+		if !p.NoQuery {
+			out = ix.parseQuery(query)
+		}
+		for _, pk := range picks {
+			out = append(out, qterm{id: pk.id, text: ix.termStr[pk.id], weight: wt})
+		}
+		return out
+	}
+	res, _ := ix.searchTermsLazy(query, parse, sc, p.Depth)
+	if len(res) == 0 {
+		return nil, nil
+	}
+	in := make(map[int]bool, len(evs))
+	for _, r := range evs {
+		in[r.Doc] = true
+	}
+	r2 = make(map[int]float64, len(res))
+	for _, r := range res {
+		r2[r.Doc] = r.Score
+		if !in[r.Doc] && ix.group[r.Doc] >= 0 && !p.NoExtra {
+			extra = append(extra, Result{Doc: r.Doc})
+		}
+	}
+	return extra, r2
+}
+
+// rerankCands is what the re-ranker ranks for one query: the first
+// stage's best (res, why explaining them lazily), the turns among them
+// (evs[:nfirst], at places slots of res) then the second round's turns
+// (evs[nfirst:]), and their features.
+type rerankCands struct {
+	res    []Result
+	why    func(int) string
+	evs    []Result
+	slots  []int
+	nfirst int
+	fs     [][NumFeatures]float64
+}
+
+// rerankCandidates ranks the first stage's best n for query over sc,
+// runs the second round of p and makes the candidates' features.
+func (ix *Index) rerankCandidates(query string, sc *Scope, n int, p Round2Params) rerankCands {
+	var c rerankCands
+	if ix.p.Conv.reranks() && ix.conv != nil {
+		c.res = ix.searchConv(query, sc, n)
+	} else {
+		c.res, c.why = ix.searchScopeLazy(query, sc, n)
+	}
+	for i, r := range c.res {
+		if ix.group[r.Doc] >= 0 {
+			c.evs = append(c.evs, r)
+			c.slots = append(c.slots, i)
+		}
+	}
+	c.nfirst = len(c.evs)
+	extra, r2 := ix.round2(query, sc, c.evs, p)
+	c.evs = append(c.evs, extra...)
+	c.fs = ix.features(query, sc, c.evs, r2, c.nfirst)
+	return c
+}
+
+// RerankCandidates is what the re-ranker of p ranks for query over sc
+// (the stores' SearchScope with p as Params.Rerank and k ≤ p.Depth):
+// the turns among the first stage's best p.Depth (default 100), in its
+// order, then those the second round (p.Round2) adds, with their
+// Features. The index's own Params.Rerank is not used.
+func (ix *Index) RerankCandidates(query string, sc *Scope, p RerankParams) ([]Result, [][NumFeatures]float64) {
+	depth := p.Depth
+	if depth <= 0 {
+		depth = 100
+	}
+	c := ix.rerankCandidates(query, sc, depth, p.Round2)
+	return c.evs, c.fs
 }
 
 // contextFeatures sets the features of res that look beyond the
@@ -376,6 +574,9 @@ type RerankWeights [NumFeatures]float64
 type RerankParams struct {
 	Weights RerankWeights
 	Depth   int
+	// Round2 adds a second retrieval round's turns to the candidates
+	// (multi-hop questions); the zero value turns it off.
+	Round2 Round2Params
 }
 
 func (r RerankParams) on() bool { return r.Weights != RerankWeights{} }
@@ -418,13 +619,8 @@ func (ix *Index) rerankScope(query string, sc *Scope, k int) []Result {
 	if depth <= 0 {
 		depth = 100
 	}
-	var res []Result
-	var why func(int) string // explanations of the first stage, made for the results kept
-	if ix.p.Conv.reranks() && ix.conv != nil {
-		res = ix.searchConv(query, sc, max(k, depth))
-	} else {
-		res, why = ix.searchScopeLazy(query, sc, max(k, depth))
-	}
+	rc := ix.rerankCandidates(query, sc, max(k, depth), ix.p.Rerank.Round2)
+	res, why, evs, fs, nfirst := rc.res, rc.why, rc.evs, rc.fs, rc.nfirst
 	explain := func(i int) string {
 		if why != nil {
 			return why(i)
@@ -435,15 +631,10 @@ func (ix *Index) rerankScope(query string, sc *Scope, k int) []Result {
 	for i, r := range res {
 		origin[r.Doc] = i
 	}
-	var evs []Result
-	var slots []int
-	for i, r := range res {
-		if ix.group[r.Doc] >= 0 {
-			evs = append(evs, r)
-			slots = append(slots, i)
-		}
+	slots := rc.slots
+	for j := range evs[nfirst:] { // the second round's turns: places after the first stage's
+		slots = append(slots, len(res)+j)
 	}
-	fs := ix.Features(query, sc, evs)
 	if fs == nil {
 		if len(res) > k {
 			res = res[:k]
@@ -478,13 +669,22 @@ func (ix *Index) rerankScope(query string, sc *Scope, k int) []Result {
 		}
 		return 0
 	})
-	out := make([]Result, min(k, len(res)))
+	out := make([]Result, min(k, len(res)+len(evs)-nfirst))
 	for i := range out {
+		if i >= len(res) { // a second-round turn's place, filled below
+			continue
+		}
 		if why != nil && ix.group[res[i].Doc] < 0 { // a record's place (turns' are filled below)
 			out[i] = Result{Doc: res[i].Doc, Score: res[i].Score, Explain: why(i)}
 		} else {
 			out[i] = res[i]
 		}
+	}
+	slotScore := func(slot int) float64 { // places past the first stage's take its last score
+		if slot < len(res) {
+			return res[slot].Score
+		}
+		return res[len(res)-1].Score
 	}
 	for j, slot := range slots {
 		if slot >= k {
@@ -510,9 +710,13 @@ func (ix *Index) rerankScope(query string, sc *Scope, k int) []Result {
 			b = append(b, "×"...)
 			b = strconv.AppendFloat(b, v, 'f', 3, 64)
 		}
-		b = append(b, "] of first stage "...)
-		b = append(b, explain(origin[x.r.Doc])...)
-		out[slot] = Result{Doc: x.r.Doc, Score: res[slot].Score, Explain: string(b)}
+		if o, ok := origin[x.r.Doc]; ok {
+			b = append(b, "] of first stage "...)
+			b = append(b, explain(o)...)
+		} else {
+			b = append(b, "] of the second round"...)
+		}
+		out[slot] = Result{Doc: x.r.Doc, Score: slotScore(slot), Explain: string(b)}
 	}
 	return out
 }

@@ -201,8 +201,10 @@ func BenchmarkRerankSearch(b *testing.B) {
 // BenchmarkRerankEvents100k times SearchScope (top 10) over at least
 // 100,000 LoCoMo turns (the dev conversations copied, each copy its own
 // sessions) with their questions: the first stage alone and
-// DefaultParams (with its re-ranker, which applies to turns). Latency
-// as BenchmarkSearch (first of 3, fastest of 3, CPU per search).
+// DefaultParams (with its re-ranker, which applies to turns), and
+// DefaultParams with the second round (Round2Params, off by default) of
+// depth 50 for list questions. Latency as BenchmarkSearch (first of 3,
+// fastest of 3, CPU per search).
 func BenchmarkRerankEvents100k(b *testing.B) {
 	convs := loadLocomo(b)
 	n := 0
@@ -212,11 +214,14 @@ func BenchmarkRerankEvents100k(b *testing.B) {
 	for _, c := range convs {
 		qs = append(qs, c.Qs...)
 	}
-	for _, name := range []string{"first-stage", "default"} {
+	for _, name := range []string{"first-stage", "default", "round2"} {
 		b.Run(name, func(b *testing.B) {
 			p := DefaultParams()
-			if name == "first-stage" {
+			switch name {
+			case "first-stage":
 				p.Rerank = RerankParams{}
+			case "round2":
+				p.Rerank.Round2 = Round2Params{Depth: 50}
 			}
 			ix := NewIndex(p)
 			for _, d := range docs {
@@ -315,5 +320,78 @@ func TestIsListQuestion(t *testing.T) {
 		if IsAggregateQuestion(q) && !IsListQuestion(q) {
 			t.Errorf("%q: aggregate but not a list question", q)
 		}
+	}
+}
+
+// TestRound2BringsNewCandidates: for a list question the second round,
+// seeded by the first stage's best turn, brings a turn that holds no
+// query word (so is not among the first stage's results) into the
+// candidates, marked and scored; a question of another kind gets none;
+// the stores' SearchScope ranks the same candidates.
+func TestRound2BringsNewCandidates(t *testing.T) {
+	docs := []Doc{
+		{Text: "my favourite activities are pottery and hiking", Speaker: "Caroline", Group: "s1", Key: "a"}, // 0: the seed
+		{Text: "activities at the shelter", Speaker: "Melanie", Group: "s1", Key: "b"},                       // 1
+		{Text: "we made a pottery bowl at the studio", Speaker: "Melanie", Group: "s2", Key: "c"},            // 2: no query word
+		{Text: "the beach was cold", Speaker: "Melanie", Group: "s2", Key: "d"},                              // 3: unrelated
+	}
+	ix := build(firstStage(), docs...)
+	sc := ix.NewScope(nil)
+	q := "What activities has Caroline done?"
+	if !IsListQuestion(q) {
+		t.Fatalf("%q is not a list question", q)
+	}
+	first := ix.SearchScope(q, sc, 10)
+	for _, r := range first {
+		if r.Doc == 2 {
+			t.Fatalf("doc 2 in the first stage: %v", docsOf(first))
+		}
+	}
+	rp := RerankParams{Depth: 100, Round2: Round2Params{Depth: 10}}
+	res, fs := ix.RerankCandidates(q, sc, rp)
+	if len(res) != len(fs) || len(res) <= len(first) {
+		t.Fatalf("candidates %v (%d features), first stage %v", docsOf(res), len(fs), docsOf(first))
+	}
+	for i, r := range res {
+		from := i >= len(first)
+		if from != (fs[i][FeatFromRound2] == 1) {
+			t.Errorf("candidate %d (doc %d): from_round2 %v", i, r.Doc, fs[i][FeatFromRound2])
+		}
+		if i < len(first) && r.Doc != first[i].Doc {
+			t.Errorf("candidate %d: doc %d, first stage %d", i, r.Doc, first[i].Doc)
+		}
+	}
+	at := slices.IndexFunc(res, func(r Result) bool { return r.Doc == 2 })
+	if at < len(first) || fs[at][FeatRound2] <= 0 {
+		t.Fatalf("doc 2 at %d of %v, round2 %v", at, docsOf(res), fs[max(at, 0)])
+	}
+	if slices.ContainsFunc(res, func(r Result) bool { return r.Doc == 3 }) {
+		t.Errorf("unrelated doc 3 among the candidates %v", docsOf(res))
+	}
+	// not a list question: no second round
+	q2 := "Did Caroline do activities?"
+	if IsListQuestion(q2) {
+		t.Fatalf("%q is a list question", q2)
+	}
+	res2, fs2 := ix.RerankCandidates(q2, sc, rp)
+	if len(res2) != len(ix.SearchScope(q2, sc, 10)) {
+		t.Errorf("%q: candidates %v", q2, docsOf(res2))
+	}
+	for _, f := range fs2 {
+		if f[FeatRound2] != 0 || f[FeatFromRound2] != 0 {
+			t.Errorf("%q: round 2 features %v", q2, f)
+		}
+	}
+	// SearchScope with these candidates: weights that put the second
+	// round first return doc 2 first, after the first stage's last score
+	p := firstStage()
+	p.Rerank = rp
+	p.Rerank.Weights = RerankWeights{FeatScore: 1, FeatFromRound2: 5}
+	got := build(p, docs...).Search(q, nil, 10)
+	if len(got) != len(res) || got[0].Doc != 2 || !strings.Contains(got[0].Explain, "of the second round") {
+		t.Fatalf("re-ranked %v, explain %q", docsOf(got), got[0].Explain)
+	}
+	if got[0].Score != first[0].Score || got[len(got)-1].Score != first[len(first)-1].Score {
+		t.Errorf("scores %v, first stage %v", got, first)
 	}
 }
