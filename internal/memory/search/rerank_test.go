@@ -394,4 +394,22 @@ func TestRound2BringsNewCandidates(t *testing.T) {
 	if got[0].Score != first[0].Score || got[len(got)-1].Score != first[len(first)-1].Score {
 		t.Errorf("scores %v, first stage %v", got, first)
 	}
+	// an index built backwards, with a stray turn added and removed,
+	// ranks the same keys with the same scores and explanations
+	inc := NewIndex(p)
+	for i := len(docs) - 1; i >= 0; i-- {
+		inc.Add(docs[i])
+		if i == 2 {
+			inc.Remove(inc.Add(Doc{Text: "pottery pottery hiking", Speaker: "Melanie", Group: "s1", Key: "a2"}))
+		}
+	}
+	again := inc.Search(q, nil, 10)
+	if len(again) != len(got) {
+		t.Fatalf("incremental %v, fresh %v", again, got)
+	}
+	for i := range got {
+		if inc.Key(again[i].Doc) != docs[got[i].Doc].Key || again[i].Score != got[i].Score || again[i].Explain != got[i].Explain {
+			t.Errorf("place %d: incremental %+v, fresh %+v", i, again[i], got[i])
+		}
+	}
 }
