@@ -90,7 +90,7 @@ func (a *Assistant) Search(ctx context.Context, q SearchQuery) ([]memory.Hit, er
 	if q.K < 0 || q.K > MaxSearchK {
 		return nil, fmt.Errorf("%w: k %d: want 1 to %d results (0: 10)", ErrInvalid, q.K, MaxSearchK)
 	}
-	mq := memory.Query{Text: q.Text, TopK: q.K}
+	mq := memory.Query{Text: q.Text, TopK: q.K, NoExplain: !q.Explain}
 	if mq.TopK <= 0 {
 		mq.TopK = 10
 	}

@@ -114,6 +114,11 @@ type Query struct {
 	Strategies    []Strategy `json:"strategies,omitempty"`
 	Statuses      []Status   `json:"statuses,omitempty"`
 	TopK          int        `json:"topK,omitempty"`
+	// NoExplain leaves every Hit's Explain empty: the same hits, order and
+	// scores without the cost of the explanations (about a tenth of a
+	// ranked search's CPU), for callers that never show them (the turn's
+	// retrieval). Not part of the HTTP API.
+	NoExplain bool `json:"-"`
 }
 
 // Store is a long-term memory backend (embedded: Markdown + SQLite index;

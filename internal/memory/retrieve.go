@@ -153,7 +153,8 @@ func (r *Retrieval) search(ctx context.Context, agentID, actorID, query string) 
 			return nil, err
 		}
 		go func() {
-			hits, err := r.store.Search(ctx, Query{NamespacePath: path, Text: query, TopK: r.opts.TopK})
+			// The prompt block never shows explanations: skip their cost.
+			hits, err := r.store.Search(ctx, Query{NamespacePath: path, Text: query, TopK: r.opts.TopK, NoExplain: true})
 			ch <- scopeResult{hits: hits, err: err}
 		}()
 	}

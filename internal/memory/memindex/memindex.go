@@ -303,15 +303,25 @@ func (ms *Masks) Removed(ix *search.Index, doc int) {
 // hits; document i has hit record docs[i] and vector vecs[i] (nil: none).
 // With both a query vector and document vectors, the BM25F and cosine
 // lists (each max(k, 50) deep) are fused by reciprocal rank, equal scores
-// in document key order, and each hit's Explain names both parts.
-func Rank(ix *search.Index, docs []memory.Record, vecs [][]float32, scope *search.Scope, text string, qvec []float32, k int) []memory.Hit {
-	return RankDocs(ix, Records(docs), vecs, scope, text, qvec, k)
+// in document key order, and each hit's Explain names both parts. With
+// explain false every Explain is empty and, without vectors, none is
+// built (search.Index.SearchScopeQuiet).
+func Rank(ix *search.Index, docs []memory.Record, vecs [][]float32, scope *search.Scope, text string, qvec []float32, k int, explain bool) []memory.Hit {
+	return RankDocs(ix, Records(docs), vecs, scope, text, qvec, k, explain)
 }
 
 // RankDocs is Rank over documents presented by docs: only the hits
 // returned have their record made.
-func RankDocs(ix *search.Index, docs Docs, vecs [][]float32, scope *search.Scope, text string, qvec []float32, k int) []memory.Hit {
+func RankDocs(ix *search.Index, docs Docs, vecs [][]float32, scope *search.Scope, text string, qvec []float32, k int, explain bool) []memory.Hit {
 	if qvec == nil || vecs == nil {
+		if !explain {
+			res := ix.SearchScopeQuiet(text, scope, k)
+			hits := make([]memory.Hit, len(res))
+			for i, r := range res {
+				hits[i] = memory.Hit{Record: docs.Record(r.Doc), Score: r.Score}
+			}
+			return hits
+		}
 		res := ix.SearchScope(text, scope, k)
 		hits := make([]memory.Hit, len(res))
 		for i, r := range res {
@@ -322,6 +332,17 @@ func RankDocs(ix *search.Index, docs Docs, vecs [][]float32, scope *search.Scope
 		}
 		return hits
 	}
+	hits := rankHybrid(ix, docs, vecs, scope, text, qvec, k)
+	if !explain {
+		for i := range hits {
+			hits[i].Explain = ""
+		}
+	}
+	return hits
+}
+
+// rankHybrid is RankDocs with both a query vector and document vectors.
+func rankHybrid(ix *search.Index, docs Docs, vecs [][]float32, scope *search.Scope, text string, qvec []float32, k int) []memory.Hit {
 	depth := max(k, 50)
 	res := ix.SearchScope(text, scope, depth)
 	type vs struct {

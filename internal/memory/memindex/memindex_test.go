@@ -65,7 +65,7 @@ func TestListAndMasks(t *testing.T) {
 	if ms.Get(ix, docs, c) != m {
 		t.Fatal("second Get computed a new mask")
 	}
-	got := Rank(ix, docs, nil, m.Scope, "alpha", nil, 5)
+	got := Rank(ix, docs, nil, m.Scope, "alpha", nil, 5, true)
 	if len(got) != 1 || got[0].Record.ID != "a" || got[0].Score <= 0 {
 		t.Fatalf("rank = %+v", got)
 	}

@@ -312,6 +312,17 @@ func testEvents(t *testing.T, s memory.Store) {
 	if len(hits) == 0 || hits[0].Record.Sources[0] != all[0].ID || hits[0].Explain == "" {
 		t.Fatalf("past exchange not found first with explanation: %+v", hits)
 	}
+	// NoExplain: the same hits, in the same order with the same scores,
+	// without explanations.
+	quiet := search(t, s, memory.Query{NamespacePath: "/main/u1/episodic/", Text: "fig tree rust", NoExplain: true})
+	if len(quiet) != len(hits) {
+		t.Fatalf("NoExplain: %d hits, want %d", len(quiet), len(hits))
+	}
+	for i := range quiet {
+		if quiet[i].Record.ID != hits[i].Record.ID || quiet[i].Score != hits[i].Score || quiet[i].Explain != "" {
+			t.Fatalf("NoExplain hit %d = %s %v %q, want %s %v without explanation", i, quiet[i].Record.ID, quiet[i].Score, quiet[i].Explain, hits[i].Record.ID, hits[i].Score)
+		}
+	}
 	for _, h := range hits {
 		if strings.Contains(h.Record.Content, "fine") {
 			t.Fatalf("actor u2's event leaked: %+v", h)

@@ -260,6 +260,6 @@ func vectorsFor(x *actorIndex, byID map[string][]float32) [][]float32 {
 
 // rank ranks the documents of x allowed by m for text, fused with vector
 // similarity when both a query vector and document vectors exist.
-func (s *Store) rank(x *actorIndex, text string, qvec []float32, m *memindex.Mask, k int) []memory.Hit {
-	return memindex.Rank(x.ix, x.docs, x.vecs, m.Scope, text, qvec, k)
+func (s *Store) rank(x *actorIndex, text string, qvec []float32, m *memindex.Mask, k int, explain bool) []memory.Hit {
+	return memindex.Rank(x.ix, x.docs, x.vecs, m.Scope, text, qvec, k, explain)
 }

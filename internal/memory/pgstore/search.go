@@ -75,7 +75,7 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 		if text == "" {
 			hits = s.listActor(a, c, k)
 		} else {
-			hits = s.searchActor(a, c, text, qvec, k)
+			hits = s.searchActor(a, c, text, qvec, k, !q.NoExplain)
 		}
 		done()
 		all = append(all, hits...)
@@ -85,6 +85,11 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 	}
 	if k > 0 && len(all) > k {
 		all = all[:k]
+	}
+	if q.NoExplain { // ranked hits skipped them; listings drop them here
+		for i := range all {
+			all[i].Explain = ""
+		}
 	}
 	return all, nil
 }
@@ -117,12 +122,12 @@ func (s *Store) Prepare(ctx context.Context, actorID string) error {
 	return err
 }
 
-func (s *Store) searchActor(a *actorState, c memindex.Cond, text string, qvec []float32, k int) []memory.Hit {
+func (s *Store) searchActor(a *actorState, c memindex.Cond, text string, qvec []float32, k int, explain bool) []memory.Hit {
 	m := a.x.mask(c)
 	if m.Scope.N() == 0 {
 		return nil
 	}
-	return s.rank(a.x, text, qvec, m, k)
+	return s.rank(a.x, text, qvec, m, k, explain)
 }
 
 // listActor filters a's records and unexpired events and returns them in

@@ -278,9 +278,25 @@ func bigramSet(terms []string) []uint64 {
 // best Rerank.Depth of those.
 func (ix *Index) SearchScope(query string, sc *Scope, k int) []Result {
 	if ix.p.Rerank.on() && k > 0 {
-		return ix.rerankScope(query, sc, k)
+		return ix.rerankScope(query, sc, k, true)
 	}
 	return ix.searchConv(query, sc, k)
+}
+
+// SearchScopeQuiet is SearchScope without explanations: the same
+// results in the same order with the same scores, every Explain empty.
+// With the re-ranker (the default) the explanations are not built at all
+// (about a tenth of a search's CPU at 20,000 turns); otherwise they are
+// built and dropped.
+func (ix *Index) SearchScopeQuiet(query string, sc *Scope, k int) []Result {
+	if ix.p.Rerank.on() && k > 0 {
+		return ix.rerankScope(query, sc, k, false)
+	}
+	res := ix.searchConv(query, sc, k)
+	for i := range res {
+		res[i].Explain = ""
+	}
+	return res
 }
 
 // searchConv is SearchScope before the learned re-ranker.

@@ -611,9 +611,16 @@ var learnedWeights = RerankWeights{1, 0.0775, 0.0862, -0.1405, 0.9278, 0.4843, 0
 // descending score on the first stage's scale, comparable with other
 // searches'); its explanation gives the re-ranker's score and parts. An
 // index without sessions is not re-ranked (and pays nothing for it).
-func (ix *Index) rerankScope(query string, sc *Scope, k int) []Result {
+// With explain false no explanation is built (every Explain empty).
+func (ix *Index) rerankScope(query string, sc *Scope, k int, explain bool) []Result {
 	if len(ix.groupIDs) == 0 {
-		return ix.searchConv(query, sc, k)
+		res := ix.searchConv(query, sc, k)
+		if !explain {
+			for i := range res {
+				res[i].Explain = ""
+			}
+		}
+		return res
 	}
 	depth := ix.p.Rerank.Depth
 	if depth <= 0 {
@@ -621,7 +628,10 @@ func (ix *Index) rerankScope(query string, sc *Scope, k int) []Result {
 	}
 	rc := ix.rerankCandidates(query, sc, max(k, depth), ix.p.Rerank.Round2)
 	res, why, evs, fs, nfirst := rc.res, rc.why, rc.evs, rc.fs, rc.nfirst
-	explain := func(i int) string {
+	if !explain {
+		why = func(int) string { return "" }
+	}
+	explainOf := func(i int) string {
 		if why != nil {
 			return why(i)
 		}
@@ -691,6 +701,10 @@ func (ix *Index) rerankScope(query string, sc *Scope, k int) []Result {
 			break
 		}
 		x := cs[j]
+		if !explain {
+			out[slot] = Result{Doc: x.r.Doc, Score: slotScore(slot)}
+			continue
+		}
 		b := make([]byte, 0, 200)
 		b = append(b, "rerank "...)
 		b = strconv.AppendFloat(b, x.s, 'f', 4, 64)
@@ -712,7 +726,7 @@ func (ix *Index) rerankScope(query string, sc *Scope, k int) []Result {
 		}
 		if o, ok := origin[x.r.Doc]; ok {
 			b = append(b, "] of first stage "...)
-			b = append(b, explain(o)...)
+			b = append(b, explainOf(o)...)
 		} else {
 			b = append(b, "] of the second round"...)
 		}

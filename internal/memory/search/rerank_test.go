@@ -202,8 +202,9 @@ func BenchmarkRerankSearch(b *testing.B) {
 // 100,000 LoCoMo turns (the dev conversations copied, each copy its own
 // sessions) with their questions: the first stage alone and
 // DefaultParams (with its re-ranker, which applies to turns), and
-// DefaultParams with the second round (Round2Params, off by default) of
-// depth 50 for list questions. Latency as BenchmarkSearch (first of 3,
+// DefaultParams without explanations (SearchScopeQuiet, the turn's
+// retrieval), and DefaultParams with the second round (Round2Params, off
+// by default) of depth 50 for list questions. Latency as BenchmarkSearch (first of 3,
 // fastest of 3, CPU per search).
 func BenchmarkRerankEvents100k(b *testing.B) {
 	convs := loadLocomo(b)
@@ -214,7 +215,7 @@ func BenchmarkRerankEvents100k(b *testing.B) {
 	for _, c := range convs {
 		qs = append(qs, c.Qs...)
 	}
-	for _, name := range []string{"first-stage", "default", "round2"} {
+	for _, name := range []string{"first-stage", "default", "default-quiet", "round2"} {
 		b.Run(name, func(b *testing.B) {
 			p := DefaultParams()
 			switch name {
@@ -229,7 +230,11 @@ func BenchmarkRerankEvents100k(b *testing.B) {
 			}
 			sc := ix.NewScope(nil)
 			cpu0 := cpuTime()
-			lat, min3 := timeSearches(b, func(i int) { ix.SearchScope(qs[i%len(qs)], sc, 10) })
+			search := ix.SearchScope
+			if name == "default-quiet" {
+				search = ix.SearchScopeQuiet
+			}
+			lat, min3 := timeSearches(b, func(i int) { search(qs[i%len(qs)], sc, 10) })
 			b.ReportMetric(float64(len(docs)), "docs")
 			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/1e6/float64(3*b.N), "cpu-ms/search")
 			reportLatency(b, lat, min3)
@@ -410,6 +415,46 @@ func TestRound2BringsNewCandidates(t *testing.T) {
 	for i := range got {
 		if inc.Key(again[i].Doc) != docs[got[i].Doc].Key || again[i].Score != got[i].Score || again[i].Explain != got[i].Explain {
 			t.Errorf("place %d: incremental %+v, fresh %+v", i, again[i], got[i])
+		}
+	}
+}
+
+// SearchScopeQuiet returns SearchScope's results (documents, order and
+// scores) with every explanation empty: with the shipped re-ranker, with
+// round 2, and on an index without sessions.
+func TestSearchScopeQuiet(t *testing.T) {
+	docs := append(rerankDocs(),
+		Doc{Text: "Melanie adopted a puppy in 2022"},
+		Doc{Text: "the shelter needs volunteers for puppies"},
+	)
+	var recs []Doc
+	for _, d := range docs {
+		d.Group = ""
+		recs = append(recs, d)
+	}
+	shipped := DefaultParams()
+	round2 := DefaultParams()
+	round2.Rerank.Round2 = Round2Params{Depth: 50, All: true}
+	for name, ix := range map[string]*Index{
+		"shipped":     build(shipped, docs...),
+		"round 2":     build(round2, docs...),
+		"no sessions": build(shipped, recs...),
+		"first stage": build(firstStage(), docs...),
+	} {
+		for _, q := range []string{"Did Melanie see a puppy at the shelter?", "what activities does Melanie do", "volunteers"} {
+			sc := ix.NewScope(nil)
+			loud, quiet := ix.SearchScope(q, sc, 5), ix.SearchScopeQuiet(q, sc, 5)
+			if len(loud) == 0 || len(loud) != len(quiet) {
+				t.Fatalf("%s %q: %d results, quiet %d", name, q, len(loud), len(quiet))
+			}
+			for i := range loud {
+				if loud[i].Explain == "" {
+					t.Errorf("%s %q: result %d has no explanation", name, q, i)
+				}
+				if quiet[i].Doc != loud[i].Doc || quiet[i].Score != loud[i].Score || quiet[i].Explain != "" {
+					t.Errorf("%s %q: quiet result %d = %+v, want doc %d score %v without explanation", name, q, i, quiet[i], loud[i].Doc, loud[i].Score)
+				}
+			}
 		}
 	}
 }

@@ -130,7 +130,7 @@ func (s *Store) search(ctx context.Context, q memory.Query, engine Engine) ([]me
 				return nil, err
 			}
 		} else {
-			hits = s.searchActor(ctx, a, c, text, qvec, k)
+			hits = s.searchActor(ctx, a, c, text, qvec, k, !q.NoExplain)
 		}
 		release()
 		all = append(all, hits...)
@@ -140,6 +140,11 @@ func (s *Store) search(ctx context.Context, q memory.Query, engine Engine) ([]me
 	}
 	if k > 0 && len(all) > k {
 		all = all[:k]
+	}
+	if q.NoExplain { // the BM25F path skipped them; FTS5 and listings drop them here
+		for i := range all {
+			all[i].Explain = ""
+		}
 	}
 	return all, nil
 }
@@ -195,7 +200,7 @@ func (s *Store) readIndex(ctx context.Context, a *actorState) (x *actorIndex, do
 // searchActor ranks a's documents allowed by c for text (or, text "",
 // lists them in document order: the path before incremental indexing,
 // kept for the benchmark's baseline).
-func (s *Store) searchActor(ctx context.Context, a *actorState, c memindex.Cond, text string, qvec []float32, k int) []memory.Hit {
+func (s *Store) searchActor(ctx context.Context, a *actorState, c memindex.Cond, text string, qvec []float32, k int, explain bool) []memory.Hit {
 	x, done := s.readIndex(ctx, a)
 	defer done()
 	m := x.mask(c)
@@ -211,13 +216,13 @@ func (s *Store) searchActor(ctx context.Context, a *actorState, c memindex.Cond,
 		}
 		return out
 	}
-	return s.rank(x, text, qvec, m, k)
+	return s.rank(x, text, qvec, m, k, explain)
 }
 
 // rank ranks the documents of x allowed by m for text, fused with vector
 // similarity when both a query vector and document vectors exist.
-func (s *Store) rank(x *actorIndex, text string, qvec []float32, m *memindex.Mask, k int) []memory.Hit {
-	return memindex.RankDocs(x.ix, x.docs, x.vecs, m.Scope, text, qvec, k)
+func (s *Store) rank(x *actorIndex, text string, qvec []float32, m *memindex.Mask, k int, explain bool) []memory.Hit {
+	return memindex.RankDocs(x.ix, x.docs, x.vecs, m.Scope, text, qvec, k, explain)
 }
 
 // The vectors' storage and the embedding worker are in embedworker.go.
