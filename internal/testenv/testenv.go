@@ -174,6 +174,21 @@ func PostgresSchema(t testing.TB) string {
 	return WithSearchPath(base, schema)
 }
 
+// WithApplicationName returns raw (a postgres:// URL) with its
+// application_name run-time parameter set to name, so a test can find
+// (and end) its own connections in pg_stat_activity without touching
+// those of other test binaries on the same server.
+func WithApplicationName(raw, name string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	q := u.Query()
+	q.Set("application_name", name)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 // WithSearchPath returns raw (a postgres:// URL) with its search_path
 // run-time parameter set to schema.
 func WithSearchPath(raw, schema string) string {

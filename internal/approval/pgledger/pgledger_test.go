@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -343,7 +344,10 @@ func TestFailedAppendRollsBackAndRecovers(t *testing.T) {
 // an hour), and listens again after its connection is killed.
 func TestWatchByNotify(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
-	url := testenv.PostgresSchema(t)
+	// Its own application_name: the listener to kill is this test's, not
+	// another test binary's LISTEN on the same channel.
+	app := "pgledger-watch-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	url := testenv.WithApplicationName(testenv.PostgresSchema(t), app)
 	a, b := openGate(t, url, approval.Options{}), openGate(t, url, approval.Options{})
 	decided := make(chan string, 4)
 	a.OnDecision(func(r approval.Request, ok bool) { decided <- r.ID })
@@ -369,7 +373,7 @@ func TestWatchByNotify(t *testing.T) {
 			admin := pool(t, url)
 			var n int
 			if err := admin.QueryRow(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-				WHERE query = 'LISTEN `+pgledger.Channel+`' AND pid <> pg_backend_pid()`).Scan(&n); err != nil || n == 0 {
+				WHERE query = 'LISTEN `+pgledger.Channel+`' AND application_name = $1 AND pid <> pg_backend_pid()`, app).Scan(&n); err != nil || n == 0 {
 				t.Fatalf("terminate listener: %d, %v", n, err)
 			}
 			if err := <-errs; err == nil {

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -168,7 +169,10 @@ func TestInstancesShareChats(t *testing.T) {
 // NOTIFY; its fallback scan is set far beyond the test's span, so only the
 // notification can deliver it.
 func TestNotifyWakesTheOtherInstance(t *testing.T) {
-	url := testenv.PostgresSchema(t)
+	// Its own application_name: the LISTEN waited for is this test's
+	// worker's, not another test binary's on the same server.
+	app := "tg-notify-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	url := testenv.WithApplicationName(testenv.PostgresSchema(t), app)
 	srv := telegramtest.New(t)
 	inv := &chatTracker{active: map[any]int{}, order: map[any][]string{}}
 	worker := openInstance(t, url, srv.URL, inv, instanceOpts{pollInterval: time.Hour})
@@ -180,7 +184,8 @@ func TestNotifyWakesTheOtherInstance(t *testing.T) {
 	srv.WaitFor(t, 20*time.Second, "worker listening", func() bool {
 		var n int
 		err := worker.store.db.QueryRowContext(context.Background(),
-			`SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN `+notifyChannel+`' AND datname = current_database()`).Scan(&n)
+			`SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN `+notifyChannel+`' AND datname = current_database()
+			AND application_name = $1`, app).Scan(&n)
 		return err == nil && n > 0
 	})
 	deliver(t, ingress, textUpdate(2000, 70001, 70001, "ping via notify"))
