@@ -178,26 +178,21 @@ func PostgresSchema(t testing.TB) string {
 // application_name run-time parameter set to name, so a test can find
 // (and end) its own connections in pg_stat_activity without touching
 // those of other test binaries on the same server.
-func WithApplicationName(raw, name string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return raw
-	}
-	q := u.Query()
-	q.Set("application_name", name)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func WithApplicationName(raw, name string) string { return withParam(raw, "application_name", name) }
 
 // WithSearchPath returns raw (a postgres:// URL) with its search_path
 // run-time parameter set to schema.
-func WithSearchPath(raw, schema string) string {
+func WithSearchPath(raw, schema string) string { return withParam(raw, "search_path", schema) }
+
+// withParam returns raw with its query parameter key set to value (raw
+// unchanged when it does not parse).
+func withParam(raw, key, value string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return raw
 	}
 	q := u.Query()
-	q.Set("search_path", schema)
+	q.Set(key, value)
 	u.RawQuery = q.Encode()
 	return u.String()
 }
