@@ -251,7 +251,14 @@ func TestIndexExpiresEventsInPlace(t *testing.T) {
 	if len(got) != 7 { // the cutoff is now 42.5 h before the first clock
 		t.Fatalf("after expiry: %d hits, want 7: %v", len(got), fullSummary(got))
 	}
-	fresh, err := Open(home, Options{NoFsync: true, SyncInterval: -1, EventExpiryDays: 2, Now: clock})
+	matchFresh(t, "expired in place", got, home, Options{NoFsync: true, SyncInterval: -1, EventExpiryDays: 2, Now: clock}, q)
+}
+
+// matchFresh fails unless got (hits for q, explanations included) equals
+// what a store freshly opened on home with opts returns for q.
+func matchFresh(t *testing.T, step string, got []memory.Hit, home string, opts Options, q memory.Query) {
+	t.Helper()
+	fresh, err := Open(home, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +268,7 @@ func TestIndexExpiresEventsInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	if g, w := fullSummary(got), fullSummary(want); !reflect.DeepEqual(g, w) {
-		t.Fatalf("expired in place:\n  %s\nfresh:\n  %s", strings.Join(g, "\n  "), strings.Join(w, "\n  "))
+		t.Fatalf("%s:\n  %s\nfresh:\n  %s", step, strings.Join(g, "\n  "), strings.Join(w, "\n  "))
 	}
 }
 
@@ -675,22 +682,11 @@ func TestAppendOnlyHistoryCompacts(t *testing.T) {
 	if !rebuilt {
 		t.Fatalf("the index was never compacted (retired documents reached %d)", maxDead)
 	}
-	fresh, err := Open(home, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fresh.Close()
 	got, err := s.Search(bg, q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := fresh.Search(bg, q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g, w := fullSummary(got), fullSummary(want); !reflect.DeepEqual(g, w) {
-		t.Fatalf("after compactions:\n  %s\nfresh:\n  %s", strings.Join(g, "\n  "), strings.Join(w, "\n  "))
-	}
+	matchFresh(t, "after compactions", got, home, opts, q)
 }
 
 // TestBackgroundCompactionRaces: searches run beside the writes whose
