@@ -303,12 +303,32 @@ func (s *Store) searchFTS(ctx context.Context, a *actorState, c memindex.Cond, t
 	}
 	hits := make([]hit, 0, len(found))
 	a.mu.RLock()
+	var cold map[string]memory.Event
+	if a.hasCold() {
+		var ids []string
+		for _, f := range found {
+			if _, ok := a.records[f.id]; !ok {
+				if _, ok := a.events[f.id]; !ok {
+					ids = append(ids, f.id)
+				}
+			}
+		}
+		var err error
+		if cold, err = s.coldByID(ctx, a, ids); err != nil {
+			a.mu.RUnlock()
+			return nil, err
+		}
+	}
 	for _, f := range found {
 		var r memory.Record
 		var key string
-		if rec, ok := a.records[f.id]; ok {
+		e, ok := a.events[f.id]
+		if !ok {
+			e, ok = cold[f.id]
+		}
+		if rec, isRec := a.records[f.id]; isRec {
 			r, key = rec, memindex.RecordKey(rec)
-		} else if e, ok := a.events[f.id]; ok && !s.expired(e) {
+		} else if ok && !s.expired(e) {
 			r, key = s.eventRecord(e), memindex.EventKey(e)
 		} else {
 			continue // expired, or written to SQLite but not yet applied

@@ -122,7 +122,11 @@ func (s *Store) search(ctx context.Context, q memory.Query, engine Engine) ([]me
 		}
 		var hits []memory.Hit
 		if text == "" && !s.legacy {
-			hits = s.listActor(a, c, k)
+			hits, err = s.listActor(ctx, a, c, k)
+			if err != nil {
+				release()
+				return nil, err
+			}
 		} else if fts {
 			hits, err = s.searchFTS(ctx, a, c, text, k)
 			if err != nil {
@@ -131,6 +135,12 @@ func (s *Store) search(ctx context.Context, q memory.Query, engine Engine) ([]me
 			}
 		} else {
 			hits = s.searchActor(ctx, a, c, text, qvec, k, !q.NoExplain)
+			cold, err := s.searchCold(ctx, a, c, text, k, !q.NoExplain)
+			if err != nil {
+				release()
+				return nil, err
+			}
+			hits = mergeHits(hits, cold, k)
 		}
 		release()
 		all = append(all, hits...)
@@ -165,12 +175,24 @@ func (s *Store) List(ctx context.Context, q memory.Query) ([]memory.Record, erro
 }
 
 // listActor filters a's records and unexpired events directly (no ranking
-// index) and returns them in index order, at most k (k ≤ 0: all).
-func (s *Store) listActor(a *actorState, c memindex.Cond, k int) []memory.Hit {
+// index) and returns them in index order, at most k (k ≤ 0: all). Cold
+// events (tier.go) are read from SQLite when c admits events.
+func (s *Store) listActor(ctx context.Context, a *actorState, c memindex.Cond, k int) ([]memory.Hit, error) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	return memindex.List(memindex.Actor{Records: a.records, ByStrat: a.byStrat, Events: a.events}, c, k,
-		memindex.Events{Expired: s.expired, Namespace: s.eventNamespace, Record: s.eventRecord})
+	events := a.events
+	if a.hasCold() && c.Admits(memory.StrategyEpisodic, memory.StatusActive) {
+		all, err := s.allEvents(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		events = make(map[string]memory.Event, len(all))
+		for _, e := range all {
+			events[e.ID] = e
+		}
+	}
+	return memindex.List(memindex.Actor{Records: a.records, ByStrat: a.byStrat, Events: events}, c, k,
+		memindex.Events{Expired: s.expired, Namespace: s.eventNamespace, Record: s.eventRecord}), nil
 }
 
 // readIndex returns the active copy of a's ranking index, read-locked

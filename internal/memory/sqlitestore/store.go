@@ -95,6 +95,11 @@ type Options struct {
 	// every turn); the budget then holds again once they fall quiet
 	// [5s; negative: no protection, CacheBytes is strict].
 	HotFor time.Duration
+	// EventWindow is how many of an actor's newest events stay in memory
+	// and in the in-memory BM25F index (DefaultEventWindow); older ones
+	// are searched through SQLite FTS5 and merged by score (tier.go).
+	// Negative: every event stays in memory.
+	EventWindow int
 }
 
 // DefaultHotFor is Options.HotFor when unset.
@@ -198,6 +203,11 @@ type actorState struct {
 
 	// compacting is set while compactSoon rebuilds the ranking index.
 	compacting atomic.Bool
+	// demoting is set while demoteSoon moves old events out of memory.
+	demoting atomic.Bool
+	// coldTo is the rowid of a's newest cold event (0: none; tier.go).
+	// Written with wmu and mu held.
+	coldTo int64
 
 	once    sync.Once // loads the state from the index
 	loadErr error
@@ -297,7 +307,7 @@ CREATE TABLE IF NOT EXISTS rejections(actor TEXT NOT NULL, hash TEXT NOT NULL, P
 CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, actor TEXT NOT NULL, size INTEGER NOT NULL, mtime INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS vectors(id TEXT PRIMARY KEY, actor TEXT NOT NULL, vec BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS vectors_actor ON vectors(actor);
-`
+` + tierSchema
 
 // Open opens (creating if needed) the store under home: Markdown in
 // <home>/memory/, the index in <home>/index/memory.db. Markdown changed
@@ -329,6 +339,9 @@ func Open(home string, opts Options) (*Store, error) {
 	}
 	if opts.CacheBytes == 0 {
 		opts.CacheBytes = DefaultCacheBytes
+	}
+	if opts.EventWindow == 0 {
+		opts.EventWindow = DefaultEventWindow
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -805,6 +818,15 @@ func (s *Store) rewriteFile(a *actorState, rel string, pending map[string]memory
 				evs = append(evs, e)
 			}
 		}
+		cold, err := s.coldEvents(context.Background(), a, "")
+		if err != nil {
+			return err
+		}
+		for _, e := range cold {
+			if markdown.EventFile(e) == rel && !s.expired(e) {
+				evs = append(evs, e)
+			}
+		}
 	}
 	var rej []string
 	if rel == markdown.RejectedFile {
@@ -1014,6 +1036,13 @@ func (s *Store) Get(ctx context.Context, id string) (memory.Record, error) {
 	if e, ok := a.events[id]; ok && !s.expired(e) {
 		return s.eventRecord(e), nil
 	}
+	cold, err := s.coldByID(ctx, a, []string{id})
+	if err != nil {
+		return memory.Record{}, err
+	}
+	if e, ok := cold[id]; ok && !s.expired(e) {
+		return s.eventRecord(e), nil
+	}
 	return memory.Record{}, fmt.Errorf("get %q: %w", id, memory.ErrNotFound)
 }
 
@@ -1196,7 +1225,9 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch
 			if _, ok := a.events[e.ID]; ok || seen[e.ID] {
 				continue
 			}
-			if owner[e.ID] != "" {
+			if o := owner[e.ID]; o == a.id && a.records[e.ID].ID == "" {
+				continue // a cold event of this actor (tier.go): already stored
+			} else if o != "" {
 				g.err = fmt.Errorf("append event %s: %w: id belongs to another actor", e.ID, memory.ErrInvalidQuery)
 				break
 			}
@@ -1279,6 +1310,7 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch
 		return x
 	})
 	s.compactSoon(a)
+	s.demoteSoon(a)
 	if s.opts.Embedder != nil {
 		s.scheduleEmbed(a.id)
 	}
@@ -1309,12 +1341,16 @@ func (s *Store) Events(ctx context.Context, actorID, sessionID string) ([]memory
 	}
 	defer release()
 	if sessionID != "" && !s.legacy {
-		return s.sessionEvents(ctx, a, sessionID, "", time.Time{}), nil
+		return s.sessionEvents(ctx, a, sessionID, "", time.Time{})
 	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
+	all, err := s.allEvents(ctx, a)
+	if err != nil {
+		return nil, err
+	}
 	var out []memory.Event
-	for _, e := range a.events {
+	for _, e := range all {
 		if (sessionID == "" || e.SessionID == sessionID) && !s.expired(e) {
 			out = append(out, e)
 		}
@@ -1355,7 +1391,7 @@ func (s *Store) EventsSince(ctx context.Context, actorID, sessionID, afterID str
 		markdown.SortEvents(out)
 		return eventsAfterCursor(out, afterID, afterTS), nil
 	}
-	return s.sessionEvents(ctx, a, sessionID, afterID, afterTS), nil
+	return s.sessionEvents(ctx, a, sessionID, afterID, afterTS)
 }
 
 // ListRecords returns the records (never events) of the exact namespace
@@ -1476,14 +1512,38 @@ func eventsAfterCursor(evs []memory.Event, afterID string, afterTS time.Time) []
 // Lock order (a.mu is never taken while a slot lock is held): the cursor
 // event is looked up first, the list's tail is copied under the index's
 // read lock, then the events are read.
-func (s *Store) sessionEvents(ctx context.Context, a *actorState, sessionID, afterID string, afterTS time.Time) []memory.Event {
+//
+// With cold events (tier.go), the session's cold events after the cursor
+// are read from SQLite first when the cursor is not a warm event: an
+// extraction cursor at a recent turn reads memory only.
+func (s *Store) sessionEvents(ctx context.Context, a *actorState, sessionID, afterID string, afterTS time.Time) ([]memory.Event, error) {
 	var cur *evRef
+	warmCur := false
+	a.mu.RLock()
 	if afterID != "" {
-		a.mu.RLock()
 		if e, ok := a.events[afterID]; ok && e.SessionID == sessionID {
-			cur = &evRef{e.Timestamp, e.ID}
+			cur, warmCur = &evRef{e.Timestamp, e.ID}, true
 		}
+	}
+	cold := a.hasCold()
+	a.mu.RUnlock()
+	var older []memory.Event
+	if cold && !warmCur {
+		a.mu.RLock()
+		evs, err := s.coldEvents(ctx, a, `session=?`, sessionID)
 		a.mu.RUnlock()
+		if err != nil {
+			return nil, err
+		}
+		markdown.SortEvents(evs)
+		older = eventsAfterCursor(evs, afterID, afterTS)
+		if afterID != "" && len(older) < len(evs) {
+			for _, e := range evs {
+				if e.ID == afterID {
+					cur = &evRef{e.Timestamp, e.ID}
+				}
+			}
+		}
 	}
 	x, done := s.readIndex(ctx, a)
 	list := x.sess[sessionID]
@@ -1498,13 +1558,21 @@ func (s *Store) sessionEvents(ctx context.Context, a *actorState, sessionID, aft
 	done()
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	out := make([]memory.Event, 0, len(refs))
+	out := make([]memory.Event, 0, len(older)+len(refs))
+	for _, e := range older {
+		if !s.expired(e) {
+			out = append(out, e)
+		}
+	}
 	for _, r := range refs {
 		if e, ok := a.events[r.id]; ok && !s.expired(e) {
 			out = append(out, e)
 		}
 	}
-	return out
+	if len(older) > 0 {
+		markdown.SortEvents(out)
+	}
+	return out, nil
 }
 
 // known reports whether the actor has any state, without creating it.
@@ -1538,7 +1606,7 @@ func (s *Store) ExpireEvents(ctx context.Context) (int, error) {
 		if err != nil {
 			return total, err
 		}
-		n, err := s.expire(ctx, a)
+		n, err := s.expire(ctx, a, true)
 		release()
 		total += n
 		if err != nil {
@@ -1550,9 +1618,24 @@ func (s *Store) ExpireEvents(ctx context.Context) (int, error) {
 
 // expire deletes a's expired events. The caller has a to itself (loading
 // it, or holding gate exclusively).
-func (s *Store) expire(ctx context.Context, a *actorState) (int, error) {
+//
+// With cold, the cold events (tier.go) are checked too, read from SQLite;
+// loading an actor leaves them to the scheduled ExpireEvents.
+func (s *Store) expire(ctx context.Context, a *actorState, cold bool) (int, error) {
 	files := map[string]bool{}
 	var gone []string
+	if cold {
+		evs, err := s.coldEvents(ctx, a, "")
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range evs {
+			if s.expired(e) {
+				files[markdown.EventFile(e)] = true
+				gone = append(gone, e.ID)
+			}
+		}
+	}
 	a.mu.Lock()
 	for id, e := range a.events {
 		if s.expired(e) {
@@ -1622,7 +1705,7 @@ func (s *Store) Forget(ctx context.Context, agentID, actorID string) error {
 	s.dropOwed(func(o owedFile, _ string) bool { return o.actor == actorID })
 	for _, q := range []string{`DELETE FROM records WHERE actor=?`, `DELETE FROM events WHERE actor=?`,
 		`DELETE FROM rejections WHERE actor=?`, `DELETE FROM files WHERE actor=?`, `DELETE FROM vectors WHERE actor=?`,
-		`DELETE FROM fts_docs WHERE actor=?`} {
+		`DELETE FROM fts_docs WHERE actor=?`, `DELETE FROM event_tiers WHERE actor=?`} {
 		if _, err := tx.ExecContext(ctx, q, actorID); err != nil {
 			return fmt.Errorf("forget %s: %w", actorID, err)
 		}
@@ -1818,28 +1901,23 @@ func (s *Store) load(ctx context.Context, a *actorState) error {
 		a.setRecord(r)
 	}
 	rows.Close()
-	// Sized once: a map grown by doubling holds about 1.5× the slots.
+	// Only the warm events (tier.go) are loaded. Sized once: a map grown
+	// by doubling holds about 1.5× the slots.
+	if err := s.loadColdBound(ctx, a); err != nil {
+		return err
+	}
 	var nev int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE actor=?`, id).Scan(&nev); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE actor=? AND rowid>?`, id, a.coldTo).Scan(&nev); err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
 	a.events = make(map[string]memory.Event, nev)
-	rows, err = s.db.QueryContext(ctx, `SELECT id,session,role,text,ts,metadata FROM events WHERE actor=?`, id)
+	rows, err = s.db.QueryContext(ctx, `SELECT id,session,role,text,ts,metadata FROM events WHERE actor=? AND rowid>?`, id, a.coldTo)
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
-	for rows.Next() {
-		e := memory.Event{ActorID: id}
-		var ts, md string
-		if err := rows.Scan(&e.ID, &e.SessionID, &e.Role, &e.Text, &ts, &md); err != nil {
-			rows.Close()
-			return fmt.Errorf("memory index: %w", err)
-		}
-		e.Timestamp, _ = time.Parse(time.RFC3339Nano, ts)
-		e.Metadata = decodeJSONMetadata(md)
-		a.putEvent(e)
+	if err := scanEvents(rows, id, a.putEvent); err != nil {
+		return err
 	}
-	rows.Close()
 	rows, err = s.db.QueryContext(ctx, `SELECT hash FROM rejections WHERE actor=?`, id)
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
@@ -1851,7 +1929,7 @@ func (s *Store) load(ctx context.Context, a *actorState) error {
 		a.mapBytes.Add(64 + int64(len(h)))
 	}
 	rows.Close()
-	_, err = s.expire(ctx, a)
+	_, err = s.expire(ctx, a, false)
 	return err
 }
 

@@ -16,3 +16,16 @@ func TestConformance(t *testing.T) {
 		return s
 	})
 }
+
+// TestConformanceTinyWindow runs the suite with an event window of 2, so
+// that nearly every event the suite writes goes cold (tier.go) and is
+// read back through SQLite and FTS5.
+func TestConformanceTinyWindow(t *testing.T) {
+	memorytest.Exercise(t, func(t *testing.T) memory.Store {
+		s, err := Open(t.TempDir(), Options{EventWindow: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}

@@ -370,7 +370,7 @@ func (s *Store) reload(ctx context.Context, enc string, compact bool) error {
 		return fmt.Errorf("memory index: %w", err)
 	}
 	defer tx.Rollback()
-	for _, q := range []string{`DELETE FROM records WHERE actor=?`, `DELETE FROM events WHERE actor=?`, `DELETE FROM rejections WHERE actor=?`} {
+	for _, q := range []string{`DELETE FROM records WHERE actor=?`, `DELETE FROM events WHERE actor=?`, `DELETE FROM rejections WHERE actor=?`, `DELETE FROM event_tiers WHERE actor=?`} {
 		if _, err := tx.ExecContext(ctx, q, actor); err != nil {
 			return fmt.Errorf("memory index: %w", err)
 		}
@@ -465,7 +465,7 @@ func (s *Store) Rebuild(ctx context.Context, progress func(done, total int)) err
 		return fmt.Errorf("memory index: %w", err)
 	}
 	s.dropOwed(func(owedFile, string) bool { return true })
-	for _, t := range []string{"records", "events", "rejections", "files", "fts_docs"} {
+	for _, t := range []string{"records", "events", "rejections", "files", "fts_docs", "event_tiers"} {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM "+t); err != nil {
 			tx.Rollback()
 			return fmt.Errorf("rebuild memory index: %w", err)
@@ -533,9 +533,9 @@ func (s *Store) ExportMarkdown(ctx context.Context, dir string) (int, error) {
 		for _, r := range a.records {
 			recs = append(recs, r)
 		}
-		evs := make([]memory.Event, 0, len(a.events))
-		for _, e := range a.events {
-			evs = append(evs, e)
+		evs, err := s.allEvents(ctx, a)
+		if err != nil {
+			return n, err
 		}
 		var rej []string
 		for h := range a.rejected {

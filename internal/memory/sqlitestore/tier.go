@@ -1,0 +1,453 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/memindex"
+	"github.com/tendrilai/tendril/internal/memory/search"
+)
+
+// The event window (issue 14): an actor's newest Options.EventWindow
+// events are warm, held in actorState.events and in the in-memory BM25F
+// index; older ones are cold, held only in SQLite (the events table, the
+// Markdown) and searched through the FTS5 index of memory.db. So an
+// actor's heap, its index rebuild and its search cost are bounded by the
+// window, not by its history.
+//
+// "Older" is insertion order: the events table's rowid. The boundary is
+// kept in event_tiers as the ID of the newest cold event (its rowid is
+// looked up on load, so a VACUUM, which may renumber rowids but keeps
+// their order, does not move it). Every cold event has its fts_docs row:
+// demote writes the rows, the boundary and then drops the events from
+// memory, in that order. Paths that rewrite an actor's event rows
+// wholesale (a Markdown reload, Rebuild, Forget) delete its boundary, so
+// its events are all warm again until the next write demotes the oldest.
+
+// DefaultEventWindow is Options.EventWindow when unset: 4,096 events
+// (about 2,000 turns) of each actor stay in memory.
+const DefaultEventWindow = 4096
+
+const tierSchema = `CREATE TABLE IF NOT EXISTS event_tiers(actor TEXT PRIMARY KEY, last_cold TEXT NOT NULL);`
+
+// window is the effective event window (0: none).
+func (s *Store) window() int {
+	if s.opts.EventWindow < 0 || s.legacy {
+		return 0
+	}
+	return s.opts.EventWindow
+}
+
+// windowSlack is how far past the window the warm events may grow before
+// a demotion: an eighth of it (at least 1), so demotions come in batches.
+func windowSlack(w int) int { return max(1, w/8) }
+
+// loadColdBound sets a.coldTo from event_tiers (0 when the actor has no
+// cold events, or its boundary event is gone).
+func (s *Store) loadColdBound(ctx context.Context, a *actorState) error {
+	var last string
+	err := s.db.QueryRowContext(ctx, `SELECT last_cold FROM event_tiers WHERE actor=?`, a.id).Scan(&last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	var rowid int64
+	err = s.db.QueryRowContext(ctx, `SELECT rowid FROM events WHERE id=? AND actor=?`, last, a.id).Scan(&rowid)
+	if errors.Is(err, sql.ErrNoRows) {
+		// The boundary event went (expiry deletes the oldest first, so
+		// every cold event went with it, or the rows were edited by
+		// hand): load everything, the next write demotes again.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	a.coldTo = rowid
+	return nil
+}
+
+// hasCold reports whether a has cold events. The caller holds a.mu (either
+// mode) or a.wmu.
+func (a *actorState) hasCold() bool { return a.coldTo > 0 }
+
+// scanEvents reads event rows (id,session,role,text,ts,metadata) of actor.
+func scanEvents(rows *sql.Rows, actor string, each func(memory.Event)) error {
+	defer rows.Close()
+	for rows.Next() {
+		e := memory.Event{ActorID: actor}
+		var ts, md string
+		if err := rows.Scan(&e.ID, &e.SessionID, &e.Role, &e.Text, &ts, &md); err != nil {
+			return fmt.Errorf("memory index: %w", err)
+		}
+		e.Timestamp, _ = time.Parse(time.RFC3339Nano, ts)
+		e.Metadata = decodeJSONMetadata(md)
+		each(e)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	return nil
+}
+
+// coldEvents reads a's cold events (rowid ≤ coldTo) that pass the SQL
+// condition extra (with args), in rowid order. The caller holds a.mu or
+// a.wmu, so coldTo is still.
+func (s *Store) coldEvents(ctx context.Context, a *actorState, extra string, args ...any) ([]memory.Event, error) {
+	if !a.hasCold() {
+		return nil, nil
+	}
+	q := `SELECT id,session,role,text,ts,metadata FROM events WHERE actor=? AND rowid<=?`
+	if extra != "" {
+		q += " AND " + extra
+	}
+	rows, err := s.db.QueryContext(ctx, q, append([]any{a.id, a.coldTo}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("memory index: %w", err)
+	}
+	var out []memory.Event
+	err = scanEvents(rows, a.id, func(e memory.Event) { out = append(out, e) })
+	return out, err
+}
+
+// coldByID reads the cold events of a among ids, by ID.
+func (s *Store) coldByID(ctx context.Context, a *actorState, ids []string) (map[string]memory.Event, error) {
+	out := map[string]memory.Event{}
+	for start := 0; start < len(ids); start += 500 {
+		chunk := ids[start:min(start+500, len(ids))]
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		evs, err := s.coldEvents(ctx, a, `id IN (`+strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",")+`)`, args...)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range evs {
+			out[e.ID] = e
+		}
+	}
+	return out, nil
+}
+
+// allEvents returns every event of a, warm and cold, unsorted. The
+// caller holds a.mu (either mode) or a.wmu.
+func (s *Store) allEvents(ctx context.Context, a *actorState) ([]memory.Event, error) {
+	out := make([]memory.Event, 0, len(a.events))
+	for _, e := range a.events {
+		out = append(out, e)
+	}
+	cold, err := s.coldEvents(ctx, a, "")
+	return append(out, cold...), err
+}
+
+// demoteSoon moves a's oldest warm events out of memory in the background
+// when the write just applied left more than the window and its slack
+// warm: their full-text rows are written, then the boundary, then they
+// leave actorState.events and the ranking index. It holds a.wmu (the
+// actor's next write waits for it; the turn that crossed the threshold
+// does not), pins a against eviction, and Close waits for it (gate).
+func (s *Store) demoteSoon(a *actorState) {
+	w := s.window()
+	if w == 0 || !a.demoting.CompareAndSwap(false, true) {
+		return
+	}
+	a.mu.RLock()
+	over := len(a.events) > w+windowSlack(w)
+	a.mu.RUnlock()
+	if !over {
+		a.demoting.Store(false)
+		return
+	}
+	go func() {
+		defer a.demoting.Store(false)
+		s.gate.RLock()
+		defer s.gate.RUnlock()
+		if s.closed {
+			return
+		}
+		s.mu.Lock()
+		if s.actors[a.id] != a {
+			s.mu.Unlock()
+			return
+		}
+		a.refs++
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			a.refs--
+			s.evictLocked(s.opts.MaxCachedActors)
+			s.mu.Unlock()
+		}()
+		a.wmu.Lock()
+		defer a.wmu.Unlock()
+		if err := s.demote(context.Background(), a, w); err != nil {
+			s.opts.Logger.Warn("memory: moving old events out of memory failed; they stay in memory", "actor", a.id, "err", err)
+		}
+	}()
+}
+
+// demote keeps a's newest w events warm and makes the rest cold. The
+// caller holds a.wmu.
+func (s *Store) demote(ctx context.Context, a *actorState, w int) error {
+	if len(a.events) <= w {
+		return nil
+	}
+	var bound int64
+	var last string
+	err := s.db.QueryRowContext(ctx, `SELECT rowid, id FROM events WHERE actor=? ORDER BY rowid DESC LIMIT 1 OFFSET ?`, a.id, w).Scan(&bound, &last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT id FROM events WHERE actor=? AND rowid>? AND rowid<=?`, a.id, a.coldTo, bound)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("memory index: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	var fts ftsBatch
+	gone := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if e, ok := a.events[id]; ok { // not expired and dropped meanwhile
+			s.ftsEvent(&fts, a.id, e)
+			gone[id] = true
+		}
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	defer tx.Rollback()
+	if err := fts.write(ctx, s, tx); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO event_tiers(actor,last_cold) VALUES(?,?) ON CONFLICT(actor) DO UPDATE SET last_cold=excluded.last_cold`, a.id, last); err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	a.mu.Lock()
+	a.coldTo = bound
+	for id := range gone {
+		a.mapBytes.Add(-eventBytes(a.events[id]))
+		delete(a.events, id)
+	}
+	a.mu.Unlock()
+	s.changeIndex(a, func(x *actorIndex) *actorIndex {
+		s.dropIndexed(a, x, gone)
+		return x
+	})
+	s.compactSoon(a)
+	return nil
+}
+
+// dropIndexed retires the documents of the events in gone (no longer in
+// a.events) and re-indexes the turns that had them as context, as
+// expireIndexed does for expired events, so that the index equals one
+// built from the remaining events.
+func (s *Store) dropIndexed(a *actorState, x *actorIndex, gone map[string]bool) {
+	affected := map[string]bool{}
+	x.oldest = time.Time{}
+	for sid, list := range x.sess {
+		keep := list[:0:0]
+		cut := false
+		for i, r := range list {
+			if gone[r.id] {
+				x.remove(r.id)
+				cut = true
+				if i > 0 && !gone[list[i-1].id] {
+					affected[list[i-1].id] = true
+				}
+				if i+1 < len(list) && !gone[list[i+1].id] {
+					affected[list[i+1].id] = true
+				}
+				continue
+			}
+			keep = append(keep, r)
+		}
+		if !cut {
+			keep = list
+		}
+		if len(keep) == 0 {
+			delete(x.sess, sid)
+			continue
+		}
+		x.sess[sid] = keep
+		if x.oldest.IsZero() || keep[0].ts.Before(x.oldest) {
+			x.oldest = keep[0].ts
+		}
+	}
+	s.reindexEvents(a, x, affected)
+}
+
+// coldQuery is the FTS5 query of a cold search: the text's words that
+// are not stop words (lower-cased, at most maxFTSTerms), each quoted,
+// OR-ed. Stop words would match nearly every row and cost the search time
+// in proportion to the actor's history.
+func coldQuery(text string) string {
+	words := strings.FieldsFunc(text, func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsNumber(r) && !unicode.IsMark(r)
+	})
+	seen := map[string]bool{}
+	var terms []string
+	for _, w := range words {
+		w = strings.ToLower(w)
+		if seen[w] || search.IsStopWord(w) || len(w) < 2 {
+			continue
+		}
+		seen[w] = true
+		terms = append(terms, `"`+strings.ReplaceAll(w, `"`, `""`)+`"`)
+		if len(terms) == maxFTSTerms {
+			break
+		}
+	}
+	return strings.Join(terms, " OR ")
+}
+
+// coldExplain starts the explanation of a cold hit.
+const coldExplain = "older than the in-memory window: fts5 bm25="
+
+// searchCold ranks a's cold events allowed by c for text with FTS5
+// bm25() (score -bm25, the same Okapi BM25 family as the in-memory first
+// stage, whose scale the re-ranked hits keep), at most k. FTS5 returns
+// its best 4k + 32 rows of the actor before the condition is applied, so
+// a condition that rejects most cold events may return fewer than k.
+func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, text string, k int, explain bool) ([]memory.Hit, error) {
+	if !c.Admits(memory.StrategyEpisodic, memory.StatusActive) {
+		return nil, nil
+	}
+	a.mu.RLock()
+	cold := a.hasCold()
+	a.mu.RUnlock()
+	if !cold {
+		return nil, nil
+	}
+	q := coldQuery(text)
+	if q == "" {
+		return nil, nil
+	}
+	if k <= 0 {
+		k = memory.DefaultTopK
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT d.id, bm25(memory_fts) FROM memory_fts JOIN fts_docs d ON d.rowid=memory_fts.rowid WHERE memory_fts MATCH ? AND d.actor=? ORDER BY bm25(memory_fts) LIMIT ?`, q, a.id, 4*k+32)
+	if err != nil {
+		return nil, fmt.Errorf("memory full-text search: %w", err)
+	}
+	var ids []string
+	raw := map[string]float64{}
+	for rows.Next() {
+		var id string
+		var r float64
+		if err := rows.Scan(&id, &r); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("memory full-text search: %w", err)
+		}
+		ids = append(ids, id)
+		raw[id] = r
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("memory full-text search: %w", err)
+	}
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	want := ids[:0:0]
+	for _, id := range ids {
+		if _, ok := a.records[id]; ok {
+			continue
+		}
+		if _, ok := a.events[id]; ok { // warm: ranked by the index
+			continue
+		}
+		want = append(want, id)
+	}
+	evs, err := s.coldByID(ctx, a, want)
+	if err != nil {
+		return nil, err
+	}
+	type hit struct {
+		h   memory.Hit
+		key string
+	}
+	var hits []hit
+	for _, id := range want {
+		e, ok := evs[id]
+		if !ok || s.expired(e) {
+			continue
+		}
+		ns := s.eventNamespace(e)
+		if !c.MatchEvent(e, ns) {
+			continue
+		}
+		h := memory.Hit{Record: memindex.EventRecord(e, ns), Score: -raw[id]}
+		if explain {
+			h.Explain = fmt.Sprintf("%s%.6g", coldExplain, raw[id])
+		}
+		hits = append(hits, hit{h, memindex.EventKey(e)})
+	}
+	sort.SliceStable(hits, func(i, j int) bool {
+		if hits[i].h.Score != hits[j].h.Score {
+			return hits[i].h.Score > hits[j].h.Score
+		}
+		return hits[i].key < hits[j].key
+	})
+	if len(hits) > k {
+		hits = hits[:k]
+	}
+	out := make([]memory.Hit, len(hits))
+	for i, h := range hits {
+		out[i] = h.h
+	}
+	return out, nil
+}
+
+// mergeHits merges two lists each sorted by score (best first) into one
+// of at most k (k ≤ 0: all); on equal scores warm comes first. A cold hit
+// also in warm (an event being demoted, for a moment in both) is dropped.
+func mergeHits(warm, cold []memory.Hit, k int) []memory.Hit {
+	if len(cold) == 0 {
+		return warm
+	}
+	inWarm := make(map[string]bool, len(warm))
+	for _, h := range warm {
+		inWarm[h.Record.ID] = true
+	}
+	out := make([]memory.Hit, 0, len(warm)+len(cold))
+	i, j := 0, 0
+	for (i < len(warm) || j < len(cold)) && (k <= 0 || len(out) < k) {
+		switch {
+		case j < len(cold) && inWarm[cold[j].Record.ID]:
+			j++
+		case j >= len(cold) || i < len(warm) && warm[i].Score >= cold[j].Score:
+			out = append(out, warm[i])
+			i++
+		default:
+			out = append(out, cold[j])
+			j++
+		}
+	}
+	return out
+}

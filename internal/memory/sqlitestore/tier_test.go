@@ -1,0 +1,210 @@
+package sqlitestore
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/memory"
+)
+
+// waitDemotion waits until no demotion of actor is running.
+func (s *Store) waitDemotion(actor string) {
+	s.mu.Lock()
+	a := s.actors[actor]
+	s.mu.Unlock()
+	for a != nil && (a.demoting.Load() || a.compacting.Load()) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// warmCount is how many of actor's events are in memory (-1: not loaded).
+func (s *Store) warmCount(actor string) int {
+	s.mu.Lock()
+	a := s.actors[actor]
+	s.mu.Unlock()
+	if a == nil {
+		return -1
+	}
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return len(a.events)
+}
+
+var tierT0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+
+// tierEvent is turn i of session s: a unique word "marker<i>" and words
+// every turn shares.
+func tierEvent(i int, sess string) memory.Event {
+	return memory.Event{ID: fmt.Sprintf("ev-%03d", i), ActorID: "u", SessionID: sess, Role: "user",
+		Text: fmt.Sprintf("turn marker%d about the garden and figs", i), Timestamp: tierT0.Add(time.Duration(i) * time.Hour)}
+}
+
+// tierFill appends n events two at a time (as turns do) over two sessions.
+func tierFill(t *testing.T, s *Store, n int) {
+	t.Helper()
+	for i := 0; i < n; i += 2 {
+		batch := []memory.Event{tierEvent(i, fmt.Sprint("s", i%4/2)), tierEvent(i+1, fmt.Sprint("s", i%4/2))}
+		if err := s.AppendEvents(bg, batch); err != nil {
+			t.Fatal(err)
+		}
+		s.waitDemotion("u")
+	}
+}
+
+// tierFinds checks that a search for each event's unique word returns
+// that event first.
+func tierFinds(t *testing.T, s *Store, ids ...int) {
+	t.Helper()
+	for _, i := range ids {
+		hits, err := s.Search(bg, memory.Query{NamespacePath: "/main/u/", Text: fmt.Sprintf("marker%d", i), TopK: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("ev-%03d", i)
+		if len(hits) == 0 || hits[0].Record.ID != want {
+			t.Fatalf("marker%d: want %s first, got %v", i, want, hitIDs(hits))
+		}
+	}
+}
+
+func hitIDs(hits []memory.Hit) []string {
+	var out []string
+	for _, h := range hits {
+		out = append(out, h.Record.ID+" "+h.Explain)
+	}
+	return out
+}
+
+// TestEventWindow: with a window of 8, an actor's older events leave
+// memory (at most window + slack stay), and every reader still sees all
+// of them: search (through FTS5, merged with the in-memory ranking), Get,
+// Events, EventsSince from a cold cursor, listings, an idempotent
+// re-append, a reopened store, export, expiry and Forget.
+func TestEventWindow(t *testing.T) {
+	home := t.TempDir()
+	const w, n = 8, 40
+	now := tierT0.Add(n * time.Hour)
+	opts := Options{EventWindow: w, SyncInterval: -1, EventExpiryDays: 30, Now: func() time.Time { return now }}
+	s, err := Open(home, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tierFill(t, s, n)
+	if got := s.warmCount("u"); got > w+windowSlack(w) || got < w {
+		t.Fatalf("%d events in memory, want %d..%d", got, w, w+windowSlack(w))
+	}
+	tierFinds(t, s, 0, 5, 17, 38, 39)
+	hits, _ := s.Search(bg, memory.Query{NamespacePath: "/main/u/", Text: "marker3", TopK: 1})
+	if len(hits) != 1 || !strings.HasPrefix(hits[0].Explain, coldExplain) {
+		t.Fatalf("cold hit explain: %v", hitIDs(hits))
+	}
+	if r, err := s.Get(bg, "ev-002"); err != nil || !strings.Contains(r.Content, "marker2 ") {
+		t.Fatalf("Get cold: %+v %v", r, err)
+	}
+	evs, err := s.Events(bg, "u", "")
+	if err != nil || len(evs) != n {
+		t.Fatalf("Events: %d, %v", len(evs), err)
+	}
+	for i, e := range evs {
+		if e.ID != fmt.Sprintf("ev-%03d", i) {
+			t.Fatalf("Events[%d] = %s", i, e.ID)
+		}
+	}
+	// ev-004 (session s0, cold): the session's events after it.
+	since, err := s.EventsSince(bg, "u", "s0", "ev-004", time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantSince []string
+	for i := 5; i < n; i++ {
+		if i%4/2 == 0 {
+			wantSince = append(wantSince, fmt.Sprintf("ev-%03d", i))
+		}
+	}
+	if got := eventIDs(since); strings.Join(got, ",") != strings.Join(wantSince, ",") {
+		t.Fatalf("EventsSince cold cursor:\n got %v\nwant %v", got, wantSince)
+	}
+	if all, _ := s.Events(bg, "u", "s1"); len(all) != n/2 {
+		t.Fatalf("Events(s1): %d", len(all))
+	}
+	listed, err := s.Search(bg, memory.Query{NamespacePath: "/main/u/"})
+	if err != nil || len(listed) != n {
+		t.Fatalf("listing: %d, %v", len(listed), err)
+	}
+	// A retried append of a cold event is skipped, not an error.
+	if err := s.AppendEvents(bg, []memory.Event{tierEvent(1, "s0")}); err != nil {
+		t.Fatalf("re-append of a cold event: %v", err)
+	}
+	if evs, _ := s.Events(bg, "u", ""); len(evs) != n {
+		t.Fatalf("after re-append: %d events", len(evs))
+	}
+	s.Close()
+
+	// Reopened: only the window is loaded, everything is still found.
+	s, err = Open(home, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tierFinds(t, s, 1, 20, 39)
+	if got := s.warmCount("u"); got > w+windowSlack(w) {
+		t.Fatalf("reopened: %d events in memory", got)
+	}
+	out := t.TempDir()
+	if _, err := s.ExportMarkdown(bg, out); err != nil {
+		t.Fatal(err)
+	}
+	exported := 0
+	filepath.Walk(out, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			b, _ := os.ReadFile(p)
+			exported += strings.Count(string(b), "marker")
+		}
+		return nil
+	})
+	if exported != n {
+		t.Fatalf("export holds %d events, want %d", exported, n)
+	}
+
+	// Expiry reaches cold events: the first 10 are past 30 days.
+	now = tierT0.Add(30*24*time.Hour + 9*time.Hour + 30*time.Minute)
+	gone, err := s.ExpireEvents(bg)
+	if err != nil || gone != 10 {
+		t.Fatalf("expired %d, %v; want 10", gone, err)
+	}
+	if evs, _ := s.Events(bg, "u", ""); len(evs) != n-10 || evs[0].ID != "ev-010" {
+		t.Fatalf("after expiry: %d events, first %v", len(evs), eventIDs(evs[:1]))
+	}
+	if hits, _ := s.Search(bg, memory.Query{NamespacePath: "/main/u/", Text: "marker3"}); len(hits) > 0 && hits[0].Record.ID == "ev-003" {
+		t.Fatal("expired cold event still found")
+	}
+	// The Markdown lost them too: a rebuild from it has the rest.
+	if err := s.Rebuild(bg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if evs, _ := s.Events(bg, "u", ""); len(evs) != n-10 {
+		t.Fatalf("after rebuild: %d events", len(evs))
+	}
+	tierFinds(t, s, 10, 25, 39)
+
+	if err := s.Forget(bg, "main", "u"); err != nil {
+		t.Fatal(err)
+	}
+	var tiers int
+	s.db.QueryRow(`SELECT count(*) FROM event_tiers`).Scan(&tiers)
+	if tiers != 0 {
+		t.Fatalf("%d tier rows after Forget", tiers)
+	}
+	s.Close()
+}
+
+func eventIDs(evs []memory.Event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.ID
+	}
+	return out
+}
