@@ -62,7 +62,8 @@ func StateOptions(cfg *config.Config) (state.Options, error) {
 
 // MemoryStoreOptions maps the config onto sqlitestore.Options.
 func MemoryStoreOptions(cfg *config.Config) sqlitestore.Options {
-	o := sqlitestore.Options{AgentID: cfg.AgentID, EventExpiryDays: cfg.Memory.EventExpiryDays, CacheBytes: int64(cfg.Memory.CacheMB) << 20}
+	o := sqlitestore.Options{AgentID: cfg.AgentID, EventExpiryDays: cfg.Memory.EventExpiryDays, CacheBytes: int64(cfg.Memory.CacheMB) << 20,
+		EventWindow: cfg.Memory.EventWindow}
 	for _, k := range cfg.Memory.IndexedKeys {
 		o.IndexedKeys = append(o.IndexedKeys, memory.IndexedKey{Name: k.Name, Type: k.Type})
 	}

@@ -213,6 +213,14 @@ type MemoryConfig struct {
 	// default, a negative value removes the bound, at most 1,048,576.
 	// Env TENDRIL_MEMORY_CACHE_MB.
 	CacheMB int `json:"cacheMB"`
+	// EventWindow is how many of each actor's newest events the embedded
+	// memory store keeps in memory and in its BM25F index (default 4096,
+	// about 2,000 turns); older events stay in SQLite and its FTS5 index,
+	// are searched there and merged by score, so an actor's memory and
+	// search cost stop growing with its history. 0 means the default, a
+	// negative value keeps every event in memory. Env
+	// TENDRIL_MEMORY_EVENT_WINDOW.
+	EventWindow int `json:"eventWindow,omitempty"`
 }
 
 // maxCacheMB bounds Memory.CacheMB: 1 TiB, far past any machine, and its
@@ -411,6 +419,13 @@ func Load(path string) (*Config, error) {
 			return nil, fmt.Errorf("TENDRIL_MEMORY_CACHE_MB %q: want a whole number of MiB (negative: no bound)", v)
 		}
 		c.Memory.CacheMB = n
+	}
+	if v := os.Getenv("TENDRIL_MEMORY_EVENT_WINDOW"); v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("TENDRIL_MEMORY_EVENT_WINDOW %q: want a whole number of events (negative: every event in memory)", v)
+		}
+		c.Memory.EventWindow = n
 	}
 	if c.Memory.CacheMB > maxCacheMB {
 		// MiB << 20 must fit the stores' int64 byte budget

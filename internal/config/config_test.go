@@ -136,6 +136,30 @@ func TestMemoryCacheMB(t *testing.T) {
 	}
 }
 
+// TestMemoryEventWindow: memory.eventWindow from the file reaches the
+// memory store's options, TENDRIL_MEMORY_EVENT_WINDOW overrides it, and a
+// non-number is an error naming the variable.
+func TestMemoryEventWindow(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("TENDRIL_HOME", home)
+	t.Setenv("TENDRIL_MEMORY_EVENT_WINDOW", "")
+	if c, err := Load(""); err != nil || c.Memory.EventWindow != 0 {
+		t.Fatalf("default memory.eventWindow = %v, %v; want 0 (the store's default)", c.Memory.EventWindow, err)
+	}
+	os.WriteFile(filepath.Join(home, "tendril.json"), []byte(`{"memory": {"eventWindow": 512}}`), 0o600)
+	if c, err := Load(""); err != nil || c.Memory.EventWindow != 512 {
+		t.Fatalf("memory.eventWindow from file = %v, %v; want 512", c.Memory.EventWindow, err)
+	}
+	t.Setenv("TENDRIL_MEMORY_EVENT_WINDOW", "-1")
+	if c, err := Load(""); err != nil || c.Memory.EventWindow != -1 {
+		t.Fatalf("TENDRIL_MEMORY_EVENT_WINDOW=-1: %v, %v", c.Memory.EventWindow, err)
+	}
+	t.Setenv("TENDRIL_MEMORY_EVENT_WINDOW", "many")
+	if _, err := Load(""); err == nil || !strings.Contains(err.Error(), "TENDRIL_MEMORY_EVENT_WINDOW") {
+		t.Fatalf("TENDRIL_MEMORY_EVENT_WINDOW=many: err = %v, want an error naming it", err)
+	}
+}
+
 // TestBadEnvValuesAreErrors: an environment value Tendril cannot read is
 // an error naming the variable, not silently dropped (a typo in the
 // allow-list would otherwise lock a listed chat out, and "yes" would

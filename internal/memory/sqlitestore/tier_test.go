@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,4 +208,65 @@ func eventIDs(evs []memory.Event) []string {
 		out[i] = e.ID
 	}
 	return out
+}
+
+// TestEventWindowRaces runs searches, listings and reads beside the
+// appends whose demotions move events out of memory, then closes the
+// store while one may be running (run with -race). Every event appended
+// before a search began is found by its unique word.
+func TestEventWindowRaces(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{EventWindow: 16, SyncInterval: -1, EventExpiryDays: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	var appended atomic.Int64
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for r := 0; r < 3; r++ {
+		go func(r int) {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				top := int(appended.Load())
+				if top == 0 {
+					continue
+				}
+				want := (i*7 + r) % top
+				hits, err := s.Search(bg, memory.Query{NamespacePath: "/main/u/", Text: fmt.Sprintf("marker%d", want), TopK: 3})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(hits) == 0 || hits[0].Record.ID != fmt.Sprintf("ev-%03d", want) {
+					errs <- fmt.Errorf("marker%d (of %d appended): got %v", want, top, hitIDs(hits))
+					return
+				}
+				if _, err := s.Events(bg, "u", "s0"); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(r)
+	}
+	for i := 0; i < n; i += 2 {
+		if err := s.AppendEvents(bg, []memory.Event{tierEvent(i, "s0"), tierEvent(i+1, "s1")}); err != nil {
+			t.Fatal(err)
+		}
+		appended.Store(int64(i + 2))
+	}
+	close(done)
+	for r := 0; r < 3; r++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AppendEvents(bg, []memory.Event{tierEvent(n, "s0"), tierEvent(n+1, "s0")}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close() // a demotion may be running: Close waits for it
 }
