@@ -105,6 +105,7 @@ Example:
 	f.StringVar(&ks, "k", "5,10,20,50", "cut-offs k for recall@k, comma-separated")
 	f.StringVar(&o.Baseline, "baseline", "", "also run a reference ranking side by side: bm25 or fts5")
 	f.BoolVar(&asJSON, "json", false, "print one JSON document (SPEC §4.8)")
+	f.IntVar(&o.EventWindow, "event-window", 0, "events of each conversation kept in memory (0: the store's default, 4096; smaller ranks the older turns through FTS5, merged)")
 	f.IntVar(&folds, "folds", 0, "cross-validate the ranking over conversations in N folds (5 = leave-one-conversation-out on the dev split; 0 = no cross-validation)")
 	eval := &cobra.Command{Use: "eval", Short: "Run retrieval benchmarks"}
 	eval.AddCommand(cmd)

@@ -42,6 +42,8 @@ type EvalOptions struct {
 	// Dir is the scratch directory for the stores and job databases
 	// (default: a temporary directory, removed before Evaluate returns).
 	Dir string
+	// EventWindow is Options.EventWindow of every run.
+	EventWindow int
 }
 
 // Evaluation is the result of Evaluate.
@@ -77,7 +79,7 @@ func Evaluate(ctx context.Context, opts EvalOptions) (*Evaluation, error) {
 	}
 	defer cleanup()
 	run := func(baseline, dir string) (*Report, error) {
-		o := Options{Level: opts.Level, Ks: opts.Ks, Baseline: baseline, Extract: opts.Extract, Progress: opts.Progress, Dir: dir}
+		o := Options{Level: opts.Level, Ks: opts.Ks, Baseline: baseline, Extract: opts.Extract, Progress: opts.Progress, Dir: dir, EventWindow: opts.EventWindow}
 		if o.Level == LevelRecords && o.Extract == nil {
 			o.Extract = PipelineExtract(dir)
 		}

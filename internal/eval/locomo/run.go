@@ -45,6 +45,10 @@ type Options struct {
 	// Dir is the scratch home for the store (default: a temporary
 	// directory, removed afterwards).
 	Dir string
+	// EventWindow is the store's sqlitestore.Options.EventWindow (0: its
+	// default, which holds every dev conversation whole): a small window
+	// measures the ranking of events that left memory (FTS5, merged).
+	EventWindow int
 }
 
 // Metrics is the per-slice summary.
@@ -105,7 +109,7 @@ func Run(ctx context.Context, convs []Conversation, opts Options) (*Report, erro
 		return nil, err
 	}
 	defer cleanup()
-	so := sqlitestore.Options{AgentID: agentID, EventExpiryDays: -1, SyncInterval: -1, NoFsync: true}
+	so := sqlitestore.Options{AgentID: agentID, EventExpiryDays: -1, SyncInterval: -1, NoFsync: true, EventWindow: opts.EventWindow}
 	switch opts.Baseline {
 	case "":
 	case "bm25":

@@ -181,13 +181,21 @@ func (s *Store) listActor(ctx context.Context, a *actorState, c memindex.Cond, k
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	events := a.events
-	if a.hasCold() && c.Admits(memory.StrategyEpisodic, memory.StatusActive) {
-		all, err := s.allEvents(ctx, a)
+	sessions, err := s.coldScope(ctx, a, c)
+	if err != nil {
+		return nil, err
+	}
+	if len(sessions) > 0 {
+		where, args := sessionsIn(sessions)
+		cold, err := s.coldEvents(ctx, a, where, args...)
 		if err != nil {
 			return nil, err
 		}
-		events = make(map[string]memory.Event, len(all))
-		for _, e := range all {
+		events = make(map[string]memory.Event, len(a.events)+len(cold))
+		for id, e := range a.events {
+			events[id] = e
+		}
+		for _, e := range cold {
 			events[e.ID] = e
 		}
 	}
@@ -260,7 +268,8 @@ func vectorsFor(x *actorIndex, byID map[string][]float32) [][]float32 {
 }
 
 // Prepare builds the ranking index of an actor now rather than on its first
-// search (warm-up after bulk loads).
+// search (warm-up after bulk loads), after moving the events past
+// Options.EventWindow out of memory.
 func (s *Store) Prepare(ctx context.Context, actorID string) error {
 	s.gate.RLock()
 	defer s.gate.RUnlock()
@@ -275,6 +284,16 @@ func (s *Store) Prepare(ctx context.Context, actorID string) error {
 		return err
 	}
 	defer release()
+	if w := s.window(); w > 0 {
+		// Bring the actor to its steady state: the events past the
+		// window leave memory now (waiting for a demotion running).
+		a.wmu.Lock()
+		err := s.demote(ctx, a, w)
+		a.wmu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
 	_, done := s.readIndex(ctx, a)
 	done()
 	return nil

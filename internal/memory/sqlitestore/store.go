@@ -208,6 +208,11 @@ type actorState struct {
 	// coldTo is the rowid of a's newest cold event (0: none; tier.go).
 	// Written with wmu and mu held.
 	coldTo int64
+	// coldNS holds the namespaces of a's cold events (a superset after
+	// expiry), nil until needed (coldScope); guarded like coldTo, and by
+	// coldNSMu for its lazy fill under a shared a.mu.
+	coldNSMu sync.Mutex
+	coldNS   map[string]bool
 
 	once    sync.Once // loads the state from the index
 	loadErr error

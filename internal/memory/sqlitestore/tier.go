@@ -251,10 +251,14 @@ func (s *Store) demote(ctx context.Context, a *actorState, w int) error {
 	}
 	a.mu.Lock()
 	a.coldTo = bound
+	demoted := make([]memory.Event, 0, len(gone))
 	for id := range gone {
-		a.mapBytes.Add(-eventBytes(a.events[id]))
+		e := a.events[id]
+		demoted = append(demoted, e)
+		a.mapBytes.Add(-eventBytes(e))
 		delete(a.events, id)
 	}
+	s.noteColdNS(a, demoted)
 	a.mu.Unlock()
 	s.changeIndex(a, func(x *actorIndex) *actorIndex {
 		s.dropIndexed(a, x, gone)
@@ -303,6 +307,76 @@ func (s *Store) dropIndexed(a *actorState, x *actorIndex, gone map[string]bool) 
 	s.reindexEvents(a, x, affected)
 }
 
+// coldScope returns the sessions of a's cold events whose namespaces c
+// admits (none: c reaches no cold event, so no SQLite read is needed),
+// reading the cold namespaces once per load. The caller holds a.mu (either
+// mode) or a.wmu.
+func (s *Store) coldScope(ctx context.Context, a *actorState, c memindex.Cond) ([]string, error) {
+	if !a.hasCold() || !c.Admits(memory.StrategyEpisodic, memory.StatusActive) {
+		return nil, nil
+	}
+	a.coldNSMu.Lock()
+	defer a.coldNSMu.Unlock()
+	if a.coldNS == nil {
+		rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT session, json_extract(metadata,'$.agentId') FROM events WHERE actor=? AND rowid<=?`, a.id, a.coldTo)
+		if err != nil {
+			return nil, fmt.Errorf("memory index: %w", err)
+		}
+		ns := map[string]bool{}
+		for rows.Next() {
+			var sess string
+			var agent sql.NullString
+			if err := rows.Scan(&sess, &agent); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("memory index: %w", err)
+			}
+			e := memory.Event{ActorID: a.id, SessionID: sess}
+			if agent.Valid && agent.String != "" {
+				e.Metadata = map[string]any{"agentId": agent.String}
+			}
+			ns[s.eventNamespace(e)+"\x00"+sess] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("memory index: %w", err)
+		}
+		a.coldNS = ns
+	}
+	var out []string
+	seen := map[string]bool{}
+	for k := range a.coldNS {
+		ns, sess, _ := strings.Cut(k, "\x00")
+		if c.InScope(ns) && !seen[sess] {
+			seen[sess] = true
+			out = append(out, sess)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// noteColdNS adds the namespaces of newly cold events to a.coldNS (when
+// it is filled). The caller holds a.mu exclusively.
+func (s *Store) noteColdNS(a *actorState, evs []memory.Event) {
+	a.coldNSMu.Lock()
+	defer a.coldNSMu.Unlock()
+	if a.coldNS == nil {
+		return
+	}
+	for _, e := range evs {
+		a.coldNS[s.eventNamespace(e)+"\x00"+e.SessionID] = true
+	}
+}
+
+// sessionsIn is the SQL condition "session IN (…)" with its arguments.
+func sessionsIn(sessions []string) (string, []any) {
+	args := make([]any, len(sessions))
+	for i, v := range sessions {
+		args[i] = v
+	}
+	return `session IN (` + strings.TrimSuffix(strings.Repeat("?,", len(sessions)), ",") + `)`, args
+}
+
 // coldQuery is the FTS5 query of a cold search: the text's words that
 // are not stop words (lower-cased, at most maxFTSTerms), each quoted,
 // OR-ed. Stop words would match nearly every row and cost the search time
@@ -336,14 +410,11 @@ const coldExplain = "older than the in-memory window: fts5 bm25="
 // its best 4k + 32 rows of the actor before the condition is applied, so
 // a condition that rejects most cold events may return fewer than k.
 func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, text string, k int, explain bool) ([]memory.Hit, error) {
-	if !c.Admits(memory.StrategyEpisodic, memory.StatusActive) {
-		return nil, nil
-	}
 	a.mu.RLock()
-	cold := a.hasCold()
+	sessions, err := s.coldScope(ctx, a, c)
 	a.mu.RUnlock()
-	if !cold {
-		return nil, nil
+	if err != nil || len(sessions) == 0 {
+		return nil, err
 	}
 	q := coldQuery(text)
 	if q == "" {
