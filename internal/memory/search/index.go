@@ -815,6 +815,28 @@ func (ix *Index) weighted() uint8 {
 	return m
 }
 
+// DocFreq is the number of documents holding the analysed term t (a
+// stem, as Analyzer.Terms returns it) in any scored field, retired ones
+// included until a rebuild; 0 for a term the index has never seen. It
+// costs one pass over the term's postings.
+func (ix *Index) DocFreq(t string) int {
+	id, ok := ix.terms[t]
+	if !ok {
+		return 0
+	}
+	wm := ix.weighted()
+	data, doc, c := ix.post.lists[id], int32(-1), 0
+	var tf [NumFields]uint16
+	for i := 0; i < len(data); {
+		var mask uint8
+		doc, mask, i = entry(data, i, doc, &tf)
+		if mask&wm != 0 {
+			c++
+		}
+	}
+	return c
+}
+
 // df counts allowed documents holding term id in any scored field.
 func (ix *Index) df(id int32, allow []bool) int {
 	wm := ix.weighted()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/tendrilai/tendril/internal/memory"
@@ -135,7 +136,11 @@ func (s *Store) search(ctx context.Context, q memory.Query, engine Engine) ([]me
 			}
 		} else {
 			hits = s.searchActor(ctx, a, c, text, qvec, k, !q.NoExplain)
-			cold, err := s.searchCold(ctx, a, c, text, k, !q.NoExplain)
+			floor := math.Inf(-1)
+			if k > 0 && len(hits) >= k {
+				floor = hits[k-1].Score
+			}
+			cold, err := s.searchCold(ctx, a, c, text, k, floor, !q.NoExplain)
 			if err != nil {
 				release()
 				return nil, err

@@ -118,21 +118,43 @@ func (s *Store) coldEvents(ctx context.Context, a *actorState, extra string, arg
 	return out, err
 }
 
-// coldByID reads the cold events of a among ids, by ID.
+// coldByID reads the cold events of a among ids, by ID. It looks the rows
+// up by primary key (an "actor AND rowid" condition would lead SQLite to
+// scan the actor's cold rows) and checks owner and tier on each.
 func (s *Store) coldByID(ctx context.Context, a *actorState, ids []string) (map[string]memory.Event, error) {
 	out := map[string]memory.Event{}
+	if !a.hasCold() {
+		return out, nil
+	}
 	for start := 0; start < len(ids); start += 500 {
 		chunk := ids[start:min(start+500, len(ids))]
 		args := make([]any, len(chunk))
 		for i, id := range chunk {
 			args[i] = id
 		}
-		evs, err := s.coldEvents(ctx, a, `id IN (`+strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",")+`)`, args...)
+		rows, err := s.db.QueryContext(ctx, `SELECT rowid,actor,id,session,role,text,ts,metadata FROM events WHERE id IN (`+
+			strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",")+`)`, args...)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("memory index: %w", err)
 		}
-		for _, e := range evs {
+		for rows.Next() {
+			var rowid int64
+			var actor, ts, md string
+			e := memory.Event{ActorID: a.id}
+			if err := rows.Scan(&rowid, &actor, &e.ID, &e.SessionID, &e.Role, &e.Text, &ts, &md); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("memory index: %w", err)
+			}
+			if actor != a.id || rowid > a.coldTo {
+				continue
+			}
+			e.Timestamp, _ = time.Parse(time.RFC3339Nano, ts)
+			e.Metadata = decodeJSONMetadata(md)
 			out[e.ID] = e
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("memory index: %w", err)
 		}
 	}
 	return out, nil
@@ -377,26 +399,59 @@ func sessionsIn(sessions []string) (string, []any) {
 	return `session IN (` + strings.TrimSuffix(strings.Repeat("?,", len(sessions)), ",") + `)`, args
 }
 
+// Cold candidate terms (the common-terms cutoff of Lucene's
+// CommonTermsQuery and Elasticsearch's cutoff_frequency): a query word
+// whose stem is in more than coldCommonShare of the warm documents (at
+// least coldCommonMin of them) is taken for common in the cold events too,
+// where it would match a share of the whole history and make every search
+// cost in proportion to it; it contributes little to BM25 (low idf) and is
+// left out of the cold query. When every word is common the rarest
+// coldKeepRare are kept; at most coldMaxTerms words, rarest first.
+const (
+	coldCommonShare = 0.01
+	coldCommonMin   = 8
+	coldKeepRare    = 2
+	coldMaxTerms    = 8
+)
+
 // coldQuery is the FTS5 query of a cold search: the text's words that
-// are not stop words (lower-cased, at most maxFTSTerms), each quoted,
-// OR-ed. Stop words would match nearly every row and cost the search time
-// in proportion to the actor's history.
-func coldQuery(text string) string {
+// are neither stop words nor common in the warm index x (see
+// coldCommonShare), lower-cased, quoted and OR-ed; "" when none is left.
+func coldQuery(x *actorIndex, text string) string {
 	words := strings.FieldsFunc(text, func(r rune) bool {
 		return !unicode.IsLetter(r) && !unicode.IsNumber(r) && !unicode.IsMark(r)
 	})
+	an := x.ix.Params().Analyzer
+	common := max(coldCommonMin, int(coldCommonShare*float64(x.ix.Len()-x.ix.Dead())))
+	type word struct {
+		w  string
+		df int
+	}
 	seen := map[string]bool{}
-	var terms []string
+	var cand []word
 	for _, w := range words {
 		w = strings.ToLower(w)
-		if seen[w] || search.IsStopWord(w) || len(w) < 2 {
+		if seen[w] || len(w) < 2 || search.IsStopWord(w) {
 			continue
 		}
 		seen[w] = true
-		terms = append(terms, `"`+strings.ReplaceAll(w, `"`, `""`)+`"`)
-		if len(terms) == maxFTSTerms {
+		stems := an.Terms(w)
+		if len(stems) == 0 {
+			continue
+		}
+		df := 0
+		for _, t := range stems {
+			df = max(df, x.ix.DocFreq(t))
+		}
+		cand = append(cand, word{w, df})
+	}
+	sort.SliceStable(cand, func(i, j int) bool { return cand[i].df < cand[j].df })
+	var terms []string
+	for i, c := range cand {
+		if len(terms) == coldMaxTerms || c.df > common && i >= coldKeepRare {
 			break
 		}
+		terms = append(terms, `"`+strings.ReplaceAll(c.w, `"`, `""`)+`"`)
 	}
 	return strings.Join(terms, " OR ")
 }
@@ -405,18 +460,23 @@ func coldQuery(text string) string {
 const coldExplain = "older than the in-memory window: fts5 bm25="
 
 // searchCold ranks a's cold events allowed by c for text with FTS5
-// bm25() (score -bm25, the same Okapi BM25 family as the in-memory first
-// stage, whose scale the re-ranked hits keep), at most k. FTS5 returns
-// its best 4k + 32 rows of the actor before the condition is applied, so
-// a condition that rejects most cold events may return fewer than k.
-func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, text string, k int, explain bool) ([]memory.Hit, error) {
+// bm25() over the query's uncommon words (coldQuery; score -bm25, the
+// same Okapi BM25 family as the in-memory first stage, whose scale the
+// re-ranked hits keep), at most k, each scoring above floor (the k-th warm
+// hit's score when there are k, so that only cold events that can enter
+// the merged list are read). FTS5 returns its best 4k + 32 rows of the
+// actor before the condition is applied, so a condition that rejects most
+// cold events may return fewer than k.
+func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, text string, k int, floor float64, explain bool) ([]memory.Hit, error) {
 	a.mu.RLock()
 	sessions, err := s.coldScope(ctx, a, c)
 	a.mu.RUnlock()
 	if err != nil || len(sessions) == 0 {
 		return nil, err
 	}
-	q := coldQuery(text)
+	x, done := s.readIndex(ctx, a)
+	q := coldQuery(x, text)
+	done()
 	if q == "" {
 		return nil, nil
 	}
@@ -427,17 +487,20 @@ func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, 
 	if err != nil {
 		return nil, fmt.Errorf("memory full-text search: %w", err)
 	}
-	var ids []string
-	raw := map[string]float64{}
+	type found struct {
+		id  string
+		raw float64
+	}
+	var all []found
 	for rows.Next() {
-		var id string
-		var r float64
-		if err := rows.Scan(&id, &r); err != nil {
+		var f found
+		if err := rows.Scan(&f.id, &f.raw); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("memory full-text search: %w", err)
 		}
-		ids = append(ids, id)
-		raw[id] = r
+		if -f.raw > floor {
+			all = append(all, f)
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -445,54 +508,53 @@ func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, 
 	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	want := ids[:0:0]
-	for _, id := range ids {
-		if _, ok := a.records[id]; ok {
-			continue
+	var hits []memory.Hit
+	// Rows are read k candidates at a time, best first, until k pass.
+	for start := 0; start < len(all) && len(hits) < k; {
+		var want []string
+		var raws []float64
+		for ; start < len(all) && len(want) < k; start++ {
+			f := all[start]
+			if _, ok := a.records[f.id]; ok {
+				continue
+			}
+			if _, ok := a.events[f.id]; ok { // warm: ranked by the index
+				continue
+			}
+			want, raws = append(want, f.id), append(raws, f.raw)
 		}
-		if _, ok := a.events[id]; ok { // warm: ranked by the index
-			continue
+		evs, err := s.coldByID(ctx, a, want)
+		if err != nil {
+			return nil, err
 		}
-		want = append(want, id)
+		for i, id := range want {
+			e, ok := evs[id]
+			if !ok || s.expired(e) {
+				continue
+			}
+			ns := s.eventNamespace(e)
+			if !c.MatchEvent(e, ns) {
+				continue
+			}
+			h := memory.Hit{Record: memindex.EventRecord(e, ns), Score: -raws[i]}
+			if explain {
+				h.Explain = fmt.Sprintf("%s%.6g", coldExplain, raws[i])
+			}
+			hits = append(hits, h)
+			if len(hits) == k {
+				break
+			}
+		}
 	}
-	evs, err := s.coldByID(ctx, a, want)
-	if err != nil {
-		return nil, err
-	}
-	type hit struct {
-		h   memory.Hit
-		key string
-	}
-	var hits []hit
-	for _, id := range want {
-		e, ok := evs[id]
-		if !ok || s.expired(e) {
-			continue
-		}
-		ns := s.eventNamespace(e)
-		if !c.MatchEvent(e, ns) {
-			continue
-		}
-		h := memory.Hit{Record: memindex.EventRecord(e, ns), Score: -raw[id]}
-		if explain {
-			h.Explain = fmt.Sprintf("%s%.6g", coldExplain, raw[id])
-		}
-		hits = append(hits, hit{h, memindex.EventKey(e)})
-	}
+	// FTS5 orders by bm25 alone; equal scores go in index order.
 	sort.SliceStable(hits, func(i, j int) bool {
-		if hits[i].h.Score != hits[j].h.Score {
-			return hits[i].h.Score > hits[j].h.Score
+		if hits[i].Score != hits[j].Score {
+			return hits[i].Score > hits[j].Score
 		}
-		return hits[i].key < hits[j].key
+		return memindex.EventKey(memory.Event{Timestamp: hits[i].Record.CreatedAt, ID: hits[i].Record.Sources[0]}) <
+			memindex.EventKey(memory.Event{Timestamp: hits[j].Record.CreatedAt, ID: hits[j].Record.Sources[0]})
 	})
-	if len(hits) > k {
-		hits = hits[:k]
-	}
-	out := make([]memory.Hit, len(hits))
-	for i, h := range hits {
-		out[i] = h.h
-	}
-	return out, nil
+	return hits, nil
 }
 
 // mergeHits merges two lists each sorted by score (best first) into one
