@@ -208,6 +208,9 @@ type actorState struct {
 	// coldTo is the rowid of a's newest cold event (0: none; tier.go).
 	// Written with wmu and mu held.
 	coldTo int64
+	// coldN is how many cold events a has (an estimate after expiry:
+	// cold searches size their term budget by it). Guarded like coldTo.
+	coldN int
 	// coldNS holds the namespaces of a's cold events (a superset after
 	// expiry), nil until needed (coldScope); guarded like coldTo, and by
 	// coldNSMu for its lazy fill under a shared a.mu.
@@ -1639,6 +1642,11 @@ func (s *Store) expire(ctx context.Context, a *actorState, cold bool) (int, erro
 				files[markdown.EventFile(e)] = true
 				gone = append(gone, e.ID)
 			}
+		}
+		if len(gone) > 0 {
+			a.mu.Lock()
+			a.coldN = max(0, a.coldN-len(gone))
+			a.mu.Unlock()
 		}
 	}
 	a.mu.Lock()

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -72,6 +73,9 @@ func (s *Store) loadColdBound(ctx context.Context, a *actorState) error {
 		return fmt.Errorf("memory index: %w", err)
 	}
 	a.coldTo = rowid
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE actor=? AND rowid<=?`, a.id, rowid).Scan(&a.coldN); err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
 	return nil
 }
 
@@ -118,44 +122,41 @@ func (s *Store) coldEvents(ctx context.Context, a *actorState, extra string, arg
 	return out, err
 }
 
-// coldByID reads the cold events of a among ids, by ID. It looks the rows
-// up by primary key (an "actor AND rowid" condition would lead SQLite to
-// scan the actor's cold rows) and checks owner and tier on each.
+// coldByID reads the cold events of a among ids, by primary key (an
+// "actor AND rowid" condition would lead SQLite to scan the actor's cold
+// rows), checking owner and tier on each. One prepared statement takes
+// the IDs as a JSON array.
 func (s *Store) coldByID(ctx context.Context, a *actorState, ids []string) (map[string]memory.Event, error) {
 	out := map[string]memory.Event{}
-	if !a.hasCold() {
+	if !a.hasCold() || len(ids) == 0 {
 		return out, nil
 	}
-	for start := 0; start < len(ids); start += 500 {
-		chunk := ids[start:min(start+500, len(ids))]
-		args := make([]any, len(chunk))
-		for i, id := range chunk {
-			args[i] = id
-		}
-		rows, err := s.db.QueryContext(ctx, `SELECT rowid,actor,id,session,role,text,ts,metadata FROM events WHERE id IN (`+
-			strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",")+`)`, args...)
-		if err != nil {
+	arr, _ := json.Marshal(ids)
+	st, err := s.stmt(ctx, `SELECT rowid,actor,id,session,role,text,ts,metadata FROM events WHERE id IN (SELECT value FROM json_each(?))`)
+	if err != nil {
+		return nil, fmt.Errorf("memory index: %w", err)
+	}
+	rows, err := st.QueryContext(ctx, string(arr))
+	if err != nil {
+		return nil, fmt.Errorf("memory index: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var rowid int64
+		var actor, ts, md string
+		e := memory.Event{ActorID: a.id}
+		if err := rows.Scan(&rowid, &actor, &e.ID, &e.SessionID, &e.Role, &e.Text, &ts, &md); err != nil {
 			return nil, fmt.Errorf("memory index: %w", err)
 		}
-		for rows.Next() {
-			var rowid int64
-			var actor, ts, md string
-			e := memory.Event{ActorID: a.id}
-			if err := rows.Scan(&rowid, &actor, &e.ID, &e.SessionID, &e.Role, &e.Text, &ts, &md); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("memory index: %w", err)
-			}
-			if actor != a.id || rowid > a.coldTo {
-				continue
-			}
-			e.Timestamp, _ = time.Parse(time.RFC3339Nano, ts)
-			e.Metadata = decodeJSONMetadata(md)
-			out[e.ID] = e
+		if actor != a.id || rowid > a.coldTo {
+			continue
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("memory index: %w", err)
-		}
+		e.Timestamp, _ = time.Parse(time.RFC3339Nano, ts)
+		e.Metadata = decodeJSONMetadata(md)
+		out[e.ID] = e
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("memory index: %w", err)
 	}
 	return out, nil
 }
@@ -273,6 +274,7 @@ func (s *Store) demote(ctx context.Context, a *actorState, w int) error {
 	}
 	a.mu.Lock()
 	a.coldTo = bound
+	a.coldN += len(gone)
 	demoted := make([]memory.Event, 0, len(gone))
 	for id := range gone {
 		e := a.events[id]
@@ -399,30 +401,33 @@ func sessionsIn(sessions []string) (string, []any) {
 	return `session IN (` + strings.TrimSuffix(strings.Repeat("?,", len(sessions)), ",") + `)`, args
 }
 
-// Cold candidate terms (the common-terms cutoff of Lucene's
-// CommonTermsQuery and Elasticsearch's cutoff_frequency): a query word
-// whose stem is in more than coldCommonShare of the warm documents (at
-// least coldCommonMin of them) is taken for common in the cold events too,
-// where it would match a share of the whole history and make every search
-// cost in proportion to it; it contributes little to BM25 (low idf) and is
-// left out of the cold query. When every word is common the rarest
-// coldKeepRare are kept; at most coldMaxTerms words, rarest first.
+// Cold candidate terms. A cold search costs FTS5 one bm25() per matching
+// row, so its words are chosen under a budget: rarest first (by their
+// document frequency in the warm index, scaled by cold ÷ warm events to
+// estimate the cold rows each one matches), while the estimated matches
+// stay within coldMatchBudget, at most coldMaxTerms words; none when even
+// the rarest would pass the budget alone (the cold search is then
+// skipped: a cold event holding only such words cannot score above the
+// warm ones by much, and finding it would cost a read of a share of the
+// whole history). This is the common-terms cutoff of Lucene's CommonTermsQuery
+// and Elasticsearch's cutoff_frequency: frequent words contribute little
+// to BM25 (low idf) and would make every search cost in proportion to the
+// actor's history.
 const (
-	coldCommonShare = 0.01
-	coldCommonMin   = 8
-	coldKeepRare    = 2
+	coldMatchBudget = 128
 	coldMaxTerms    = 8
 )
 
-// coldQuery is the FTS5 query of a cold search: the text's words that
-// are neither stop words nor common in the warm index x (see
-// coldCommonShare), lower-cased, quoted and OR-ed; "" when none is left.
-func coldQuery(x *actorIndex, text string) string {
+// coldQuery is the FTS5 query of a cold search over cold events (about
+// coldN of them): the text's words chosen as above, stop words left out,
+// lower-cased, quoted and OR-ed; "" when none is left.
+func coldQuery(x *actorIndex, text string, coldN int) string {
 	words := strings.FieldsFunc(text, func(r rune) bool {
 		return !unicode.IsLetter(r) && !unicode.IsNumber(r) && !unicode.IsMark(r)
 	})
 	an := x.ix.Params().Analyzer
-	common := max(coldCommonMin, int(coldCommonShare*float64(x.ix.Len()-x.ix.Dead())))
+	warm := max(1, x.ix.Len()-x.ix.Dead())
+	scale := float64(max(coldN, 1)) / float64(warm)
 	type word struct {
 		w  string
 		df int
@@ -447,10 +452,14 @@ func coldQuery(x *actorIndex, text string) string {
 	}
 	sort.SliceStable(cand, func(i, j int) bool { return cand[i].df < cand[j].df })
 	var terms []string
-	for i, c := range cand {
-		if len(terms) == coldMaxTerms || c.df > common && i >= coldKeepRare {
+	est := 0.0
+	for _, c := range cand {
+		// a word unseen in the warm events is counted as one cold match
+		e := max(1, float64(c.df)*scale)
+		if len(terms) == coldMaxTerms || est+e > coldMatchBudget {
 			break
 		}
+		est += e
 		terms = append(terms, `"`+strings.ReplaceAll(c.w, `"`, `""`)+`"`)
 	}
 	return strings.Join(terms, " OR ")
@@ -460,7 +469,7 @@ func coldQuery(x *actorIndex, text string) string {
 const coldExplain = "older than the in-memory window: fts5 bm25="
 
 // searchCold ranks a's cold events allowed by c for text with FTS5
-// bm25() over the query's uncommon words (coldQuery; score -bm25, the
+// bm25() over the query's rarer words (coldQuery; score -bm25, the
 // same Okapi BM25 family as the in-memory first stage, whose scale the
 // re-ranked hits keep), at most k, each scoring above floor (the k-th warm
 // hit's score when there are k, so that only cold events that can enter
@@ -474,8 +483,11 @@ func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, 
 	if err != nil || len(sessions) == 0 {
 		return nil, err
 	}
+	a.mu.RLock()
+	coldN := a.coldN
+	a.mu.RUnlock()
 	x, done := s.readIndex(ctx, a)
-	q := coldQuery(x, text)
+	q := coldQuery(x, text, coldN)
 	done()
 	if q == "" {
 		return nil, nil
@@ -483,7 +495,11 @@ func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, 
 	if k <= 0 {
 		k = memory.DefaultTopK
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT d.id, bm25(memory_fts) FROM memory_fts JOIN fts_docs d ON d.rowid=memory_fts.rowid WHERE memory_fts MATCH ? AND d.actor=? ORDER BY bm25(memory_fts) LIMIT ?`, q, a.id, 4*k+32)
+	st, err := s.stmt(ctx, `SELECT d.id, bm25(memory_fts) FROM memory_fts JOIN fts_docs d ON d.rowid=memory_fts.rowid WHERE memory_fts MATCH ? AND d.actor=? ORDER BY bm25(memory_fts) LIMIT ?`)
+	if err != nil {
+		return nil, fmt.Errorf("memory full-text search: %w", err)
+	}
+	rows, err := st.QueryContext(ctx, q, a.id, 4*k+32)
 	if err != nil {
 		return nil, fmt.Errorf("memory full-text search: %w", err)
 	}

@@ -270,3 +270,46 @@ func TestEventWindowRaces(t *testing.T) {
 	}
 	s.Close() // a demotion may be running: Close waits for it
 }
+
+// BenchmarkSearchLongHistory is the turn's episodic search (TopK 50, no
+// explanations) of an actor with 10,000 turns (20,000 events), with the
+// default event window (4,096 warm, the rest through FTS5) and with every
+// event in memory, in one run:
+//
+//	go test -run '^$' -bench SearchLongHistory -benchtime 2000x ./internal/memory/sqlitestore/
+func BenchmarkSearchLongHistory(b *testing.B) {
+	for _, v := range []struct {
+		name   string
+		window int
+	}{{"window-4096", 0}, {"all-in-memory", -1}} {
+		b.Run(v.name, func(b *testing.B) {
+			s, err := Open(b.TempDir(), Options{NoFsync: true, SyncInterval: -1, EventExpiryDays: -1, EventWindow: v.window})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			t0 := time.Now().Add(-time.Hour)
+			for i := 0; i < 10000; i++ {
+				ts := t0.Add(time.Duration(i) * time.Millisecond)
+				if err := s.AppendEvents(bg, []memory.Event{
+					{ActorID: "a", SessionID: "s", Role: "user", Text: soakTexts[i%len(soakTexts)] + " " + fmt.Sprint(i), Timestamp: ts},
+					{ActorID: "a", SessionID: "s", Role: "assistant", Text: "echo: " + soakTexts[i%len(soakTexts)], Timestamp: ts.Add(time.Microsecond)},
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := s.Prepare(bg, "a"); err != nil {
+				b.Fatal(err)
+			}
+			s.waitDemotion("a")
+			b.ReportMetric(float64(s.warmCount("a")), "warm-events")
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				q := memory.Query{NamespacePath: "/main/a/episodic/", Text: soakTexts[(i*7)%len(soakTexts)], TopK: 50, NoExplain: true}
+				if _, err := s.Search(bg, q); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
