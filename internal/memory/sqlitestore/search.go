@@ -289,7 +289,7 @@ func (s *Store) Prepare(ctx context.Context, actorID string) error {
 		return err
 	}
 	defer release()
-	if w := s.window(); w > 0 {
+	if w := s.windowFor(a); w > 0 {
 		// Bring the actor to its steady state: the events past the
 		// window leave memory now (waiting for a demotion running).
 		a.wmu.Lock()

@@ -46,6 +46,36 @@ func (s *Store) window() int {
 	return s.opts.EventWindow
 }
 
+// minWindow is the smallest window windowFor gives an actor under the
+// byte budget: 512 events, about 250 turns.
+const minWindow = 512
+
+// windowFor is a's window: Options.EventWindow, narrowed when the cached
+// actors would not fit Options.CacheBytes with their windows full. Each
+// actor then gets its share of the budget (CacheBytes ÷ cached actors)
+// in events at its own bytes per document, at least minWindow. So many
+// actors in use at once shrink each other's windows (their older events
+// go cold) instead of evicting each other and rebuilding an index on
+// every turn. 0: no window.
+func (s *Store) windowFor(a *actorState) int {
+	w := s.window()
+	if w == 0 || s.opts.CacheBytes <= 0 {
+		return w
+	}
+	s.mu.Lock()
+	n := len(s.actors)
+	s.mu.Unlock()
+	a.mu.RLock()
+	docs := len(a.events) + len(a.records)
+	a.mu.RUnlock()
+	if n <= 1 || docs == 0 {
+		return w
+	}
+	per := s.opts.CacheBytes / int64(n)
+	bpd := max(1, a.bytes()/int64(docs))
+	return min(w, max(minWindow, int(per/bpd)))
+}
+
 // windowSlack is how far past the window the warm events may grow before
 // a demotion: an eighth of it (at least 1), so demotions come in batches.
 func windowSlack(w int) int { return max(1, w/8) }
@@ -179,7 +209,7 @@ func (s *Store) allEvents(ctx context.Context, a *actorState) ([]memory.Event, e
 // actor's next write waits for it; the turn that crossed the threshold
 // does not), pins a against eviction, and Close waits for it (gate).
 func (s *Store) demoteSoon(a *actorState) {
-	w := s.window()
+	w := s.windowFor(a)
 	if w == 0 || !a.demoting.CompareAndSwap(false, true) {
 		return
 	}

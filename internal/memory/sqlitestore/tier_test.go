@@ -313,3 +313,54 @@ func BenchmarkSearchLongHistory(b *testing.B) {
 		})
 	}
 }
+
+// TestWindowsShareTheBudget: eight actors in use at once whose events do
+// not fit Options.CacheBytes together narrow each other's windows
+// (windowFor) instead of evicting each other: no actor is evicted, the
+// estimated heap stays within the hot allowance (2 × CacheBytes), and
+// each actor's oldest event is still found.
+func TestWindowsShareTheBudget(t *testing.T) {
+	const actors, turns = 8, 600
+	s, err := Open(t.TempDir(), Options{NoFsync: true, SyncInterval: -1, EventExpiryDays: -1, CacheBytes: 2 << 20, HotFor: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := 0; i < turns; i++ {
+		for a := 0; a < actors; a++ {
+			actor := fmt.Sprint("a", a)
+			ts := tierT0.Add(time.Duration(i) * time.Minute)
+			if err := s.AppendEvents(bg, []memory.Event{
+				{ID: fmt.Sprintf("%s-%d-u", actor, i), ActorID: actor, SessionID: "s", Role: "user", Text: fmt.Sprintf("%s marker%d", soakTexts[i%len(soakTexts)], i), Timestamp: ts},
+				{ID: fmt.Sprintf("%s-%d-a", actor, i), ActorID: actor, SessionID: "s", Role: "assistant", Text: "echo: " + soakTexts[i%len(soakTexts)], Timestamp: ts.Add(time.Second)},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			// each turn retrieves, as the product's turns do (so every
+			// actor's index is built and counted in the estimate)
+			if _, err := s.Search(bg, memory.Query{NamespacePath: "/main/" + actor + "/", Text: soakTexts[(i+3)%len(soakTexts)], TopK: 10}); err != nil {
+				t.Fatal(err)
+			}
+			s.waitDemotion(actor)
+		}
+	}
+	s.mu.Lock()
+	evictions, cached := s.evictions, len(s.actors)
+	s.mu.Unlock()
+	if evictions != 0 || cached != actors {
+		t.Fatalf("%d evictions, %d cached; want 0, %d", evictions, cached, actors)
+	}
+	if est := s.cachedBytes(); est > 2*s.opts.CacheBytes {
+		t.Fatalf("estimated heap %d > 2 × budget %d", est, s.opts.CacheBytes)
+	}
+	for a := 0; a < actors; a++ {
+		actor := fmt.Sprint("a", a)
+		if n := s.warmCount(actor); n >= 2*turns || n < minWindow {
+			t.Fatalf("%s: %d events warm of %d; want a narrowed window of at least %d", actor, n, 2*turns, minWindow)
+		}
+		hits, err := s.Search(bg, memory.Query{NamespacePath: "/main/" + actor + "/", Text: "marker3", TopK: 3})
+		if err != nil || len(hits) == 0 || hits[0].Record.ID != actor+"-3-u" {
+			t.Fatalf("%s: oldest events not found: %v %v", actor, hitIDs(hits), err)
+		}
+	}
+}
