@@ -47,8 +47,9 @@ func (s *Store) window() int {
 }
 
 // minWindow is the smallest window windowFor gives an actor under the
-// byte budget: 512 events, about 250 turns.
-const minWindow = 512
+// byte budget: 128 events, about 64 turns (100 actors in a 12 MiB budget
+// get about 175 each).
+const minWindow = 128
 
 // windowFor is a's window: Options.EventWindow, narrowed when the cached
 // actors would not fit Options.CacheBytes with their windows full. Each
