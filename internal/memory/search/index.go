@@ -815,10 +815,10 @@ func (ix *Index) weighted() uint8 {
 	return m
 }
 
-// DocFreq is the number of documents holding the analysed term t (a
-// stem, as Analyzer.Terms returns it) in any scored field, retired ones
-// included until a rebuild; 0 for a term the index has never seen. It
-// costs one pass over the term's postings.
+// DocFreq is the number of live documents holding the analysed term t (a
+// stem, as Analyzer.Terms returns it) in any scored field; 0 for a term
+// the index has never seen. It costs one pass over the term's postings.
+// (Retired documents are left out, so it compares with Len() - Dead().)
 func (ix *Index) DocFreq(t string) int {
 	id, ok := ix.terms[t]
 	if !ok {
@@ -830,7 +830,7 @@ func (ix *Index) DocFreq(t string) int {
 	for i := 0; i < len(data); {
 		var mask uint8
 		doc, mask, i = entry(data, i, doc, &tf)
-		if mask&wm != 0 {
+		if mask&wm != 0 && !ix.dead[doc] {
 			c++
 		}
 	}

@@ -211,6 +211,9 @@ type actorState struct {
 	// coldN is how many cold events a has (an estimate after expiry:
 	// cold searches size their term budget by it). Guarded like coldTo.
 	coldN int
+	// coldMaxTS is the latest timestamp among a's cold events (a
+	// superset after expiry). Guarded like coldTo.
+	coldMaxTS time.Time
 	// coldNS holds the namespaces of a's cold events (a superset after
 	// expiry), nil until needed (coldScope); guarded like coldTo, and by
 	// coldNSMu for its lazy fill under a shared a.mu.
@@ -552,6 +555,9 @@ func (s *Store) PutBatch(ctx context.Context, recs []memory.Record) ([]memory.Re
 				}
 				if owner != "" && owner != actor {
 					return nil, fmt.Errorf("put record %s: %w: id belongs to another actor", r.ID, memory.ErrInvalidQuery)
+				}
+				if owner == actor { // not one of its records: one of its events
+					return nil, fmt.Errorf("put record %s: %w: id belongs to an event", r.ID, memory.ErrInvalidQuery)
 				}
 			}
 		}
@@ -1235,6 +1241,9 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch
 			}
 			if o := owner[e.ID]; o == a.id && a.records[e.ID].ID == "" {
 				continue // a cold event of this actor (tier.go): already stored
+			} else if o == a.id {
+				g.err = fmt.Errorf("append event %s: %w: id belongs to a record", e.ID, memory.ErrInvalidQuery)
+				break
 			} else if o != "" {
 				g.err = fmt.Errorf("append event %s: %w: id belongs to another actor", e.ID, memory.ErrInvalidQuery)
 				break
@@ -1535,8 +1544,20 @@ func (s *Store) sessionEvents(ctx context.Context, a *actorState, sessionID, aft
 	}
 	cold := a.hasCold()
 	a.mu.RUnlock()
+	// Cold events can come after the cursor only when the cursor is not
+	// past the latest cold timestamp (out-of-order appends).
+	a.mu.RLock()
+	maxTS := a.coldMaxTS
+	a.mu.RUnlock()
+	needCold := cold
+	switch {
+	case warmCur:
+		needCold = cold && !cur.ts.After(maxTS)
+	case afterID == "" && !afterTS.IsZero():
+		needCold = cold && afterTS.Before(maxTS)
+	}
 	var older []memory.Event
-	if cold && !warmCur {
+	if needCold {
 		a.mu.RLock()
 		evs, err := s.coldEvents(ctx, a, `session=?`, sessionID)
 		a.mu.RUnlock()
@@ -1544,7 +1565,15 @@ func (s *Store) sessionEvents(ctx context.Context, a *actorState, sessionID, aft
 			return nil, err
 		}
 		markdown.SortEvents(evs)
-		older = eventsAfterCursor(evs, afterID, afterTS)
+		if warmCur {
+			for _, e := range evs {
+				if cur.before(evRef{e.Timestamp, e.ID}) {
+					older = append(older, e)
+				}
+			}
+		} else {
+			older = eventsAfterCursor(evs, afterID, afterTS)
+		}
 		if afterID != "" && len(older) < len(evs) {
 			for _, e := range evs {
 				if e.ID == afterID {
@@ -1632,6 +1661,7 @@ func (s *Store) ExpireEvents(ctx context.Context) (int, error) {
 func (s *Store) expire(ctx context.Context, a *actorState, cold bool) (int, error) {
 	files := map[string]bool{}
 	var gone []string
+	coldGone := 0
 	if cold {
 		evs, err := s.coldEvents(ctx, a, "")
 		if err != nil {
@@ -1643,9 +1673,10 @@ func (s *Store) expire(ctx context.Context, a *actorState, cold bool) (int, erro
 				gone = append(gone, e.ID)
 			}
 		}
-		if len(gone) > 0 {
+		coldGone = len(gone)
+		if coldGone > 0 {
 			a.mu.Lock()
-			a.coldN = max(0, a.coldN-len(gone))
+			a.coldN = max(0, a.coldN-coldGone)
 			a.mu.Unlock()
 		}
 	}
@@ -1686,6 +1717,11 @@ func (s *Store) expire(ctx context.Context, a *actorState, cold bool) (int, erro
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("memory index: %w", err)
+	}
+	if coldGone > 0 {
+		if err := s.boundAfterExpiry(ctx, a); err != nil {
+			return len(gone), err
+		}
 	}
 	return len(gone), nil
 }

@@ -36,7 +36,11 @@ import (
 // (about 2,000 turns) of each actor stay in memory.
 const DefaultEventWindow = 4096
 
-const tierSchema = `CREATE TABLE IF NOT EXISTS event_tiers(actor TEXT PRIMARY KEY, last_cold TEXT NOT NULL);`
+// event_tiers: per actor, the ID of its newest cold event and the latest
+// timestamp among its cold events (RFC 3339; events appended out of
+// timestamp order may leave cold events after warm ones, which
+// sessionEvents must then read).
+const tierSchema = `CREATE TABLE IF NOT EXISTS event_tiers(actor TEXT PRIMARY KEY, last_cold TEXT NOT NULL, max_ts TEXT NOT NULL DEFAULT '');`
 
 // window is the effective event window (0: none).
 func (s *Store) window() int {
@@ -84,8 +88,8 @@ func windowSlack(w int) int { return max(1, w/8) }
 // loadColdBound sets a.coldTo from event_tiers (0 when the actor has no
 // cold events, or its boundary event is gone).
 func (s *Store) loadColdBound(ctx context.Context, a *actorState) error {
-	var last string
-	err := s.db.QueryRowContext(ctx, `SELECT last_cold FROM event_tiers WHERE actor=?`, a.id).Scan(&last)
+	var last, maxTS string
+	err := s.db.QueryRowContext(ctx, `SELECT last_cold, max_ts FROM event_tiers WHERE actor=?`, a.id).Scan(&last, &maxTS)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
@@ -104,9 +108,42 @@ func (s *Store) loadColdBound(ctx context.Context, a *actorState) error {
 		return fmt.Errorf("memory index: %w", err)
 	}
 	a.coldTo = rowid
+	a.coldMaxTS, _ = time.Parse(time.RFC3339Nano, maxTS)
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE actor=? AND rowid<=?`, a.id, rowid).Scan(&a.coldN); err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
+	return nil
+}
+
+// boundAfterExpiry moves a's boundary to its newest remaining cold event
+// (none: no cold events) after expiry deleted some, so that rowids SQLite
+// hands out again once the newest rows are gone are never taken for cold.
+// The caller has a to itself (gate held exclusively, or loading).
+func (s *Store) boundAfterExpiry(ctx context.Context, a *actorState) error {
+	var rowid int64
+	var id string
+	err := s.db.QueryRowContext(ctx, `SELECT rowid, id FROM events WHERE actor=? AND rowid<=? ORDER BY rowid DESC LIMIT 1`, a.id, a.coldTo).Scan(&rowid, &id)
+	if errors.Is(err, sql.ErrNoRows) {
+		if _, err := s.db.ExecContext(ctx, `DELETE FROM event_tiers WHERE actor=?`, a.id); err != nil {
+			return fmt.Errorf("memory index: %w", err)
+		}
+		a.mu.Lock()
+		a.coldTo, a.coldN, a.coldMaxTS = 0, 0, time.Time{}
+		a.mu.Unlock()
+		a.coldNSMu.Lock()
+		a.coldNS = nil
+		a.coldNSMu.Unlock()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE event_tiers SET last_cold=? WHERE actor=?`, id, a.id); err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	a.mu.Lock()
+	a.coldTo = rowid
+	a.mu.Unlock()
 	return nil
 }
 
@@ -283,10 +320,14 @@ func (s *Store) demote(ctx context.Context, a *actorState, w int) error {
 	}
 	var fts ftsBatch
 	gone := make(map[string]bool, len(ids))
+	maxTS := a.coldMaxTS
 	for _, id := range ids {
 		if e, ok := a.events[id]; ok { // not expired and dropped meanwhile
 			s.ftsEvent(&fts, a.id, e)
 			gone[id] = true
+			if e.Timestamp.After(maxTS) {
+				maxTS = e.Timestamp
+			}
 		}
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -297,14 +338,15 @@ func (s *Store) demote(ctx context.Context, a *actorState, w int) error {
 	if err := fts.write(ctx, s, tx); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO event_tiers(actor,last_cold) VALUES(?,?) ON CONFLICT(actor) DO UPDATE SET last_cold=excluded.last_cold`, a.id, last); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO event_tiers(actor,last_cold,max_ts) VALUES(?,?,?) ON CONFLICT(actor) DO UPDATE SET last_cold=excluded.last_cold, max_ts=excluded.max_ts`,
+		a.id, last, maxTS.UTC().Format(time.RFC3339Nano)); err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
 	a.mu.Lock()
-	a.coldTo = bound
+	a.coldTo, a.coldMaxTS = bound, maxTS
 	a.coldN += len(gone)
 	demoted := make([]memory.Event, 0, len(gone))
 	for id := range gone {
