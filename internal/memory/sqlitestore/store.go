@@ -149,6 +149,12 @@ type Store struct {
 
 	evictions int // actors dropped by evictLocked, for tests; guarded by mu
 
+	// ftsRows estimates the rows of the full-text index, every actor's
+	// (counted at Open, plus the rows demotions write): FTS5 matches a
+	// cold query's words in all of them before keeping one actor's, so a
+	// cold search's match budget scales with it (coldQuery).
+	ftsRows atomic.Int64
+
 	ftsStmts [ftsCached + 1]*sql.Stmt // prepared fts_docs upserts by row count, set by Open
 
 	// owedMu guards owed: the size and mtime of Markdown files appended by
@@ -390,6 +396,12 @@ func Open(home string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	var rows int64
+	if err := db.QueryRow(`SELECT count(*) FROM fts_docs`).Scan(&rows); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("memory index: %w", err)
+	}
+	s.ftsRows.Store(rows)
 	if err := s.Sync(context.Background()); err != nil {
 		db.Close()
 		return nil, err

@@ -348,6 +348,7 @@ func (s *Store) demote(ctx context.Context, a *actorState, w int) error {
 	a.mu.Lock()
 	a.coldTo, a.coldMaxTS = bound, maxTS
 	a.coldN += len(gone)
+	s.ftsRows.Add(int64(len(gone)))
 	demoted := make([]memory.Event, 0, len(gone))
 	for id := range gone {
 		e := a.events[id]
@@ -476,8 +477,9 @@ func sessionsIn(sessions []string) (string, []any) {
 
 // Cold candidate terms. A cold search costs FTS5 one bm25() per matching
 // row, so its words are chosen under a budget: rarest first (by their
-// document frequency in the warm index, scaled by cold ÷ warm events to
-// estimate the cold rows each one matches), while the estimated matches
+// document frequency in the warm index, scaled by the full-text rows
+// (every actor's, Store.ftsRows: FTS5 matches them all before the actor
+// is checked) ÷ warm events to estimate the rows each one matches), while the estimated matches
 // stay within coldMatchBudget, at most coldMaxTerms words; none when even
 // the rarest would pass the budget alone (the cold search is then
 // skipped: a cold event holding only such words cannot score above the
@@ -491,8 +493,8 @@ const (
 	coldMaxTerms    = 8
 )
 
-// coldQuery is the FTS5 query of a cold search over cold events (about
-// coldN of them): the text's words chosen as above, stop words left out,
+// coldQuery is the FTS5 query of a cold search over about coldN
+// full-text rows: the text's words chosen as above, stop words left out,
 // lower-cased, quoted and OR-ed; "" when none is left.
 func coldQuery(x *actorIndex, text string, coldN int) string {
 	words := strings.FieldsFunc(text, func(r rune) bool {
@@ -557,10 +559,10 @@ func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, 
 		return nil, err
 	}
 	a.mu.RLock()
-	coldN := a.coldN
+	coldN := max(int64(a.coldN), s.ftsRows.Load())
 	a.mu.RUnlock()
 	x, done := s.readIndex(ctx, a)
-	q := coldQuery(x, text, coldN)
+	q := coldQuery(x, text, int(coldN))
 	done()
 	if q == "" {
 		return nil, nil
