@@ -22,7 +22,9 @@ func TestTurnThatLostItsLockWritesNothing(t *testing.T) {
 	fake := modeltest.NewOpenAI(t)
 	a := openTestApp(t, fake)
 	ctx := context.Background()
-	fake.Push(modeltest.Reply{Text: "slow answer", Delay: 1500 * time.Millisecond})
+	// The model answers late enough that the kill below lands first even
+	// on a loaded CI machine.
+	fake.Push(modeltest.Reply{Text: "slow answer", Delay: 4 * time.Second})
 	done := make(chan error, 1)
 	go func() {
 		_, err := a.Invoke(ctx, agent.Request{Message: "hello", ActorID: "api:lost", Channel: "api", SessionID: "s"})
@@ -42,16 +44,36 @@ func TestTurnThatLostItsLockWritesNothing(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the turn never took its session lock")
 		}
-		rows, err := conn.Query(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks
+		rows, err := conn.Query(ctx, `SELECT pid, pg_terminate_backend(pid) FROM pg_locks
 			WHERE locktype = 'advisory' AND classid = $1 AND objid::bigint = $2 AND granted`,
 			lockClassSession, objid)
 		if err != nil {
 			t.Fatal(err)
 		}
+		var pids []int32
 		for rows.Next() {
+			var pid int32
+			var ok bool
+			if err := rows.Scan(&pid, &ok); err != nil {
+				t.Fatal(err)
+			}
+			pids = append(pids, pid)
 			killed++
 		}
 		rows.Close()
+		// pg_terminate_backend only signals: wait until the backend is gone.
+		for _, pid := range pids {
+			for gone := false; !gone; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("backend %d still there after pg_terminate_backend", pid)
+				}
+				var n int
+				if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				gone = n == 0
+			}
+		}
 	}
 	err = <-done
 	if !errors.Is(err, ErrLockLost) {
