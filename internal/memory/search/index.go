@@ -819,6 +819,8 @@ func (ix *Index) weighted() uint8 {
 // stem, as Analyzer.Terms returns it) in any scored field; 0 for a term
 // the index has never seen. It costs one pass over the term's postings.
 // (Retired documents are left out, so it compares with Len() - Dead().)
+// It repeats df's loop rather than sharing it through a callback: df runs
+// for every query term of every search.
 func (ix *Index) DocFreq(t string) int {
 	id, ok := ix.terms[t]
 	if !ok {

@@ -713,15 +713,36 @@ func (s *Store) compactSoon(a *actorState) {
 	if s.legacy || !s.indexCompactable(a) || !a.compacting.CompareAndSwap(false, true) {
 		return
 	}
+	s.inBackground(a, &a.compacting, func() {
+		if !s.indexCompactable(a) {
+			return
+		}
+		built := s.buildIndex(context.Background(), a)
+		s.changeIndex(a, func(x *actorIndex) *actorIndex {
+			if x == nil {
+				return nil
+			}
+			return built
+		})
+	})
+}
+
+// inBackground runs f in a goroutine for a's background work (compaction,
+// demotion) once the caller has set busy: under gate shared (Close waits
+// for it), with a pinned against eviction and a.wmu held (the maps stay
+// still, as for the writers), clearing busy at the end. It does nothing
+// when the store is closed or a was evicted meanwhile (its state went
+// with it).
+func (s *Store) inBackground(a *actorState, busy *atomic.Bool, f func()) {
 	go func() {
-		defer a.compacting.Store(false)
+		defer busy.Store(false)
 		s.gate.RLock()
 		defer s.gate.RUnlock()
 		if s.closed {
 			return
 		}
 		s.mu.Lock()
-		if s.actors[a.id] != a { // evicted meanwhile: its index went with it
+		if s.actors[a.id] != a {
 			s.mu.Unlock()
 			return
 		}
@@ -733,18 +754,9 @@ func (s *Store) compactSoon(a *actorState) {
 			s.evictLocked(s.opts.MaxCachedActors)
 			s.mu.Unlock()
 		}()
-		a.wmu.Lock() // keeps the maps still, as the writers do
+		a.wmu.Lock()
 		defer a.wmu.Unlock()
-		if !s.indexCompactable(a) {
-			return
-		}
-		built := s.buildIndex(context.Background(), a)
-		s.changeIndex(a, func(x *actorIndex) *actorIndex {
-			if x == nil {
-				return nil
-			}
-			return built
-		})
+		f()
 	}()
 }
 

@@ -258,32 +258,11 @@ func (s *Store) demoteSoon(a *actorState) {
 		a.demoting.Store(false)
 		return
 	}
-	go func() {
-		defer a.demoting.Store(false)
-		s.gate.RLock()
-		defer s.gate.RUnlock()
-		if s.closed {
-			return
-		}
-		s.mu.Lock()
-		if s.actors[a.id] != a {
-			s.mu.Unlock()
-			return
-		}
-		a.refs++
-		s.mu.Unlock()
-		defer func() {
-			s.mu.Lock()
-			a.refs--
-			s.evictLocked(s.opts.MaxCachedActors)
-			s.mu.Unlock()
-		}()
-		a.wmu.Lock()
-		defer a.wmu.Unlock()
+	s.inBackground(a, &a.demoting, func() {
 		if err := s.demote(context.Background(), a, w); err != nil {
 			s.opts.Logger.Warn("memory: moving old events out of memory failed; they stay in memory", "actor", a.id, "err", err)
 		}
-	}()
+	})
 }
 
 // demote keeps a's newest w events warm and makes the rest cold. The
