@@ -277,25 +277,9 @@ func (s *Store) searchFTS(ctx context.Context, a *actorState, c memindex.Cond, t
 		return nil, err
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT d.id, bm25(memory_fts) FROM memory_fts JOIN fts_docs d ON d.rowid=memory_fts.rowid WHERE memory_fts MATCH ? AND d.actor=?`, q, a.id)
+	found, err := scanBM25(rows, err, func(float64) bool { return true })
 	if err != nil {
-		return nil, fmt.Errorf("memory full-text search: %w", err)
-	}
-	type scored struct {
-		id  string
-		raw float64
-	}
-	var found []scored
-	for rows.Next() {
-		var f scored
-		if err := rows.Scan(&f.id, &f.raw); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("memory full-text search: %w", err)
-		}
-		found = append(found, f)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("memory full-text search: %w", err)
+		return nil, err
 	}
 	type hit struct {
 		h   memory.Hit
@@ -351,6 +335,36 @@ func (s *Store) searchFTS(ctx context.Context, a *actorState, c memindex.Cond, t
 	out := make([]memory.Hit, len(hits))
 	for i, h := range hits {
 		out[i] = h.h
+	}
+	return out, nil
+}
+
+// ftsFound is one row of a full-text query: a document's ID and its raw
+// bm25() (lower is better).
+type ftsFound struct {
+	id  string
+	raw float64
+}
+
+// scanBM25 reads the (id, bm25) rows of a full-text query (qerr is the
+// query's own error), keeping those whose raw score keep accepts.
+func scanBM25(rows *sql.Rows, qerr error, keep func(raw float64) bool) ([]ftsFound, error) {
+	if qerr != nil {
+		return nil, fmt.Errorf("memory full-text search: %w", qerr)
+	}
+	defer rows.Close()
+	var out []ftsFound
+	for rows.Next() {
+		var f ftsFound
+		if err := rows.Scan(&f.id, &f.raw); err != nil {
+			return nil, fmt.Errorf("memory full-text search: %w", err)
+		}
+		if keep(f.raw) {
+			out = append(out, f)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("memory full-text search: %w", err)
 	}
 	return out, nil
 }

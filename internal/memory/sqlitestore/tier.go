@@ -554,27 +554,9 @@ func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, 
 		return nil, fmt.Errorf("memory full-text search: %w", err)
 	}
 	rows, err := st.QueryContext(ctx, q, a.id, 4*k+32)
+	all, err := scanBM25(rows, err, func(raw float64) bool { return -raw > floor })
 	if err != nil {
-		return nil, fmt.Errorf("memory full-text search: %w", err)
-	}
-	type found struct {
-		id  string
-		raw float64
-	}
-	var all []found
-	for rows.Next() {
-		var f found
-		if err := rows.Scan(&f.id, &f.raw); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("memory full-text search: %w", err)
-		}
-		if -f.raw > floor {
-			all = append(all, f)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("memory full-text search: %w", err)
+		return nil, err
 	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()

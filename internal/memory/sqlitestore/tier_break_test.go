@@ -1031,6 +1031,23 @@ func TestBreakHandEditDuringWrites(t *testing.T) {
 	tierFinds(t, s, want...)
 }
 
+// brkMissedUniqueWords searches each of the first n events' unique words
+// and lists those whose event does not come first.
+func brkMissedUniqueWords(t *testing.T, s *Store, n int) []string {
+	t.Helper()
+	var missed []string
+	for i := 0; i < n; i++ {
+		hits, err := s.Search(bg, memory.Query{NamespacePath: "/main/u/", Text: fmt.Sprintf("marker%d", i), TopK: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hits) == 0 || hits[0].Record.ID != fmt.Sprintf("ev-%03d", i) {
+			missed = append(missed, fmt.Sprintf("marker%d→[%s]", i, brkSet(hits)))
+		}
+	}
+	return missed
+}
+
 // TestBreakUniqueWordsLongHistory: plain appends (no edits), window 4
 // and 16, a few hundred events: every event is found first by its unique
 // word, as TestEventWindow checks for 40.
@@ -1045,17 +1062,7 @@ func TestBreakUniqueWordsLongHistory(t *testing.T) {
 			const n = 300
 			tierFill(t, s, n)
 			s.waitDemotion("u")
-			var missed []string
-			for i := 0; i < n; i++ {
-				hits, err := s.Search(bg, memory.Query{NamespacePath: "/main/u/", Text: fmt.Sprintf("marker%d", i), TopK: 5})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(hits) == 0 || hits[0].Record.ID != fmt.Sprintf("ev-%03d", i) {
-					missed = append(missed, fmt.Sprintf("marker%d→%v", i, brkSet(hits)))
-				}
-			}
-			if len(missed) > 0 {
+			if missed := brkMissedUniqueWords(t, s, n); len(missed) > 0 {
 				t.Fatalf("%d of %d events not found first by their unique word: %v", len(missed), n, missed[:min(10, len(missed))])
 			}
 		})
@@ -1084,14 +1091,7 @@ func TestBreakUniqueWordsAfterRebuild(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.waitDemotion("u")
-			var missed []string
-			for i := 0; i < n+2; i++ {
-				hits, _ := s.Search(bg, memory.Query{NamespacePath: "/main/u/", Text: fmt.Sprintf("marker%d", i), TopK: 5})
-				if len(hits) == 0 || hits[0].Record.ID != fmt.Sprintf("ev-%03d", i) {
-					missed = append(missed, fmt.Sprintf("marker%d→[%s]", i, brkSet(hits)))
-				}
-			}
-			if len(missed) > 0 {
+			if missed := brkMissedUniqueWords(t, s, n+2); len(missed) > 0 {
 				t.Fatalf("warm %d: %d of %d events not found first by their unique word: %v", s.warmCount("u"), len(missed), n+2, missed[:min(10, len(missed))])
 			}
 		})
