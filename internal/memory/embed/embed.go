@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -82,7 +81,7 @@ func newEmbedder(ctx context.Context, ref string, o Options) (search.Embedder, e
 	}
 	client := o.HTTPClient
 	if client == nil {
-		client = &http.Client{Timeout: 30 * time.Second}
+		client = search.DefaultEmbedClient
 	}
 	switch provider {
 	case "openai":

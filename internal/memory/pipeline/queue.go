@@ -359,6 +359,12 @@ type queue struct {
 	lastExtract map[sessionKey]time.Time
 
 	stmts *stmtCache // SQLite job database only
+
+	// Group commit of noted turns (SQLite; see noteGrouped): notePending
+	// waits for the holder of noteSlot, a one-place semaphore.
+	noteMu      sync.Mutex
+	notePending []*note
+	noteSlot    chan struct{}
 }
 
 // extractAt is when a turn-count job of session k queued now should run:
@@ -515,55 +521,164 @@ func (q *queue) extractOpts(maxAttempts int) *river.InsertOpts {
 // Under back-to-back turns the job is spaced from the session's previous
 // one by minGap (see extractAt), so it waits and coalesces more turns.
 func (q *queue) noteTurn(ctx context.Context, agentID, actorID, sessionID string, every, maxAttempts int, idleAfter time.Duration, now time.Time) (bool, error) {
-	enq := false
-	k := sessionKey{agentID, actorID, sessionID}
-	var at time.Time
-	err := q.tx(ctx, "", func(tx txn) error {
-		enq = false
-		var pending int
-		var gen, idleGen, queuedGen, idleQueuedGen int64
-		err := tx.queryRow(ctx, `INSERT INTO memory_pipeline_sessions AS s (agent_id, actor_id, session_id, pending_turns, last_turn_at, idle_done)
-			VALUES(?,?,?,1,?,0)
-			ON CONFLICT(agent_id, actor_id, session_id) DO UPDATE SET pending_turns = s.pending_turns + 1, last_turn_at = excluded.last_turn_at, idle_done = 0
-			RETURNING pending_turns, gen, idle_gen, queued_gen, idle_queued_gen`, agentID, actorID, sessionID, ms(now)).Scan(&pending, &gen, &idleGen, &queuedGen, &idleQueuedGen)
+	n := &note{k: sessionKey{agentID, actorID, sessionID}, every: every, maxAttempts: maxAttempts, idleAfter: idleAfter, now: now}
+	if q.jobs.DB() == nil {
+		// PostgreSQL: a pool of connections, one transaction per turn.
+		err := q.tx(ctx, "", func(tx txn) error { return q.noteOne(ctx, tx, n) })
+		if err == nil && n.enq {
+			q.scheduled(n.k, n.at, time.Now())
+		}
+		return n.enq, err
+	}
+	return q.noteGrouped(ctx, n)
+}
+
+// note is one turn counted by noteTurn: its arguments, and its outcome once
+// the transaction holding it has committed (done).
+type note struct {
+	k                  sessionKey
+	every, maxAttempts int
+	idleAfter          time.Duration
+	now                time.Time
+
+	enq  bool      // an extraction job was inserted
+	at   time.Time // when that job is scheduled (zero: at once)
+	err  error
+	done bool
+}
+
+// testNoteFault, set by tests only, fails noteOne for the sessions it
+// returns an error for.
+var testNoteFault func(sessionKey) error
+
+// noteBatchTimeout bounds one group commit of noted turns. The batch does
+// not run under any one caller's context (a caller that gives up must not
+// fail the others' turns), so this is its deadline.
+const noteBatchTimeout = 30 * time.Second
+
+// noteGrouped counts n on SQLite with group commit: the job database has
+// one connection, and with many turns in flight one transaction per turn
+// queued them all behind each other (and behind whichever goroutine held
+// the connection while descheduled). Every noted turn joins a pending list;
+// whoever takes the commit slot commits the whole list in one transaction,
+// each turn in its own savepoint so one turn's failure fails only that turn.
+// A turn whose caller waited for the slot finds itself already committed by
+// the slot's previous holder or commits itself with those that joined
+// meanwhile, so a turn waits for at most one other commit before its own.
+// Durability is unchanged: noteTurn returns after the commit holding the
+// turn. A caller whose ctx ends while it waits returns ctx's error; its turn
+// may still be counted by a later commit (one extra count, harmless: the
+// job reads from the cursor).
+func (q *queue) noteGrouped(ctx context.Context, n *note) (bool, error) {
+	q.noteMu.Lock()
+	slot := q.slot()
+	q.notePending = append(q.notePending, n)
+	q.noteMu.Unlock()
+
+	select {
+	case slot <- struct{}{}:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	defer func() { <-slot }()
+	if n.done { // committed by the slot's previous holder
+		return n.enq, n.err
+	}
+	q.noteMu.Lock()
+	batch := q.notePending
+	q.notePending = nil
+	q.noteMu.Unlock()
+
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), noteBatchTimeout)
+	defer cancel()
+	err := q.tx(bctx, "", func(tx txn) error {
+		if len(batch) == 1 {
+			return q.noteOne(bctx, tx, batch[0])
+		}
+		for _, b := range batch {
+			if err := tx.exec(bctx, `SAVEPOINT note`); err != nil {
+				return err
+			}
+			if b.err = q.noteOne(bctx, tx, b); b.err != nil {
+				if err := tx.exec(bctx, `ROLLBACK TO note`); err != nil {
+					return err
+				}
+				b.enq = false
+			}
+			if err := tx.exec(bctx, `RELEASE note`); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	now := time.Now()
+	for _, b := range batch {
+		if err != nil {
+			b.err, b.enq = err, false
+		} else if b.enq {
+			q.scheduled(b.k, b.at, now)
+		}
+		b.done = true
+	}
+	return n.enq, n.err
+}
+
+// slot returns the group commit's one-place semaphore; q.noteMu is held.
+func (q *queue) slot() chan struct{} {
+	if q.noteSlot == nil {
+		q.noteSlot = make(chan struct{}, 1)
+	}
+	return q.noteSlot
+}
+
+// noteOne is noteTurn's work for one turn inside tx; it sets n.enq and n.at.
+func (q *queue) noteOne(ctx context.Context, tx txn, n *note) error {
+	n.enq, n.at = false, time.Time{}
+	if testNoteFault != nil {
+		if err := testNoteFault(n.k); err != nil {
+			return err
+		}
+	}
+	agentID, actorID, sessionID := n.k.ag, n.k.ac, n.k.se
+	var pending int
+	var gen, idleGen, queuedGen, idleQueuedGen int64
+	err := tx.queryRow(ctx, `INSERT INTO memory_pipeline_sessions AS s (agent_id, actor_id, session_id, pending_turns, last_turn_at, idle_done)
+		VALUES(?,?,?,1,?,0)
+		ON CONFLICT(agent_id, actor_id, session_id) DO UPDATE SET pending_turns = s.pending_turns + 1, last_turn_at = excluded.last_turn_at, idle_done = 0
+		RETURNING pending_turns, gen, idle_gen, queued_gen, idle_queued_gen`, agentID, actorID, sessionID, ms(n.now)).Scan(&pending, &gen, &idleGen, &queuedGen, &idleQueuedGen)
+	if err != nil {
+		return err
+	}
+	if idleQueuedGen != idleGen {
+		// River schedules by the wall clock; the worker judges idleness
+		// by the pipeline's clock and snoozes when the session is not
+		// idle yet.
+		if _, err := q.jobs.InsertTx(ctx, tx.raw(), IdleArgs{AgentID: agentID, ActorID: actorID, SessionID: sessionID, IdleGen: idleGen},
+			&river.InsertOpts{Queue: Queue, ScheduledAt: time.Now().Add(n.idleAfter), UniqueOpts: uniqueWhileLive}); err != nil {
+			return err
+		}
+	}
+	extract := pending >= n.every && queuedGen != gen
+	if extract {
+		opts := q.extractOpts(n.maxAttempts)
+		at := q.extractAt(n.k, time.Now())
+		opts.ScheduledAt = at
+		res, err := q.jobs.InsertTx(ctx, tx.raw(), ExtractArgs{AgentID: agentID, ActorID: actorID, SessionID: sessionID, Reason: reasonTurns, Gen: gen, QueuedAt: ms(n.now)}, opts)
 		if err != nil {
 			return err
 		}
-		if idleQueuedGen != idleGen {
-			// River schedules by the wall clock; the worker judges idleness
-			// by the pipeline's clock and snoozes when the session is not
-			// idle yet.
-			if _, err := q.jobs.InsertTx(ctx, tx.raw(), IdleArgs{AgentID: agentID, ActorID: actorID, SessionID: sessionID, IdleGen: idleGen},
-				&river.InsertOpts{Queue: Queue, ScheduledAt: time.Now().Add(idleAfter), UniqueOpts: uniqueWhileLive}); err != nil {
-				return err
-			}
-		}
-		extract := pending >= every && queuedGen != gen
-		if extract {
-			opts := q.extractOpts(maxAttempts)
-			at = q.extractAt(k, time.Now())
-			opts.ScheduledAt = at
-			res, err := q.jobs.InsertTx(ctx, tx.raw(), ExtractArgs{AgentID: agentID, ActorID: actorID, SessionID: sessionID, Reason: reasonTurns, Gen: gen, QueuedAt: ms(now)}, opts)
-			if err != nil {
-				return err
-			}
-			enq = !res.UniqueSkippedAsDuplicate
-		}
-		if !extract && idleQueuedGen == idleGen {
-			return nil
-		}
-		set := `idle_queued_gen = ?`
-		args := []any{idleGen}
-		if extract {
-			set += `, pending_turns = 0, queued_gen = ?`
-			args = append(args, gen)
-		}
-		return tx.exec(ctx, `UPDATE memory_pipeline_sessions SET `+set+` WHERE agent_id=? AND actor_id=? AND session_id=?`, append(args, agentID, actorID, sessionID)...)
-	})
-	if err == nil && enq {
-		q.scheduled(k, at, time.Now())
+		n.enq, n.at = !res.UniqueSkippedAsDuplicate, at
 	}
-	return enq, err
+	if !extract && idleQueuedGen == idleGen {
+		return nil
+	}
+	set := `idle_queued_gen = ?`
+	args := []any{idleGen}
+	if extract {
+		set += `, pending_turns = 0, queued_gen = ?`
+		args = append(args, gen)
+	}
+	return tx.exec(ctx, `UPDATE memory_pipeline_sessions SET `+set+` WHERE agent_id=? AND actor_id=? AND session_id=?`, append(args, agentID, actorID, sessionID)...)
 }
 
 type sessionKey struct{ ag, ac, se string }

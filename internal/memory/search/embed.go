@@ -28,8 +28,18 @@ type HTTPEmbedder struct {
 	Model   string
 	APIKey  string // sent as "Authorization: Bearer"; optional
 	Ollama  bool
-	Client  *http.Client // default: 30 s timeout
+	Client  *http.Client // default: DefaultEmbedClient
 }
+
+// DefaultEmbedClient is the HTTP client an HTTPEmbedder without its own
+// uses: a 30 s timeout per call and up to 64 idle keep-alive connections
+// per host (net/http's default of 2 would redial for every concurrent
+// embedding call past the second).
+var DefaultEmbedClient = func() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	return &http.Client{Timeout: 30 * time.Second, Transport: t}
+}()
 
 // Embed implements Embedder.
 func (e *HTTPEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
@@ -51,7 +61,7 @@ func (e *HTTPEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, 
 	}
 	c := e.Client
 	if c == nil {
-		c = &http.Client{Timeout: 30 * time.Second}
+		c = DefaultEmbedClient
 	}
 	resp, err := c.Do(req)
 	if err != nil {

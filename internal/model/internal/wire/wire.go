@@ -110,9 +110,17 @@ func TransportError(provider string, err error) error {
 	return nil
 }
 
+// MaxIdleConnsPerHost is how many idle keep-alive connections a provider
+// client keeps to one host. net/http's default is 2: with more turns than
+// that in flight against one provider, every extra request's connection was
+// closed after its response and the next request dialled (and, over TLS,
+// handshook) a new one. 64 covers the concurrency one instance serves.
+const MaxIdleConnsPerHost = 64
+
 // HTTPClient returns c, or a client with a clone of the default transport
-// when c is nil. It has no overall timeout: the Router's per-attempt
-// context bounds each call.
+// when c is nil, keeping up to MaxIdleConnsPerHost idle connections per
+// host. It has no overall timeout: the Router's per-attempt context bounds
+// each call.
 func HTTPClient(c *http.Client) *http.Client {
 	if c != nil {
 		return c
@@ -120,6 +128,8 @@ func HTTPClient(c *http.Client) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.ResponseHeaderTimeout = 0
 	t.IdleConnTimeout = 90 * time.Second
+	t.MaxIdleConns = 4 * MaxIdleConnsPerHost
+	t.MaxIdleConnsPerHost = MaxIdleConnsPerHost
 	return &http.Client{Transport: t}
 }
 
