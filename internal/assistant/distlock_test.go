@@ -39,14 +39,19 @@ func TestTurnThatLostItsLockWritesNothing(t *testing.T) {
 	// Only this turn's lock: other test binaries share the server and
 	// hold session locks of their own.
 	objid := int64(uint32(lockKey("api\x00" + agent.SessionOwner("api:lost", "api") + agent.SessionSep + "s")))
+	actorID := int64(uint32(lockKey("api:lost")))
 	var killed int
 	for deadline := time.Now().Add(10 * time.Second); killed == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the turn never took its session lock")
 		}
-		rows, err := conn.Query(ctx, `SELECT pid, pg_terminate_backend(pid) FROM pg_locks
-			WHERE locktype = 'advisory' AND classid = $1 AND objid::bigint = $2 AND granted`,
-			lockClassSession, objid)
+		// Kill only once the turn holds both its locks (session, then
+		// actor, on one connection): a kill between the two makes the
+		// turn retry on a fresh connection, and it then rightly answers.
+		rows, err := conn.Query(ctx, `SELECT s.pid, pg_terminate_backend(s.pid) FROM pg_locks s
+			JOIN pg_locks a ON a.pid = s.pid AND a.locktype = 'advisory' AND a.classid = $3 AND a.objid::bigint = $4 AND a.granted
+			WHERE s.locktype = 'advisory' AND s.classid = $1 AND s.objid::bigint = $2 AND s.granted`,
+			lockClassSession, objid, lockClassActor, actorID)
 		if err != nil {
 			t.Fatal(err)
 		}
