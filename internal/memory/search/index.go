@@ -152,7 +152,6 @@ type Index struct {
 	spkTerms map[string][]int32
 	spkIDs   map[string]int32
 	hasTime  []bool
-	cues     []uint8 // answerCues of the text (the re-ranker's answer_cue)
 	group    []int32
 	groupIDs map[string]int32
 	// groupDocs holds per group its live documents in key order (then
@@ -213,7 +212,6 @@ func (ix *Index) Clone() *Index {
 	c.lens = clip(ix.lens)
 	c.speaker = clip(ix.speaker)
 	c.hasTime = clip(ix.hasTime)
-	c.cues = clip(ix.cues)
 	c.group = clip(ix.group)
 	c.groupDocs = make([][]int32, len(ix.groupDocs))
 	for g, l := range ix.groupDocs {
@@ -443,7 +441,6 @@ func (ix *Index) add(d Doc, pre *Analyzed) int {
 	ix.keys = append(ix.keys, d.Key)
 	ix.dead = append(ix.dead, false)
 	ix.hasTime = append(ix.hasTime, ix.p.TimeBoost > 0 && hasTime)
-	ix.cues = append(ix.cues, answerCues(d.Text))
 	spk := int32(-1)
 	if name := strings.TrimSpace(strings.ToLower(d.Speaker)); name != "" && ix.p.SpeakerBoost > 0 {
 		id, ok := ix.spkIDs[name]

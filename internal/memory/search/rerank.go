@@ -33,12 +33,11 @@ const (
 	FeatListNeighbour        // FeatNeighbour for a list question, else 0
 	FeatRound2               // the second round's score (RerankParams.Round2) / its best, 0 when not among its results
 	FeatFromRound2           // 1 if the candidate came from the second round alone (not among the first stage's)
-	FeatAnswerCue            // 1 if the query asks for a number, person, place or reason (AnswerType) and the text shows one (answerCues)
 	NumFeatures
 )
 
 // FeatureNames names the rerank features (FeatScore …).
-var FeatureNames = [NumFeatures]string{"score", "rank", "text", "context", "speaker", "date", "session", "cover_text", "cover_all", "time_cue", "length", "sess_best", "sess_rank", "seed", "entity", "agg_sess_best", "agg_session", "neighbour", "agg_neighbour", "list_sess_best", "list_session", "list_neighbour", "round2", "from_round2", "answer_cue"}
+var FeatureNames = [NumFeatures]string{"score", "rank", "text", "context", "speaker", "date", "session", "cover_text", "cover_all", "time_cue", "length", "sess_best", "sess_rank", "seed", "entity", "agg_sess_best", "agg_session", "neighbour", "agg_neighbour", "list_sess_best", "list_session", "list_neighbour", "round2", "from_round2"}
 
 // Features returns one vector of NumFeatures features per result of res
 // (a first-stage ranking of query over scope sc, best first), for a
@@ -72,7 +71,6 @@ func (ix *Index) features(query string, sc *Scope, res []Result, r2 map[int]floa
 	qs := ix.queryTerms(nil, query, st, sc.allow)
 	spk := ix.namedSpeakers(query)
 	when := IsWhenQuestion(query)
-	atype := AnswerType(query)
 	out := make([][NumFeatures]float64, len(res))
 	// session documents: turns in scope per session, and per query term
 	// the turns of each session holding it in their text; scored for the
@@ -180,9 +178,6 @@ func (ix *Index) features(query string, sc *Scope, res []Result, r2 map[int]floa
 		}
 		if when && ix.hasTime[d] {
 			v[FeatTimeCue] = 1
-		}
-		if atype&ix.cues[d] != 0 {
-			v[FeatAnswerCue] = 1
 		}
 		v[FeatLength] = math.Log1p(float64(ix.lens[d][FieldText]))
 		if g := ix.group[d]; g >= 0 {
