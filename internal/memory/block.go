@@ -2,8 +2,6 @@ package memory
 
 import (
 	"cmp"
-	"hash/fnv"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -71,76 +69,235 @@ const nearDuplicateJaccard = 0.8
 // conflict with an explicit one (see the package comment above). It is
 // idempotent: FilterHits of its own output drops nothing.
 func FilterHits(hits []Hit) (kept []Hit, dropped []Dropped) {
-	ordered := make([]Hit, 0, len(hits))
-	for _, h := range hits {
-		if h.Record.Explicit() {
-			ordered = append(ordered, h)
+	return filterHits(hits, 0, true)
+}
+
+// filterHits is FilterHits that stops once limit hits are kept (≤ 0: no
+// limit) and lists the dropped hits only when wantDropped. Whether a hit
+// is kept depends only on the hits kept before it, so the kept hits are
+// exactly the first limit of FilterHits' (Assemble needs no more).
+//
+// Each hit is compared only with the kept records that can match it,
+// found through indexes instead of a scan of every kept record (up to
+// 150 hits × 50 kept per turn):
+//
+//   - Near-duplicates by prefix filtering (Chaudhuri, Ganti and Kaushik,
+//     "A primitive operator for similarity joins in data cleaning",
+//     ICDE 2006; Bayardo, Ma and Srikant, "Scaling up all pairs
+//     similarity search", WWW 2007): two word sets with Jaccard ≥ t share
+//     a word among the first n − ⌈t·n⌉ + 1 words of each (n its size)
+//     under one total order of words, here (hash, word) as in
+//     analysis.hs. Kept records are indexed by the hashes of their
+//     prefix words; a longer prefix (⌊4n/5⌋ for ⌈0.8n⌉) only adds
+//     candidates, and every candidate is checked by nearDuplicateAn.
+//   - Exact duplicates by content hash.
+//
+// Conflicts are still a scan of the explicit kept records: each
+// comparison is mostly the words' signature test (commonWords), and an
+// index of their words cost more than it saved on conversational text
+// (BenchmarkFilterHitsTurn), where a few frequent words are in most
+// records.
+//
+// Candidates are checked in kept order, so the record named in "by" is
+// the first that matches, as in a scan.
+func filterHits(hits []Hit, limit int, wantDropped bool) (kept []Hit, dropped []Dropped) {
+	fs := filterStatePool.Get().(*filterState)
+	defer fs.release()
+	for i := range hits {
+		if hits[i].Record.Explicit() {
+			fs.order = append(fs.order, int32(i))
 		}
 	}
-	for _, h := range hits {
-		if !h.Record.Explicit() {
-			ordered = append(ordered, h)
+	for i := range hits {
+		if !hits[i].Record.Explicit() {
+			fs.order = append(fs.order, int32(i))
 		}
 	}
-	var ks keptSet
-	ids := map[string]bool{}
-	for _, h := range ordered {
+	drop := func(h *Hit, reason, by string) {
+		if wantDropped {
+			dropped = append(dropped, Dropped{Hit: *h, Reason: reason, By: by})
+		}
+	}
+	for _, hi := range fs.order {
+		if limit > 0 && len(fs.kept) >= limit {
+			break
+		}
+		h := &hits[hi]
 		if IsAssistantRecord(h.Record) {
-			dropped = append(dropped, Dropped{Hit: h, Reason: DropEcho})
+			drop(h, DropEcho, "")
 			continue
 		}
 		an := analyse(h.Record)
 		if len(an.words) == 0 {
-			dropped = append(dropped, Dropped{Hit: h, Reason: DropContentless})
+			drop(h, DropContentless, "")
 			continue
 		}
 		by := ""
-		if h.Record.ID != "" && ids[h.Record.ID] {
+		if h.Record.ID != "" && fs.ids[h.Record.ID] {
 			by = h.Record.ID
 		}
-		for i := 0; by == "" && i < len(ks.info); i++ {
-			if ks.info[i].hash == an.hash || nearDuplicateAn(&ks.info[i], &an) {
-				by = nameOf(kept[i])
+		if by == "" {
+			if i := fs.duplicateOf(&an); i >= 0 {
+				by = nameOf(hits[fs.kept[i]])
 			}
 		}
 		if by != "" {
-			dropped = append(dropped, Dropped{Hit: h, Reason: DropDuplicate, By: by})
+			drop(h, DropDuplicate, by)
 			continue
 		}
-		if !h.Record.Explicit() && ks.nExp > 0 {
+		if !h.Record.Explicit() && fs.nExp > 0 {
 			it, _ := h.Record.Metadata["topic"].(string)
-			it = strings.TrimSpace(it)
-			for i := range ks.nExp {
-				if sameTopicAn(ks.topic[i], it, kept[i].Record.Strategy, &ks.info[i], &an) {
-					by = nameOf(kept[i])
-					break
-				}
-			}
-			if by != "" {
-				dropped = append(dropped, Dropped{Hit: h, Reason: DropConflict, By: by})
+			if i := fs.conflictOf(hits, strings.TrimSpace(it), &an); i >= 0 {
+				drop(h, DropConflict, nameOf(hits[fs.kept[i]]))
 				continue
 			}
 		}
-		ks.info = append(ks.info, an)
-		if h.Record.Explicit() {
-			ks.nExp = len(ks.info) // explicit hits come first
-			et, _ := h.Record.Metadata["topic"].(string)
-			ks.topic = append(ks.topic, topicKey{set: et != "", trimmed: strings.TrimSpace(et)})
-		}
-		kept = append(kept, h)
-		if h.Record.ID != "" {
-			ids[h.Record.ID] = true
+		fs.keep(hi, h, an)
+	}
+	if len(fs.kept) > 0 {
+		kept = make([]Hit, len(fs.kept))
+		for i, hi := range fs.kept {
+			kept[i] = hits[hi]
 		}
 	}
 	return kept, dropped
 }
 
-// keptSet is what FilterHits holds of the records it has kept, explicit
-// ones first.
-type keptSet struct {
-	info  []analysis
-	nExp  int        // info[:nExp] are explicit
+// filterState is filterHits' working state, pooled: its maps and slices
+// are cleared, not freed, between calls.
+type filterState struct {
+	order []int32    // hit indexes, explicit first
+	kept  []int32    // hit indexes of the kept records
+	info  []analysis // per kept record
+	nExp  int        // kept[:nExp] are explicit
 	topic []topicKey // per explicit kept record, its metadata topic
+	ids   map[string]bool
+	// byHash maps a content hash to the first kept record with it.
+	byHash map[string]int32
+	// prefix lists, per hash of a word in a kept record's prefix (see
+	// filterHits), those records.
+	prefix postingMap
+	cand   []int32
+}
+
+// postingMap maps a word hash to a list of kept-record positions, the
+// lists chained through one slice (newest first) so that clearing it
+// keeps its storage.
+type postingMap struct {
+	head  map[uint64]int32 // hash → 1 + index in links of its newest entry
+	links []postingLink
+}
+
+type postingLink struct{ pos, next int32 } // next: 1 + index, 0 = end
+
+func (m *postingMap) add(h uint64, pos int32) {
+	if m.head == nil {
+		m.head = map[uint64]int32{}
+	}
+	n := m.head[h]
+	if n > 0 && m.links[n-1].pos == pos {
+		return // a word hash twice in one record
+	}
+	m.links = append(m.links, postingLink{pos: pos, next: n})
+	m.head[h] = int32(len(m.links))
+}
+
+// appendTo appends the positions listed under h to buf.
+func (m *postingMap) appendTo(buf []int32, h uint64) []int32 {
+	for n := m.head[h]; n > 0; n = m.links[n-1].next {
+		buf = append(buf, m.links[n-1].pos)
+	}
+	return buf
+}
+
+func (m *postingMap) reset() {
+	clear(m.head)
+	m.links = m.links[:0]
+}
+
+var filterStatePool = sync.Pool{New: func() any {
+	return &filterState{ids: map[string]bool{}, byHash: map[string]int32{}}
+}}
+
+func (fs *filterState) release() {
+	if cap(fs.order) > 4096 || cap(fs.prefix.links) > 1<<14 {
+		return // an outsized call: let the collector have it
+	}
+	fs.order, fs.kept, fs.cand = fs.order[:0], fs.kept[:0], fs.cand[:0]
+	clear(fs.info)
+	clear(fs.topic)
+	fs.info, fs.topic, fs.nExp = fs.info[:0], fs.topic[:0], 0
+	clear(fs.ids)
+	clear(fs.byHash)
+	fs.prefix.reset()
+	filterStatePool.Put(fs)
+}
+
+// prefixLen is how many of n words (in analysis.hs order) are indexed
+// for the near-duplicate search: n − ⌊4n/5⌋ + 1, at most n.
+func prefixLen(n int) int {
+	return min(n, n-4*n/5+1)
+}
+
+// duplicateOf returns the position (in fs.kept) of the first kept record
+// an duplicates (same content hash or nearDuplicateAn), or -1.
+func (fs *filterState) duplicateOf(an *analysis) int {
+	fs.cand = fs.cand[:0]
+	if i, ok := fs.byHash[an.hash]; ok {
+		fs.cand = append(fs.cand, i)
+	}
+	for _, h := range an.hw[:prefixLen(len(an.hw))] {
+		fs.cand = fs.prefix.appendTo(fs.cand, h)
+	}
+	if len(fs.cand) == 0 {
+		return -1
+	}
+	slices.Sort(fs.cand)
+	prev := int32(-1)
+	for _, i := range fs.cand {
+		if i == prev {
+			continue
+		}
+		prev = i
+		if fs.info[i].hash == an.hash || nearDuplicateAn(&fs.info[i], an) {
+			return int(i)
+		}
+	}
+	return -1
+}
+
+// conflictOf returns the position of the first explicit kept record an
+// inferred record (metadata topic it, trimmed; analysis an) conflicts
+// with (sameTopicAn), or -1.
+func (fs *filterState) conflictOf(hits []Hit, it string, an *analysis) int {
+	for i := range fs.nExp {
+		if sameTopicAn(fs.topic[i], it, hits[fs.kept[i]].Record.Strategy, &fs.info[i], an) {
+			return i
+		}
+	}
+	return -1
+}
+
+// keep adds hit hi (h) with analysis an to the kept records and their
+// indexes.
+func (fs *filterState) keep(hi int32, h *Hit, an analysis) {
+	pos := int32(len(fs.kept))
+	fs.kept = append(fs.kept, hi)
+	fs.info = append(fs.info, an)
+	if _, ok := fs.byHash[an.hash]; !ok {
+		fs.byHash[an.hash] = pos
+	}
+	for _, w := range an.hw[:prefixLen(len(an.hw))] {
+		fs.prefix.add(w, pos)
+	}
+	if h.Record.Explicit() {
+		fs.nExp = len(fs.kept) // explicit hits come first
+		et, _ := h.Record.Metadata["topic"].(string)
+		fs.topic = append(fs.topic, topicKey{set: et != "", trimmed: strings.TrimSpace(et)})
+	}
+	if h.Record.ID != "" {
+		fs.ids[h.Record.ID] = true
+	}
 }
 
 // topicKey is a record's metadata "topic": whether it is a non-empty
@@ -230,15 +387,14 @@ var analyses = struct {
 const analysisCacheSize = 4096
 
 func analyse(r Record) analysis {
-	h := fnv.New64a()
-	h.Write([]byte(r.Strategy))
-	h.Write([]byte{0})
+	// FNV-1a of strategy, 0, kind, 0, content
+	key := fnvString(fnvOffset, string(r.Strategy))
+	key = fnvString(key, "\x00")
 	if k, _ := r.Metadata["kind"].(string); k != "" {
-		h.Write([]byte(k))
+		key = fnvString(key, k)
 	}
-	h.Write([]byte{0})
-	h.Write([]byte(r.Content))
-	key := h.Sum64()
+	key = fnvString(key, "\x00")
+	key = fnvString(key, r.Content)
 	analyses.Lock()
 	an, ok := analyses.m[key]
 	analyses.Unlock()
@@ -305,26 +461,36 @@ func analyseBody(r Record) analysis {
 }
 
 // wordHash is the 64-bit FNV-1a hash of w.
-func wordHash(w string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(w); i++ {
-		h ^= uint64(w[i])
+func wordHash(w string) uint64 { return fnvString(fnvOffset, w) }
+
+// fnvOffset is FNV-1a's 64-bit offset basis (hash/fnv, RFC draft
+// eastlake-fnv).
+const fnvOffset = 14695981039346656037
+
+// fnvString continues the 64-bit FNV-1a hash h over s, as hash/fnv's
+// New64a would, without converting s to bytes.
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
 		h *= 1099511628211
 	}
 	return h
 }
 
-// eventPrefix matches the "(YYYY-MM-DD) speaker: " prefix of episodic
-// event records (see sqlitestore's eventRecord).
-var eventPrefix = regexp.MustCompile(`^\((\d{4}-\d{2}-\d{2})\) ([^:\n]{1,64}):(?:\s+|$)`)
+// The "(YYYY-MM-DD) speaker: " prefix of episodic event records (see
+// sqlitestore's eventRecord) is the regular expression
+//
+//	^\((\d{4}-\d{2}-\d{2})\) ([^:\n]{1,64}):(?:\s+|$)
+//
+// matched by splitEventPrefix.
 
 // bodyText is what a record says: its content without the "(date)
 // speaker:" prefix of an episodic event.
 func bodyText(r Record) string {
 	c := strings.TrimSpace(r.Content)
 	if r.Strategy == StrategyEpisodic || r.Metadata["kind"] == "event" {
-		if m := eventPrefix.FindStringSubmatchIndex(c); m != nil {
-			return c[m[1]:]
+		if _, body, ok := splitEventPrefix(c); ok {
+			return c[body:]
 		}
 	}
 	return c
@@ -340,8 +506,56 @@ func IsAssistantRecord(r Record) bool {
 	if r.Strategy != StrategyEpisodic && r.Metadata["kind"] != "event" {
 		return false
 	}
-	m := eventPrefix.FindStringSubmatch(strings.TrimSpace(r.Content))
-	return m != nil && strings.EqualFold(strings.TrimSpace(m[2]), "assistant")
+	c := strings.TrimSpace(r.Content)
+	speaker, _, ok := splitEventPrefix(c)
+	return ok && strings.EqualFold(strings.TrimSpace(speaker), "assistant")
+}
+
+// splitEventPrefix matches eventPrefix at the start of c without the
+// regexp engine (every hit of every turn is checked): it returns the
+// speaker and the offset of the body after the prefix. The two agree on
+// every input (TestSplitEventPrefixMatchesRegexp).
+func splitEventPrefix(c string) (speaker string, body int, ok bool) {
+	const date = "(dddd-dd-dd) "
+	if len(c) < len(date)+2 {
+		return "", 0, false
+	}
+	for i := 0; i < len(date); i++ {
+		switch ch := c[i]; date[i] {
+		case 'd':
+			if ch < '0' || ch > '9' {
+				return "", 0, false
+			}
+		default:
+			if ch != date[i] {
+				return "", 0, false
+			}
+		}
+	}
+	i, n := len(date), 0
+	for i < len(c) && c[i] != ':' {
+		if c[i] == '\n' || n == 64 {
+			return "", 0, false
+		}
+		_, w := utf8.DecodeRuneInString(c[i:])
+		i += w
+		n++
+	}
+	if n == 0 || i == len(c) {
+		return "", 0, false
+	}
+	speaker, i = c[len(date):i], i+1
+	if i == len(c) {
+		return speaker, i, true
+	}
+	j := i
+	for j < len(c) && (c[j] == ' ' || c[j] == '\t' || c[j] == '\n' || c[j] == '\f' || c[j] == '\r') {
+		j++
+	}
+	if j == i {
+		return "", 0, false
+	}
+	return speaker, j, true
 }
 
 // IsContentless reports whether text has no content word: "ok", "thanks",

@@ -37,7 +37,8 @@ func BenchmarkFilterHits(b *testing.B) {
 // turn in the soak (cmd/tendril-soak): 30 explicit records and 70
 // distinct conversational events of Zipf-distributed words, so few are
 // dropped early. "pairwise" is the filter before word hashes
-// (commonWords: strings merged), measured beside it.
+// (commonWords: strings merged), measured beside it; "assemble50" is
+// the turn's call (Assemble, top-k 50: no dropped list, stops at 50 kept).
 func BenchmarkFilterHitsTurn(b *testing.B) {
 	// Zipf-distributed words over a 5,000-word vocabulary, like the
 	// content words of conversation (a few frequent, most rare).
@@ -65,7 +66,9 @@ func BenchmarkFilterHitsTurn(b *testing.B) {
 	for _, v := range []struct {
 		name string
 		f    func([]Hit) ([]Hit, []Dropped)
-	}{{"hashed", FilterHits}, {"pairwise", filterPairwise}} {
+	}{{"hashed", FilterHits}, {"pairwise", filterPairwise}, {"assemble50", func(h []Hit) ([]Hit, []Dropped) {
+		return Assemble(h, 50), nil
+	}}} {
 		b.Run(v.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

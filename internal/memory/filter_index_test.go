@@ -73,7 +73,8 @@ func filterPairwise(hits []Hit) (kept []Hit, dropped []Dropped) {
 // vocabulary (so that duplicates, near-duplicates at the Jaccard
 // threshold, shared topics and preference subjects are common) and
 // checks that FilterHits keeps and drops exactly what the string-merging
-// filter does, with the same reasons and the same "by" record.
+// filter does, with the same reasons and the same "by" record, and that
+// Assemble (which stops at its limit) keeps the same first records.
 func TestFilterIndexMatchesPairwise(t *testing.T) {
 	vocab := strings.Fields("organic fertiliser fertilizers roses tomatoes hiking mountains kids Melanie painting sunset lake " +
 		"figtree raised yellow leaves Seoul partner trip 2023 비료는 비료만 화학 한국어로 짧게 garden compost aphids answers")
@@ -117,6 +118,16 @@ func TestFilterIndexMatchesPairwise(t *testing.T) {
 		wk, wd := filterPairwise(hits)
 		if !reflect.DeepEqual(gk, wk) || !reflect.DeepEqual(gd, wd) {
 			t.Fatalf("iteration %d: hashed filter differs from the string-merging one\nkept %v\nwant %v\ndropped %v\nwant %v", iter, gk, wk, gd, wd)
+		}
+		// the turn's call stops at its limit: the same first records
+		if limit := 1 + rng.IntN(n); true {
+			want := wk
+			if len(want) > limit {
+				want = want[:limit]
+			}
+			if got := Assemble(hits, limit); !reflect.DeepEqual(got, want) {
+				t.Fatalf("iteration %d: Assemble(hits, %d) = %v, want the filter's first %d: %v", iter, limit, got, limit, want)
+			}
 		}
 		drops += len(wd)
 		for _, d := range wd {

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -158,7 +158,9 @@ func (r *Retrieval) search(ctx context.Context, agentID, actorID, query string) 
 			ch <- scopeResult{hits: hits, err: err}
 		}()
 	}
-	var all, standing []Hit
+	var standing []Hit
+	parts := make([][]Hit, 0, n)
+	total := 0
 	for range n {
 		select {
 		case <-ctx.Done():
@@ -170,14 +172,29 @@ func (r *Retrieval) search(ctx context.Context, agentID, actorID, query string) 
 			if res.standing {
 				standing = res.hits
 			} else {
-				all = append(all, res.hits...)
+				parts = append(parts, res.hits)
 			}
+			total += len(res.hits)
 		}
 	}
-	// Standing records go first, then the query's hits by score.
-	sort.SliceStable(all, func(i, j int) bool { return all[i].Score > all[j].Score })
-	all = append(standing, all...)
-	seen := map[string]bool{}
+	// Standing records go first, then the query's hits by score. One
+	// slice holds them all (hits are large structs; each copy of a turn's
+	// 150 cost as much as filtering them).
+	all := make([]Hit, 0, total)
+	all = append(all, standing...)
+	for _, p := range parts {
+		all = append(all, p...)
+	}
+	slices.SortStableFunc(all[len(standing):], func(a, b Hit) int {
+		switch {
+		case a.Score > b.Score:
+			return -1
+		case a.Score < b.Score:
+			return 1
+		}
+		return 0
+	})
+	seen := make(map[string]bool, len(all))
 	uniq := all[:0]
 	for _, h := range all {
 		if seen[h.Record.ID] {
@@ -200,10 +217,7 @@ func Assemble(hits []Hit, limit int) []Hit {
 	if limit <= 0 {
 		limit = DefaultTopK
 	}
-	out, _ := FilterHits(hits)
-	if len(out) > limit {
-		out = out[:limit]
-	}
+	out, _ := filterHits(hits, limit, false)
 	return out
 }
 
