@@ -139,8 +139,9 @@ func (ix *Index) features(query string, sc *Scope, res []Result, r2 map[int]floa
 		}
 	}
 	var field [NumFields][]float64
+	fieldBuf := make([]float64, int(NumFields)*len(res))
 	for f := range field {
-		field[f] = make([]float64, len(res))
+		field[f] = fieldBuf[int(f)*len(res) : int(f+1)*len(res)]
 	}
 	for i, r := range res {
 		d := int32(r.Doc)
@@ -509,12 +510,11 @@ func (ix *Index) contextFeatures(query string, qs []qterm, res []Result, sessSco
 		inQuery[q.id] = true
 	}
 	terms := make([][]int32, len(res))
-	df := map[int32]int{}
+	var flat []int32 // every candidate's terms, terms[i] a part of it
 	for i, r := range res {
-		terms[i] = ix.fwd.terms(int32(r.Doc), nil)
-		for _, t := range terms[i] {
-			df[t]++
-		}
+		start := len(flat)
+		flat = ix.fwd.terms(int32(r.Doc), flat)
+		terms[i] = flat[start:len(flat):len(flat)]
 	}
 	nseed := min(3, len(res))
 	seeds := map[int32]int{} // term → seeds holding it
@@ -526,6 +526,14 @@ func (ix *Index) contextFeatures(query string, qs []qterm, res []Result, sessSco
 		}
 	}
 	if len(seeds) > 0 {
+		df := make(map[int32]int, len(seeds)) // seed term → candidates holding it (only seeds' are read)
+		for i := range res {
+			for _, t := range terms[i] {
+				if _, ok := seeds[t]; ok {
+					df[t]++
+				}
+			}
+		}
 		n := float64(len(res))
 		for i := range res {
 			s := 0.0
@@ -637,10 +645,6 @@ func (ix *Index) rerankScope(query string, sc *Scope, k int, explain bool) []Res
 		}
 		return res[i].Explain
 	}
-	origin := make(map[int]int, len(res)) // document → its first-stage place
-	for i, r := range res {
-		origin[r.Doc] = i
-	}
 	slots := rc.slots
 	for j := range evs[nfirst:] { // the second round's turns: places after the first stage's
 		slots = append(slots, len(res)+j)
@@ -657,24 +661,22 @@ func (ix *Index) rerankScope(query string, sc *Scope, k int, explain bool) []Res
 		return res
 	}
 	w := ix.p.Rerank.Weights
-	type c struct {
-		r Result
-		f [NumFeatures]float64
-		s float64
-	}
-	cs := make([]c, len(evs))
-	for i, r := range evs {
+	// the candidates in re-ranked order, as indexes into evs (a
+	// candidate's features are 24 floats: sorting them would move 23 KB)
+	scores := make([]float64, len(evs))
+	order := make([]int32, len(evs))
+	for i := range evs {
 		s := 0.0
 		for j, x := range fs[i] {
 			s += w[j] * x
 		}
-		cs[i] = c{r, fs[i], s}
+		scores[i], order[i] = s, int32(i)
 	}
-	slices.SortStableFunc(cs, func(a, b c) int {
+	slices.SortStableFunc(order, func(a, b int32) int {
 		switch {
-		case a.s > b.s:
+		case scores[a] > scores[b]:
 			return -1
-		case a.s < b.s:
+		case scores[a] < scores[b]:
 			return 1
 		}
 		return 0
@@ -696,21 +698,29 @@ func (ix *Index) rerankScope(query string, sc *Scope, k int, explain bool) []Res
 		}
 		return res[len(res)-1].Score
 	}
+	var origin map[int]int
 	for j, slot := range slots {
 		if slot >= k {
 			break
 		}
-		x := cs[j]
+		e := order[j]
+		doc := evs[e].Doc
 		if !explain {
-			out[slot] = Result{Doc: x.r.Doc, Score: slotScore(slot)}
+			out[slot] = Result{Doc: doc, Score: slotScore(slot)}
 			continue
+		}
+		if origin == nil {
+			origin = make(map[int]int, len(res)) // document → its first-stage place
+			for i, r := range res {
+				origin[r.Doc] = i
+			}
 		}
 		b := make([]byte, 0, 200)
 		b = append(b, "rerank "...)
-		b = strconv.AppendFloat(b, x.s, 'f', 4, 64)
+		b = strconv.AppendFloat(b, scores[e], 'f', 4, 64)
 		b = append(b, " = ["...)
 		first := true
-		for j, v := range x.f {
+		for j, v := range fs[e] {
 			if w[j] == 0 || v == 0 {
 				continue
 			}
@@ -724,13 +734,13 @@ func (ix *Index) rerankScope(query string, sc *Scope, k int, explain bool) []Res
 			b = append(b, "×"...)
 			b = strconv.AppendFloat(b, v, 'f', 3, 64)
 		}
-		if o, ok := origin[x.r.Doc]; ok {
+		if o, ok := origin[doc]; ok {
 			b = append(b, "] of first stage "...)
 			b = append(b, explainOf(o)...)
 		} else {
 			b = append(b, "] of the second round"...)
 		}
-		out[slot] = Result{Doc: x.r.Doc, Score: slotScore(slot), Explain: string(b)}
+		out[slot] = Result{Doc: doc, Score: slotScore(slot), Explain: string(b)}
 	}
 	return out
 }
