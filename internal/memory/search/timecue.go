@@ -3,6 +3,7 @@ package search
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // whenQuestion matches questions that ask for a time: "when did…",
@@ -32,7 +33,7 @@ func init() {
 var koreanTime = regexp.MustCompile(`어제|오늘|내일|지난|작년|올해|주말|[0-9]+\s*(년|월|일)`)
 
 // IsWhenQuestion reports whether a query asks when something happened.
-func IsWhenQuestion(q string) bool { return whenQuestion.MatchString(strings.TrimSpace(q)) }
+func IsWhenQuestion(q string) bool { return cuesOf(q)&cueWhen != 0 }
 
 // HasTimeExpression reports whether text mentions a time: relative days
 // ("yesterday", "last week", "3 weeks ago"), weekdays, months, seasons,
@@ -64,7 +65,7 @@ var aggregateQuestion = regexp.MustCompile(`(?i)\b(how many|what (are|were)|what
 // ("What activities has Melanie done?", "How many times…", "What are…",
 // "both", "all", "ever"): questions whose evidence is usually spread over
 // several turns and sessions.
-func IsAggregateQuestion(q string) bool { return aggregateQuestion.MatchString(q) }
+func IsAggregateQuestion(q string) bool { return cuesOf(q)&cueAggregate != 0 }
 
 var listQuestion = regexp.MustCompile(`(?i)\b(how many|what (are|were)|(what|which)( [\w/+'.-]+){0,3}s (has|have|does|do|did)|(what|where) (has|have)|(types|kinds|sorts) of|in what ways)\b|\b(both|all|ever|times)\b`)
 
@@ -75,4 +76,49 @@ var listQuestion = regexp.MustCompile(`(?i)\b(how many|what (are|were)|(what|whi
 // sorts of", "in what ways". Written after reading LoCoMo's development
 // multi-hop questions (issue 16 round 6), for the re-ranker's list_*
 // features.
-func IsListQuestion(q string) bool { return listQuestion.MatchString(q) }
+func IsListQuestion(q string) bool { return cuesOf(q)&cueList != 0 }
+
+// A query's cues: which of the question patterns above it matches.
+const (
+	cueWhen = 1 << iota
+	cueAggregate
+	cueList
+)
+
+// cueCache holds the cues of recent queries: one search asks each
+// question of its query several times (first stage, features, per scope),
+// and each is a regular expression. Bounded: it starts over when full.
+var cueCache = struct {
+	sync.Mutex
+	m map[string]uint8
+}{m: map[string]uint8{}}
+
+const cueCacheSize = 1024
+
+// cuesOf returns q's cues, from the cache when it has them.
+func cuesOf(q string) uint8 {
+	cueCache.Lock()
+	c, ok := cueCache.m[q]
+	cueCache.Unlock()
+	if ok {
+		return c
+	}
+	if whenQuestion.MatchString(strings.TrimSpace(q)) {
+		c |= cueWhen
+	}
+	if aggregateQuestion.MatchString(q) {
+		c |= cueAggregate
+	}
+	if listQuestion.MatchString(q) {
+		c |= cueList
+	}
+	if len(q) <= 1024 { // the key is kept; long texts are not worth it
+		cueCache.Lock()
+		if len(cueCache.m) >= cueCacheSize {
+			clear(cueCache.m)
+		}
+		cueCache.m[strings.Clone(q)] = c
+		cueCache.Unlock()
+	}
+	return c
+}
