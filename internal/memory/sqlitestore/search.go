@@ -148,7 +148,11 @@ func (s *Store) search(ctx context.Context, q memory.Query, engine Engine) ([]me
 			hits = mergeHits(hits, cold, k)
 		}
 		release()
-		all = append(all, hits...)
+		if all == nil {
+			all = hits // one actor, the usual query: no copy
+		} else {
+			all = append(all, hits...)
+		}
 	}
 	if len(actors) > 1 && text != "" {
 		memindex.SortHits(all)
