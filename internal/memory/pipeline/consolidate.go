@@ -441,10 +441,31 @@ func (p *Pipeline) newRecord(ns string, c extract.Candidate, score float64, now 
 }
 
 // storeAndSupersede writes c as active and supersedes the active records of
-// its topic.
+// its topic, when c was stated after them. A candidate stated before an
+// active record of its topic (the jobs of two sessions of one actor run in
+// either order) does not overturn the later statement: it is stored
+// already superseded by the latest of them, and nothing else changes, so
+// the outcome does not depend on which job ran first.
 func (p *Pipeline) storeAndSupersede(ctx context.Context, w sink, ns string, c extract.Candidate, score float64, now time.Time, existing []memory.Record) (memory.Record, []string, []memory.Record, error) {
 	rec := p.newRecord(ns, c, score, now)
 	old := contradicted(rec, existing)
+	stated := statedAt(rec)
+	later, laterAt := -1, time.Time{}
+	for i, o := range old {
+		if at := statedAt(o); at.After(stated) && (later < 0 || at.After(laterAt)) {
+			later, laterAt = i, at
+		}
+	}
+	if later >= 0 {
+		rec.Status = memory.StatusSuperseded
+		rec.Metadata[keySupersededBy] = old[later].ID
+		rec.Metadata[keySupersededAt] = laterAt
+		put, err := w.put(ctx, rec)
+		if err != nil {
+			return memory.Record{}, nil, nil, fmt.Errorf("put %s record: %w", rec.Strategy, err)
+		}
+		return put, nil, []memory.Record{put}, nil
+	}
 	var ids []string
 	for _, o := range old {
 		ids = append(ids, o.ID)
@@ -461,6 +482,14 @@ func (p *Pipeline) storeAndSupersede(ctx context.Context, w sink, ns string, c e
 		return put, nil, nil, err
 	}
 	return put, ids, append([]memory.Record{put}, olds...), nil
+}
+
+// statedAt is when r was stated: its statedAt metadata, else its creation.
+func statedAt(r memory.Record) time.Time {
+	if at, ok := timeMeta(r.Metadata[keyStatedAt]); ok {
+		return at
+	}
+	return r.CreatedAt
 }
 
 // contradicted lists the active records of rec's strategy on rec's topic

@@ -1,0 +1,187 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/memory"
+)
+
+// extractNow runs one extraction of the session's events after its cursor
+// and moves the cursor, as a memory.extract job does.
+func (f *fixture) extractNow(actor, session string) {
+	f.t.Helper()
+	ep, err := f.p.q.epoch(ctx, actor)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	err = f.p.extractSession(ctx, ep, "main", actor, session, false, func(tx txn, cur sessionState, moved bool) error {
+		if !moved {
+			return nil
+		}
+		return setCursorTx(ctx, tx, "main", actor, session, cur)
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// outcome renders every record of the actor independently of IDs and
+// write times: strategy, status, content, sources and, for a superseded
+// record, the content that superseded it; sorted.
+func outcome(t *testing.T, st memory.Store, actor string) (lines []string, counts map[memory.Status]int) {
+	t.Helper()
+	recs := allOf(t, st, actor)
+	byID := map[string]memory.Record{}
+	for _, r := range recs {
+		byID[r.ID] = r
+	}
+	counts = map[memory.Status]int{}
+	for _, r := range recs {
+		counts[r.Status]++
+		by := ""
+		if id, _ := r.Metadata[keySupersededBy].(string); id != "" {
+			by = " ← " + byID[id].Content
+		}
+		src := append([]string(nil), r.Sources...)
+		sort.Strings(src)
+		lines = append(lines, fmt.Sprintf("%s %s %q %v%s", r.Strategy, r.Status, r.Content, src, by))
+	}
+	sort.Strings(lines)
+	return lines, counts
+}
+
+// batchingCorpus has supersessions (location, fertiliser, name), exact and
+// near duplicates, a re-assertion after a supersession, staged and dropped
+// statements, and small talk.
+var batchingCorpus = []string{
+	"I live in Busan", "ok thanks", "I only use organic fertiliser", "call me Jin",
+	"I have a fig tree", "I live in Busan", "what about aphids?", "I moved to Seoul",
+	"I only use chemical fertiliser", "my sister is called Mina", "I only use organic fertiliser",
+	"call me Jinny", "I live in Busan", "haha", "I have a fig tree and I also grow basil",
+	"keep answers short", "항상 한국어로 답해줘", "저는 유기농 비료만 써요", "I went to the market yesterday and bought seedlings",
+	"I like jazz", "I really like jazz", "I moved to Seoul",
+}
+
+// loadSoakTexts returns the LoCoMo turn texts in the order tendril-soak
+// cycles them, from $TENDRIL_LOCOMO; nil when it is unset or unreadable.
+func loadSoakTexts(t *testing.T) []string {
+	path := os.Getenv("TENDRIL_LOCOMO")
+	if path == "" {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var convs []struct {
+		Conversation map[string]json.RawMessage `json:"conversation"`
+	}
+	if err := json.Unmarshal(b, &convs); err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, c := range convs {
+		for i := 1; ; i++ {
+			raw, ok := c.Conversation["session_"+strconv.Itoa(i)]
+			if !ok {
+				break
+			}
+			var turns []struct{ Text string }
+			if json.Unmarshal(raw, &turns) != nil {
+				continue
+			}
+			for _, tt := range turns {
+				if s := strings.TrimSpace(tt.Text); s != "" {
+					texts = append(texts, s)
+				}
+			}
+		}
+	}
+	return texts
+}
+
+// The same turns give the same records however they are split into
+// extraction jobs: all in one job, one job per turn, or jobs of 2, 3, 7
+// and 50 turns (each job reads from the session's cursor, as jobs coalesced
+// by ExtractMinInterval do).
+func TestExtractionIndependentOfBatching(t *testing.T) {
+	type corpus struct {
+		name  string
+		texts []string
+		turns int
+		kinds []string
+	}
+	cs := []corpus{{"synthetic", batchingCorpus, 3 * len(batchingCorpus), []string{"mem", "sqlite"}}}
+	if texts := loadSoakTexts(t); texts != nil {
+		n := 1500
+		if s := os.Getenv("TENDRIL_BATCHING_TURNS"); s != "" {
+			n, _ = strconv.Atoi(s)
+		}
+		cs = append(cs, corpus{"locomo", texts, n, []string{"mem"}})
+	}
+	for _, c := range cs {
+		for _, kind := range c.kinds {
+			t.Run(c.name+"/"+kind, func(t *testing.T) {
+				var want []string
+				for _, every := range []int{c.turns, 1, 2, 3, 7, 50} {
+					f := newFixture(t, kind)
+					for i := 0; i < c.turns; i++ {
+						f.clk.Add(time.Second)
+						text := c.texts[i%len(c.texts)]
+						if err := f.p.RecordTurn(ctx, "main", "u1", "s1", []memory.Event{
+							{ID: fmt.Sprintf("t%05d-1u", i), Role: "user", Text: text},
+							{ID: fmt.Sprintf("t%05d-2a", i), Role: "assistant", Text: "echo: " + text}}); err != nil {
+							t.Fatal(err)
+						}
+						if (i+1)%every == 0 {
+							f.extractNow("u1", "s1")
+						}
+					}
+					f.extractNow("u1", "s1")
+					got, counts := outcome(t, f.store, "u1")
+					t.Logf("%d turns in jobs of %d: %v", c.turns, every, counts)
+					if want == nil {
+						want = got
+						continue
+					}
+					if strings.Join(got, "\n") != strings.Join(want, "\n") {
+						t.Errorf("jobs of %d turns: records differ from one job:\n got %q\nwant %q", every, got, want)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Two sessions of one actor contradict each other; each session's job
+// extracts its own turns. The active location is the one stated last
+// whichever job runs first (storeAndSupersede compares when each was
+// stated; before, the one extracted last won), and the earlier statement
+// is kept, superseded by the later one.
+func TestSupersedeAcrossSessionsIndependentOfJobOrder(t *testing.T) {
+	for _, order := range [][]string{{"s1", "s2"}, {"s2", "s1"}} {
+		t.Run(strings.Join(order, "-then-"), func(t *testing.T) {
+			f := newFixture(t, "mem")
+			f.turn("u1", "s1", "I live in Busan") // stated first
+			f.turn("u1", "s1", "ok")
+			f.turn("u1", "s2", "I moved to Seoul") // stated later
+			f.turn("u1", "s2", "ok")
+			for _, s := range order {
+				f.extractNow("u1", s)
+			}
+			got, _ := outcome(t, f.store, "u1")
+			t.Logf("jobs %v: %q", order, got)
+			act := contents(f.active("u1"))
+			if len(act) != 1 || act[0] != "I moved to Seoul" {
+				t.Errorf("jobs %v: active %q, want the later statement [I moved to Seoul]", order, act)
+			}
+		})
+	}
+}
