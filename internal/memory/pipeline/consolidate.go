@@ -303,7 +303,9 @@ func (p *Pipeline) markRejected(ctx context.Context, actorID, content string) er
 //  3. the gate scores it, with novelty measured against the namespace's
 //     active records on other topics (an update on the same topic is news,
 //     not repetition): dropped, staged or stored;
-//  4. a stored candidate supersedes every active record on the same topic.
+//  4. a stored candidate supersedes every active record on the same topic
+//     stated before it; stated before one of them (another session's job
+//     ran first), it is stored superseded by the latest instead.
 //
 // The records a candidate is compared with are found through a candIndex
 // (by content hash, shared token and topic), not by comparing it with
