@@ -914,10 +914,41 @@ func renderLine(h Hit) string {
 	if h.Record.Explicit() {
 		tag = "[Explicit]"
 	}
-	text := strings.Join(strings.Fields(h.Record.Content), " ")
+	text := foldSpace(h.Record.Content)
 	if utf8.RuneCountInString(text) > maxLineRunes {
 		r := []rune(text)
 		text = string(r[:maxLineRunes]) + "…"
 	}
 	return "- " + tag + " " + text + "\n"
+}
+
+// foldSpace is strings.Join(strings.Fields(s), " "): runs of Unicode white
+// space become one space, none at either end. Most records are folded
+// already, and are returned as they are without splitting them (every hit
+// of every turn is rendered); TestFoldSpaceMatchesFields checks the two
+// agree.
+func foldSpace(s string) string {
+	prevSpace := true // a space at the start is not folded
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			sp := c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
+			if sp && (prevSpace || c != ' ') {
+				return strings.Join(strings.Fields(s), " ")
+			}
+			prevSpace = sp
+			i++
+			continue
+		}
+		r, w := utf8.DecodeRuneInString(s[i:])
+		if unicode.IsSpace(r) {
+			return strings.Join(strings.Fields(s), " ")
+		}
+		prevSpace = false
+		i += w
+	}
+	if prevSpace && s != "" {
+		return strings.Join(strings.Fields(s), " ") // ends in a space
+	}
+	return s
 }

@@ -54,3 +54,34 @@ func TestSplitEventPrefixMatchesRegexp(t *testing.T) {
 		t.Fatalf("weak draw: %d of %d matched", matched, len(cases))
 	}
 }
+
+// TestFoldSpaceMatchesFields checks foldSpace against strings.Fields and
+// Join on edge cases and random strings of words, ASCII and Unicode
+// spaces (U+0085, U+00A0, U+3000), multibyte and invalid UTF-8.
+func TestFoldSpaceMatchesFields(t *testing.T) {
+	cases := []string{"", " ", "a", "a b", " a", "a ", "a  b", "a\tb", "a\nb", "한국어 답", "a\u00a0b", "a\u3000b",
+		"a\u0085b", "\xffa b", "a \xff", "a\x85b"}
+	pieces := []string{"a", "word", "한", "é", " ", "  ", "\t", "\n", "\r", "\v", "\f", "\u00a0", "\u3000", "\u0085", "\u2028", "\xff", "\xc2", "\x85"}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 200000 {
+		var b strings.Builder
+		for range rng.IntN(8) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		cases = append(cases, b.String())
+	}
+	same := 0
+	for _, c := range cases {
+		want := strings.Join(strings.Fields(c), " ")
+		got := foldSpace(c)
+		if got != want {
+			t.Fatalf("foldSpace(%q) = %q, want %q", c, got, want)
+		}
+		if c == want {
+			same++
+		}
+	}
+	if same < 1000 {
+		t.Fatalf("weak draw: only %d of %d inputs were already folded (the fast path)", same, len(cases))
+	}
+}
