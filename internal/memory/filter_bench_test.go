@@ -77,3 +77,27 @@ func BenchmarkFilterHitsTurn(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRenderLine renders a turn's 50 hits as block lines (their
+// white space already folded, as stored records are), with foldSpace and
+// with the strings.Fields and Join it replaced, in one run.
+func BenchmarkRenderLine(b *testing.B) {
+	var hits []Hit
+	for i := range 50 {
+		hits = append(hits, Hit{Record: Record{ID: fmt.Sprint("r", i), Strategy: StrategyEpisodic,
+			Content: fmt.Sprintf("(2023-05-%02d) Caroline: I went to a LGBTQ support group yesterday and it was so powerful, note %d", 1+i%28, i)}})
+	}
+	for _, v := range []struct {
+		name string
+		fold func(string) string
+	}{{"foldSpace", foldSpace}, {"fields", func(s string) string { return strings.Join(strings.Fields(s), " ") }}} {
+		b.Run(v.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, h := range hits {
+					_ = "- [Inferred] " + v.fold(h.Record.Content) + "\n"
+				}
+			}
+		})
+	}
+}
