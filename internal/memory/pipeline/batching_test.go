@@ -17,11 +17,17 @@ import (
 // and moves the cursor, as a memory.extract job does.
 func (f *fixture) extractNow(actor, session string) {
 	f.t.Helper()
-	ep, err := f.p.q.epoch(ctx, actor)
+	f.extractWith(f.p, actor, session)
+}
+
+// extractWith is extractNow through pipeline p (another process's).
+func (f *fixture) extractWith(p *Pipeline, actor, session string) {
+	f.t.Helper()
+	ep, err := p.q.epoch(ctx, actor)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	err = f.p.extractSession(ctx, ep, "main", actor, session, false, func(tx txn, cur sessionState, moved bool) error {
+	err = p.extractSession(ctx, ep, "main", actor, session, false, func(tx txn, cur sessionState, moved bool) error {
 		if !moved {
 			return nil
 		}
@@ -184,4 +190,42 @@ func TestSupersedeAcrossSessionsIndependentOfJobOrder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Two processes (two Pipelines on one job database and one store, as two
+// instances on one PostgreSQL) extract two sessions of one actor at once:
+// the second consolidates between the first's listing and its write. The
+// first's write finds the actor's consolidation generation moved, writes
+// nothing and starts over from a fresh listing, so the statement both
+// sessions made is one record (merged), and the later location wins.
+// Without the generation check both added "I have a fig tree", and both
+// locations stayed active.
+func TestConsolidationRaceAcrossProcesses(t *testing.T) {
+	forStores(t, func(t *testing.T, f *fixture) {
+		other, err := New(f.store, f.options())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { other.Close() })
+		f.turn("u1", "s1", "I have a fig tree")
+		f.turn("u1", "s1", "I live in Busan")
+		f.turn("u1", "s2", "I have a fig tree")
+		f.turn("u1", "s2", "I moved to Seoul")
+		lists := 0
+		f.p.afterList = func(actor, session string) {
+			lists++
+			if lists == 1 { // the other process runs between our listing and our write
+				f.extractWith(other, "u1", "s2")
+			}
+		}
+		f.extractNow("u1", "s1")
+		if lists < 2 {
+			t.Fatalf("the first extraction listed %d times, want a retry after the other process's write", lists)
+		}
+		act := contents(f.active("u1"))
+		sort.Strings(act)
+		if want := []string{"I have a fig tree", "I moved to Seoul"}; strings.Join(act, "|") != strings.Join(want, "|") {
+			t.Fatalf("active records %q, want %q", act, want)
+		}
+	})
 }

@@ -177,7 +177,10 @@ type Pipeline struct {
 	// crash there would.
 	beforeComplete func() error
 
-	locks sync.Map // session key → *sync.Mutex: one extraction per session at a time
+	locks sync.Map // actor key → *sync.Mutex: one extraction per actor at a time
+	// afterList, when set (tests), runs after consolidation's listing and
+	// before its write.
+	afterList func(actorID, sessionID string)
 
 	cands candCache // candidate indexes kept between jobs (consolidateInto)
 
@@ -583,23 +586,51 @@ func (p *Pipeline) Flush(ctx context.Context, agentID, actorID, sessionID string
 }
 
 func (p *Pipeline) sessionLock(agentID, actorID, sessionID string) *sync.Mutex {
-	k := agentID + "\x00" + actorID + "\x00" + sessionID
+	// One lock per actor, not per session: consolidation reads and writes
+	// the actor's long-term namespace, so two sessions' extractions in one
+	// process take turns instead of racing (and retrying, see consolidationGen).
+	k := agentID + "\x00" + actorID
 	m, _ := p.locks.LoadOrStore(k, &sync.Mutex{})
 	return m.(*sync.Mutex)
 }
+
+// maxConsolidationRetries bounds how often an extraction starts over
+// because another process consolidated the same actor meanwhile.
+const maxConsolidationRetries = 8
 
 // extractSession extracts the events after the session's cursor and, when
 // summarize is set, refreshes the session summary. It writes the records
 // and then calls commit with the new cursor (moved is false when there was
 // nothing new), both inside queue.guard for the actor's forget epoch as of
 // before the events were read: if the actor was forgotten since, nothing
-// is written and it returns errForgotten. It holds the session lock
+// is written and it returns errForgotten. It holds the actor's lock
 // throughout so cursors never move backwards.
+//
+// Consolidation decides against a listing of the actor's long-term
+// records taken before the write transaction; another process (another
+// instance on the same database) may consolidate the same actor in
+// between. The write transaction therefore advances the actor's
+// consolidation generation only if it is still the one read before the
+// listing (optimistic concurrency); if not, nothing is written and the
+// extraction starts over from a fresh listing, so two processes never both
+// add the same record or both keep contradicting ones.
 func (p *Pipeline) extractSession(ctx context.Context, epoch int64, agentID, actorID, sessionID string, summarize bool, commit func(tx txn, cur sessionState, moved bool) error) error {
 	mu := p.sessionLock(agentID, actorID, sessionID)
 	mu.Lock()
 	defer mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		err := p.extractOnce(ctx, epoch, agentID, actorID, sessionID, summarize, commit)
+		if !errors.Is(err, errConsolidationRace) || attempt == maxConsolidationRetries {
+			return err
+		}
+	}
+}
 
+// errConsolidationRace: another process consolidated the actor between
+// this extraction's listing and its write.
+var errConsolidationRace = errors.New("memory pipeline: the actor was consolidated by another process meanwhile")
+
+func (p *Pipeline) extractOnce(ctx context.Context, epoch int64, agentID, actorID, sessionID string, summarize bool, commit func(tx txn, cur sessionState, moved bool) error) error {
 	cur, err := p.q.cursor(ctx, agentID, actorID, sessionID)
 	if err != nil {
 		return fmt.Errorf("cursor: %w", err)
@@ -618,6 +649,7 @@ func (p *Pipeline) extractSession(ctx context.Context, epoch int64, agentID, act
 		fresh = eventsAfter(events, cur)
 	}
 	b := newBatch()
+	gen, listed := int64(0), false
 	if len(fresh) > 0 {
 		cands, err := p.opts.Extractor.Extract(ctx, fresh)
 		if err != nil {
@@ -628,9 +660,16 @@ func (p *Pipeline) extractSession(ctx context.Context, epoch int64, agentID, act
 			return err
 		}
 		if len(cands) > 0 {
+			if gen, err = consolidationGenOf(ctx, p.q.db(), actorID); err != nil {
+				return fmt.Errorf("consolidation generation of %s: %w", actorID, err)
+			}
+			listed = true
 			existing, err := p.list(ctx, ns)
 			if err != nil {
 				return err
+			}
+			if p.afterList != nil {
+				p.afterList(actorID, sessionID)
 			}
 			if _, err := p.consolidateInto(ctx, actorID, ns, cands, existing, b); err != nil {
 				return err
@@ -648,6 +687,11 @@ func (p *Pipeline) extractSession(ctx context.Context, epoch int64, agentID, act
 		next, moved = sessionState{CursorID: last.ID, CursorTS: last.Timestamp}, true
 	}
 	return p.q.guard(context.WithoutCancel(ctx), actorID, epoch, func(tx txn) error {
+		if listed {
+			if err := advanceConsolidationGen(ctx, tx, actorID, gen); err != nil {
+				return err
+			}
+		}
 		if err := b.flush(ctx, p.store); err != nil {
 			return err
 		}

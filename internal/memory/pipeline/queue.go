@@ -119,6 +119,10 @@ CREATE TABLE IF NOT EXISTS memory_pipeline_harvest (
 	cursor_ts INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (agent_id, actor_id)
 );
+CREATE TABLE IF NOT EXISTS memory_pipeline_consolidations (
+	actor_id TEXT PRIMARY KEY,
+	gen      INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS memory_pipeline_forgotten (
 	actor_id TEXT PRIMARY KEY,
 	epoch    INTEGER NOT NULL
@@ -777,6 +781,33 @@ func epochOf(ctx context.Context, c conn, actorID string) (int64, error) {
 		return 0, nil
 	}
 	return e, err
+}
+
+// consolidationGenOf is the actor's consolidation generation: how many
+// extraction writes have consolidated its long-term records (0 before the
+// first). Read it before listing the records a consolidation decides on.
+func consolidationGenOf(ctx context.Context, c conn, actorID string) (int64, error) {
+	var g int64
+	err := c.queryRow(ctx, `SELECT gen FROM memory_pipeline_consolidations WHERE actor_id = ?`, actorID).Scan(&g)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return g, err
+}
+
+// advanceConsolidationGen moves the actor's consolidation generation from
+// gen to gen+1 in tx, or returns errConsolidationRace when it is no longer
+// gen. The row it writes stays locked until tx ends, so a concurrent
+// consolidation's check waits and then sees the new generation.
+func advanceConsolidationGen(ctx context.Context, tx txn, actorID string, gen int64) error {
+	var got int64
+	err := tx.queryRow(ctx, `INSERT INTO memory_pipeline_consolidations AS c (actor_id, gen) VALUES(?, 1)
+		ON CONFLICT(actor_id) DO UPDATE SET gen = c.gen + 1 WHERE c.gen = ?
+		RETURNING gen`, actorID, gen).Scan(&got)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && got != gen+1 {
+		return errConsolidationRace
+	}
+	return err
 }
 
 // epoch reads the actor's forget epoch outside a transaction. Read it
