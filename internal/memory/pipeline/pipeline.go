@@ -585,10 +585,11 @@ func (p *Pipeline) Flush(ctx context.Context, agentID, actorID, sessionID string
 	return nil
 }
 
-func (p *Pipeline) sessionLock(agentID, actorID, sessionID string) *sync.Mutex {
-	// One lock per actor, not per session: consolidation reads and writes
-	// the actor's long-term namespace, so two sessions' extractions in one
-	// process take turns instead of racing (and retrying, see consolidationGen).
+// actorLock is the in-process lock of an actor's extractions: one lock per
+// actor, not per session, because consolidation reads and writes the
+// actor's long-term namespace, so two sessions' extractions in one process
+// take turns instead of racing (and retrying: advanceConsolidationGen).
+func (p *Pipeline) actorLock(agentID, actorID string) *sync.Mutex {
 	k := agentID + "\x00" + actorID
 	m, _ := p.locks.LoadOrStore(k, &sync.Mutex{})
 	return m.(*sync.Mutex)
@@ -615,7 +616,7 @@ const maxConsolidationRetries = 8
 // extraction starts over from a fresh listing, so two processes never both
 // add the same record or both keep contradicting ones.
 func (p *Pipeline) extractSession(ctx context.Context, epoch int64, agentID, actorID, sessionID string, summarize bool, commit func(tx txn, cur sessionState, moved bool) error) error {
-	mu := p.sessionLock(agentID, actorID, sessionID)
+	mu := p.actorLock(agentID, actorID)
 	mu.Lock()
 	defer mu.Unlock()
 	for attempt := 0; ; attempt++ {
