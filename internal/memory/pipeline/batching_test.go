@@ -229,3 +229,49 @@ func TestConsolidationRaceAcrossProcesses(t *testing.T) {
 		}
 	})
 }
+
+// An approval in another process lands between an extraction's listing
+// and its write: the approved "I live in Daegu" supersedes Busan, and the
+// extraction, finding the consolidation generation moved, starts over and
+// lets the later "I moved to Seoul" supersede Daegu. Without the check the
+// extraction wrote from its stale listing (Busan the only active location)
+// and left Daegu and Seoul both active.
+func TestApprovalRacingAnExtraction(t *testing.T) {
+	forStores(t, func(t *testing.T, f *fixture) {
+		other, err := New(f.store, f.options())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { other.Close() })
+		f.turn("u1", "s1", "I live in Busan")
+		f.turn("u1", "s1", "ok")
+		f.extractNow("u1", "s1")
+		busan := f.active("u1")
+		if len(busan) != 1 || topicOf(busan[0]) == "" {
+			t.Fatalf("want one active record with a topic after s1, got %+v", busan)
+		}
+		staged := busan[0]
+		staged.ID, staged.Content, staged.Status = "", "I live in Daegu", memory.StatusStaged
+		staged.Metadata = mergeMeta(busan[0].Metadata, nil)
+		staged.Sources = nil
+		st, err := f.store.Put(ctx, staged)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.turn("u1", "s2", "I moved to Seoul")
+		f.turn("u1", "s2", "ok")
+		lists := 0
+		f.p.afterList = func(actor, session string) {
+			lists++
+			if lists == 1 {
+				if _, err := other.Approve(ctx, st.ID); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		f.extractNow("u1", "s2")
+		if act := contents(f.active("u1")); len(act) != 1 || act[0] != "I moved to Seoul" {
+			t.Fatalf("active %q (after %d listings), want only [I moved to Seoul]", act, lists)
+		}
+	})
+}

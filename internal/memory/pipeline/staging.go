@@ -76,7 +76,38 @@ func (p *Pipeline) getStaged(ctx context.Context, id string) (memory.Record, err
 
 // Approve makes a staged record active; like a stored candidate it then
 // supersedes the active records on its topic. It returns the record.
+//
+// It takes the actor's extraction lock and, like an extraction's write,
+// advances the actor's consolidation generation in the job database's
+// transaction (advanceConsolidationGen): an extraction in another process
+// that listed the records before this approval starts over instead of
+// writing from its stale listing, and an approval whose own listing was
+// outdated meanwhile starts over itself.
 func (p *Pipeline) Approve(ctx context.Context, id string) (memory.Record, error) {
+	r, err := p.getStaged(ctx, id)
+	if err != nil {
+		return memory.Record{}, err
+	}
+	agentID, actorID, ok := memory.NamespaceActor(r.Namespace)
+	if !ok {
+		return memory.Record{}, fmt.Errorf("approve %s: namespace %q names no actor", id, r.Namespace)
+	}
+	mu := p.actorLock(agentID, actorID)
+	mu.Lock()
+	defer mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		put, err := p.approveOnce(ctx, id, actorID)
+		if !errors.Is(err, errConsolidationRace) || attempt == maxConsolidationRetries {
+			return put, err
+		}
+	}
+}
+
+func (p *Pipeline) approveOnce(ctx context.Context, id, actorID string) (memory.Record, error) {
+	gen, err := consolidationGenOf(ctx, p.q.db(), actorID)
+	if err != nil {
+		return memory.Record{}, fmt.Errorf("consolidation generation of %s: %w", actorID, err)
+	}
 	r, err := p.getStaged(ctx, id)
 	if err != nil {
 		return memory.Record{}, err
@@ -97,14 +128,19 @@ func (p *Pipeline) Approve(ctx context.Context, id string) (memory.Record, error
 		}
 		r.Metadata[keySupersedes] = unionStrings(stringsMeta(r.Metadata[keySupersedes]), ids)
 	}
-	put, err := p.store.Put(ctx, r)
-	if err != nil {
-		return memory.Record{}, fmt.Errorf("approve %s: %w", id, err)
-	}
-	if _, err := p.supersede(ctx, direct{p.store}, put, old, now); err != nil {
-		return put, err
-	}
-	return put, nil
+	var put memory.Record
+	err = p.q.tx(ctx, actorID, func(tx txn) error {
+		if err := advanceConsolidationGen(ctx, tx, actorID, gen); err != nil {
+			return err
+		}
+		var err error
+		if put, err = p.store.Put(ctx, r); err != nil {
+			return fmt.Errorf("approve %s: %w", id, err)
+		}
+		_, err = p.supersede(ctx, direct{p.store}, put, old, now)
+		return err
+	})
+	return put, err
 }
 
 func stringsMeta(v any) []string {
