@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
@@ -76,37 +75,17 @@ var batchingCorpus = []string{
 }
 
 // loadSoakTexts returns the LoCoMo turn texts in the order tendril-soak
-// cycles them, from $TENDRIL_LOCOMO; nil when it is unset or unreadable.
+// cycles them (conversations, then sessions, in order), from
+// $TENDRIL_LOCOMO; nil when it is unset (the corpus run is opt-in).
 func loadSoakTexts(t *testing.T) []string {
-	path := os.Getenv("TENDRIL_LOCOMO")
-	if path == "" {
+	if os.Getenv("TENDRIL_LOCOMO") == "" {
 		return nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil
-	}
-	var convs []struct {
-		Conversation map[string]json.RawMessage `json:"conversation"`
-	}
-	if err := json.Unmarshal(b, &convs); err != nil {
-		t.Fatal(err)
 	}
 	var texts []string
-	for _, c := range convs {
-		for i := 1; ; i++ {
-			raw, ok := c.Conversation["session_"+strconv.Itoa(i)]
-			if !ok {
-				break
-			}
-			var turns []struct{ Text string }
-			if json.Unmarshal(raw, &turns) != nil {
-				continue
-			}
-			for _, tt := range turns {
-				if s := strings.TrimSpace(tt.Text); s != "" {
-					texts = append(texts, s)
-				}
+	for _, s := range locomoSessions(t) {
+		for _, e := range s.events {
+			if x := strings.TrimSpace(e.Text); x != "" {
+				texts = append(texts, x)
 			}
 		}
 	}
