@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -251,4 +252,60 @@ func BenchmarkAppendTurnPaired(b *testing.B) {
 	b.ReportMetric(float64(storeT.Nanoseconds())/float64(b.N), "store-ns/op")
 	b.ReportMetric(float64(baseT.Nanoseconds())/float64(b.N), "baseline-ns/op")
 	b.ReportMetric(float64(storeT)/float64(baseT), "ratio")
+}
+
+// BenchmarkLoadedIndexHeap reports the heap a loaded session's index holds
+// per node (heap-B/node: live heap after loading, less before, over the
+// nodes), for IDs as session.NewNodeID makes them and for hand-written
+// ones. Every loaded session keeps this index, so it is what a session's
+// history costs in memory while the session is open.
+func BenchmarkLoadedIndexHeap(b *testing.B) {
+	for _, v := range []struct {
+		name string
+		id   func(i int) string
+	}{
+		{"generated", func(int) string { return session.NewNodeID() }},
+		{"hand", func(i int) string { return fmt.Sprintf("node-%08d", i) }},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			const turns = 20000
+			dir := b.TempDir()
+			st, _ := jsonl.Open(dir, jsonl.Options{Fsync: jsonl.FsyncNever})
+			parent := ""
+			var batch []session.Node
+			for i := 0; i < turns; i++ {
+				u, a := v.id(2*i), v.id(2*i+1)
+				batch = append(batch,
+					session.Node{ID: u, ParentID: parent, Role: "user", Text: "how should I water the fig tree?", Timestamp: 1710000000},
+					session.Node{ID: a, ParentID: u, Role: "assistant", Text: "Water deeply once a week.", Timestamp: 1710000001})
+				parent = a
+				if len(batch) == 1000 {
+					if err := st.Append(ctx, key, batch...); err != nil {
+						b.Fatal(err)
+					}
+					batch = batch[:0]
+				}
+			}
+			st.Close()
+			var perNode float64
+			for b.Loop() {
+				before := liveHeap()
+				st, _ := jsonl.Open(dir, jsonl.Options{})
+				if leaf, err := st.Leaf(ctx, key); err != nil || leaf != parent {
+					b.Fatalf("leaf %q, %v", leaf, err)
+				}
+				perNode = float64(liveHeap()-before) / (2 * turns)
+				st.Close()
+			}
+			b.ReportMetric(perNode, "heap-B/node")
+		})
+	}
+}
+
+func liveHeap() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }

@@ -191,7 +191,7 @@ type sess struct {
 	f      *os.File     // nil when the file does not exist
 	size   int64
 	recs   []rec
-	ids    map[string]int32
+	ids    nodeIDs
 	leaf   int32 // index of the active leaf, -1 when empty
 	leafID string
 
@@ -274,7 +274,7 @@ func (ss *sess) loadLocked() error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.closeFileLocked()
-	ss.recs, ss.ids, ss.leaf, ss.leafID, ss.size = nil, map[string]int32{}, -1, "", 0
+	ss.recs, ss.ids, ss.leaf, ss.leafID, ss.size = nil, nodeIDs{}, -1, "", 0
 	ss.cache = nil
 	f, err := os.OpenFile(ss.path, os.O_RDWR|os.O_APPEND, 0)
 	if errors.Is(err, os.ErrNotExist) {
@@ -346,7 +346,7 @@ func (s *Store) evict(keep *sess) {
 		}
 		victim.loaded.Store(false)
 		victim.closeFileLocked()
-		victim.recs, victim.ids, victim.leaf, victim.leafID, victim.size = nil, nil, -1, "", 0
+		victim.recs, victim.ids, victim.leaf, victim.leafID, victim.size = nil, nodeIDs{}, -1, "", 0
 		victim.cache = nil
 		victim.mu.Unlock()
 		victim.wmu.Unlock()
@@ -367,7 +367,7 @@ func (ss *sess) scan(f *os.File) (good int64, bad []byte, err error) {
 	}
 	if est := fi.Size() / 256; est > 0 {
 		ss.recs = make([]rec, 0, est)
-		ss.ids = make(map[string]int32, est)
+		ss.ids = newNodeIDs(int(est))
 	}
 	buf := make([]byte, 0, scanChunk)
 	var base int64   // file offset of buf[0]
@@ -509,13 +509,13 @@ func fastNode(line []byte) (id, parent []byte, ok bool) {
 }
 
 func (ss *sess) addNode(idb, parent []byte, off int64, n int) {
-	if _, dup := ss.ids[string(idb)]; dup {
+	if ss.ids.has(string(idb)) {
 		ss.st.log.Warn("session: skipping duplicate node", "file", ss.path, "id", string(idb))
 		return
 	}
 	p := int32(-1)
 	if len(parent) > 0 {
-		if i, ok := ss.ids[string(parent)]; ok {
+		if i, ok := ss.ids.get(string(parent)); ok {
 			p = i
 		} else {
 			ss.st.log.Warn("session: node with unknown parent treated as a root", "file", ss.path, "id", string(idb), "parentId", string(parent))
@@ -524,12 +524,12 @@ func (ss *sess) addNode(idb, parent []byte, off int64, n int) {
 	id := string(idb)
 	i := int32(len(ss.recs))
 	ss.recs = append(ss.recs, rec{off: off, n: int32(n), parent: p})
-	ss.ids[id] = i
+	ss.ids.put(id, i)
 	ss.leaf, ss.leafID = i, id
 }
 
 func (ss *sess) setLeafID(id string) {
-	if i, ok := ss.ids[id]; ok {
+	if i, ok := ss.ids.get(id); ok {
 		ss.leaf, ss.leafID = i, id
 	}
 }
@@ -609,11 +609,11 @@ func (s *Store) Append(ctx context.Context, k session.Key, nodes ...session.Node
 		defer ss.mu.RUnlock()
 		batch := make(map[string]bool, len(nodes))
 		for _, n := range nodes {
-			_, dup := ss.ids[n.ID]
+			dup := ss.ids.has(n.ID)
 			if dup || batch[n.ID] {
 				return fmt.Errorf("append %s: %w: %s", k, session.ErrDuplicateNode, n.ID)
 			}
-			if _, ok := ss.ids[n.ParentID]; n.ParentID != "" && !ok && !batch[n.ParentID] {
+			if n.ParentID != "" && !ss.ids.has(n.ParentID) && !batch[n.ParentID] {
 				return fmt.Errorf("append %s: parent %s of %s: %w", k, n.ParentID, n.ID, session.ErrNotFound)
 			}
 			batch[n.ID] = true
@@ -662,12 +662,12 @@ func (s *Store) Append(ctx context.Context, k session.Key, nodes ...session.Node
 	off := base + int64(hdrLen)
 	for i, n := range nodes {
 		p := int32(-1)
-		if j, ok := ss.ids[n.ParentID]; ok && n.ParentID != "" {
+		if j, ok := ss.ids.get(n.ParentID); ok && n.ParentID != "" {
 			p = j
 		}
 		idx := int32(len(ss.recs))
 		ss.recs = append(ss.recs, rec{off: off, n: int32(lens[i]), parent: p})
-		ss.ids[n.ID] = idx
+		ss.ids.put(n.ID, idx)
 		ss.leaf, ss.leafID = idx, n.ID
 		off += int64(lens[i] + 1)
 	}
@@ -789,7 +789,7 @@ func (s *Store) SetLeaf(ctx context.Context, k session.Key, nodeID string) error
 	}
 	check := func() error {
 		ss.mu.RLock()
-		_, ok := ss.ids[nodeID]
+		ok := ss.ids.has(nodeID)
 		ss.mu.RUnlock()
 		if !ok {
 			return fmt.Errorf("set leaf %s: node %q: %w", k, nodeID, session.ErrNotFound)
@@ -811,7 +811,8 @@ func (s *Store) SetLeaf(ctx context.Context, k session.Key, nodeID string) error
 		return fmt.Errorf("set leaf %s: %w", k, err)
 	}
 	ss.mu.Lock()
-	ss.leaf, ss.leafID = ss.ids[nodeID], nodeID // the index may have been reloaded
+	ss.leaf, _ = ss.ids.get(nodeID)
+	ss.leafID = nodeID // the index may have been reloaded
 	ss.mu.Unlock()
 	return nil
 }
@@ -878,7 +879,7 @@ func (s *Store) Path(ctx context.Context, k session.Key, leafID string, max int)
 		return nil, err
 	}
 	defer ss.mu.RUnlock()
-	i, ok := ss.ids[leafID]
+	i, ok := ss.ids.get(leafID)
 	if !ok {
 		return nil, fmt.Errorf("path %s: node %q: %w", k, leafID, session.ErrNotFound)
 	}
@@ -1027,7 +1028,7 @@ func (s *Store) Clear(ctx context.Context, k session.Key) error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.closeFileLocked()
-	ss.recs, ss.ids, ss.leaf, ss.leafID, ss.size = nil, map[string]int32{}, -1, "", 0
+	ss.recs, ss.ids, ss.leaf, ss.leafID, ss.size = nil, nodeIDs{}, -1, "", 0
 	ss.cache = nil
 	ss.loaded.Store(true)
 	err = os.Remove(ss.path)
