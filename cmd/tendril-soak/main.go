@@ -620,29 +620,50 @@ func quiesce(pid int, max time.Duration) time.Duration {
 	return time.Since(start)
 }
 
+// metric returns the value of one sample on the server's /metrics (the
+// line that starts with name and a space), "" when it is not there.
+func metric(s *server, name string) (string, error) {
+	resp, err := http.Get(s.url + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return strings.TrimSpace(v), err
+		}
+	}
+	return "", err
+}
+
+// cacheLoads returns tendril_memory_cache_loads_total and
+// tendril_memory_cache_evictions_total, -1 each when not exposed (a variant
+// built before they were).
+func cacheLoads(s *server) (loads, evictions float64) {
+	get := func(name string) float64 {
+		v, err := metric(s, name)
+		f, perr := strconv.ParseFloat(v, 64)
+		if err != nil || perr != nil {
+			return -1
+		}
+		return f
+	}
+	return get("tendril_memory_cache_loads_total"), get("tendril_memory_cache_evictions_total")
+}
+
 // waitExtraction waits (up to max) until the server's extraction queue is
 // empty: tendril_queue_depth{queue="extraction"} on /metrics, which counts
 // the memory.extract jobs waiting, running or retrying.
 func waitExtraction(s *server, max time.Duration) error {
-	const metric = `tendril_queue_depth{queue="extraction"} `
 	deadline := time.Now().Add(max)
 	for {
-		depth := "?"
-		resp, err := http.Get(s.url + "/metrics")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			for _, line := range strings.Split(string(b), "\n") {
-				if v, ok := strings.CutPrefix(line, metric); ok {
-					depth = strings.TrimSpace(v)
-				}
-			}
-			if depth == "0" {
-				return nil
-			}
+		depth, err := metric(s, `tendril_queue_depth{queue="extraction"}`)
+		if err == nil && depth == "0" {
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("extraction queue depth %s after %v (err %v)", depth, max, err)
+			return fmt.Errorf("extraction queue depth %q after %v (err %v)", depth, max, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -978,6 +999,7 @@ type multiResult struct {
 	wPerTurn         float64 // during the turns
 	wPerTurnAll      float64 // including the background tail
 	quiesce, elapsed time.Duration
+	loads, evictions float64 // memory cache actor loads and evictions during the run; -1: not exposed
 }
 
 // multi drives actors × actor-turns, round robin, with multiClients
@@ -990,6 +1012,7 @@ func (r *runner) multi(v *variant) error {
 	}
 	defer s.stop()
 	before := mustSample(s.pid())
+	loads0, ev0 := cacheLoads(s)
 	lats, elapsed, err := r.drive(s, "soak:m", r.cfg.actors, r.cfg.actorTurns, r.cfg.multiClients)
 	if err != nil {
 		return err
@@ -997,12 +1020,16 @@ func (r *runner) multi(v *variant) error {
 	end := mustSample(s.pid())
 	q := quiesce(s.pid(), r.cfg.quiesceMax)
 	quiet := mustSample(s.pid())
+	loads1, ev1 := cacheLoads(s)
 	n := len(lats)
 	res := &multiResult{actors: r.cfg.actors, turns: n, p50: pct(lats, .5), p99: pct(lats, .99),
 		rssEnd: end.rssKiB, rssQuiet: quiet.rssKiB, anonEnd: end.anonKiB,
 		cpuPerTurn:  time.Duration(quiet.cpu-before.cpu) * (time.Second / clkTck) / time.Duration(n),
 		wPerTurn:    float64(end.wbytes-before.wbytes) / float64(n),
-		wPerTurnAll: float64(quiet.wbytes-before.wbytes) / float64(n), quiesce: q, elapsed: elapsed}
+		wPerTurnAll: float64(quiet.wbytes-before.wbytes) / float64(n), quiesce: q, elapsed: elapsed, loads: -1, evictions: -1}
+	if loads0 >= 0 && loads1 >= 0 {
+		res.loads, res.evictions = loads1-loads0, ev1-ev0
+	}
 	log.Printf("%s multi: %d turns, p50 %.2f p99 %.2f ms, RSS %.1f MiB (quiet %.1f), cpu %.2f ms/turn, %.1f KiB/turn",
 		v.name, n, ms(res.p50), ms(res.p99), float64(res.rssEnd)/1024, float64(res.rssQuiet)/1024, ms(res.cpuPerTurn), res.wPerTurnAll/1024)
 	v.multi = res
@@ -1251,6 +1278,13 @@ func report(cfg config, vs []*variant) string {
 		})
 		row("wall time (s) + background after (s)", func(v *variant) string {
 			return fmt.Sprintf("%.1f + %.1f", v.multi.elapsed.Seconds(), v.multi.quiesce.Seconds())
+		})
+		row("memory cache: actor loads / evictions per 1,000 turns", func(v *variant) string {
+			if v.multi.loads < 0 {
+				return "not exposed"
+			}
+			k := 1000 / float64(v.multi.turns)
+			return fmt.Sprintf("%.0f / %.0f", v.multi.loads*k, v.multi.evictions*k)
 		})
 		b.WriteString("\n")
 	}

@@ -194,7 +194,9 @@ func TestE2ESIGSTOPSIGCONTAndMetrics(t *testing.T) {
 	for _, want := range []string{`tendril_turn_duration_seconds_count{channel="api",outcome="ok"} 2`, "tendril_model_duration_seconds_bucket",
 		"tendril_memory_retrieval_duration_seconds", "tendril_turns_in_flight 0", `tendril_queue_depth{queue="extraction"}`,
 		`tendril_queue_depth{queue="schedule"} 0`, `tendril_queue_depth{queue="resume"} 0`, "tendril_memory_extraction_lag_seconds",
-		`tendril_breaker_actors{level="NORMAL"} 1`, `tendril_breaker_actors{level="CRITICAL"} 0`} {
+		`tendril_breaker_actors{level="NORMAL"} 1`, `tendril_breaker_actors{level="CRITICAL"} 0`,
+		// One actor read into the memory cache once, and the default 32 MiB budget.
+		"tendril_memory_cache_actors 1", "tendril_memory_cache_loads_total 1", "tendril_memory_cache_budget_bytes 3.3554432e+07"} {
 		if !strings.Contains(string(body), want) {
 			t.Fatalf("/metrics lacks %q", want)
 		}

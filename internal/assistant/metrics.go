@@ -3,10 +3,14 @@ package assistant
 import (
 	"context"
 	"time"
+
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/metrics"
 )
 
 // registerMetricSources feeds the scrape-time gauges: queue depth per
-// queue, extraction lag and actors per breaker level.
+// queue, extraction lag, actors per breaker level and, for a memory store
+// that caches actors, its cache.
 func (a *Assistant) registerMetricSources() {
 	m := a.metrics
 	m.SetQueueSource("extraction", func(ctx context.Context) (int, error) {
@@ -35,4 +39,10 @@ func (a *Assistant) registerMetricSources() {
 		}
 		return out, err
 	})
+	if cr, ok := a.memory.(memory.CacheReporter); ok {
+		m.SetMemoryCacheSource(func(ctx context.Context) (metrics.MemoryCache, error) {
+			c := cr.CacheStats()
+			return metrics.MemoryCache{Actors: c.Actors, Bytes: c.Bytes, BudgetBytes: c.BudgetBytes, Loads: c.Loads, Evictions: c.Evictions}, nil
+		})
+	}
 }

@@ -121,6 +121,24 @@ type Query struct {
 	NoExplain bool `json:"-"`
 }
 
+// CacheStats describe a Store's in-memory cache of actors: the actors it
+// holds, their estimated heap in bytes, its budget in bytes (0 or less: no
+// bound), and the actors it has read from disk (Loads) and dropped
+// (Evictions) since it was opened.
+type CacheStats struct {
+	Actors      int
+	Bytes       int64
+	BudgetBytes int64
+	Loads       uint64
+	Evictions   uint64
+}
+
+// CacheReporter is implemented by stores that keep actors in memory
+// (sqlitestore); /metrics exposes it as tendril_memory_cache_*.
+type CacheReporter interface {
+	CacheStats() CacheStats
+}
+
 // Store is a long-term memory backend (embedded: Markdown + SQLite index;
 // later PostgreSQL). All backends pass memorytest.Exercise.
 type Store interface {

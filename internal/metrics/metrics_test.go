@@ -219,3 +219,34 @@ func TestNilMetricsSettersAreNoOps(t *testing.T) {
 	m.SetExtractionLagSource(nil)
 	m.SetBreakerSource(nil)
 }
+
+func TestMemoryCacheSource(t *testing.T) {
+	m := New()
+	if text := scrape(t, m); strings.Contains(text, "tendril_memory_cache_actors ") {
+		t.Fatal("memory cache exposed without a source")
+	}
+	c := MemoryCache{Actors: 3, Bytes: 1 << 20, BudgetBytes: 32 << 20, Loads: 7, Evictions: 4}
+	m.SetMemoryCacheSource(func(context.Context) (MemoryCache, error) { return c, nil })
+	wantLines(t, scrape(t, m),
+		"tendril_memory_cache_actors 3",
+		"tendril_memory_cache_bytes 1.048576e+06",
+		"tendril_memory_cache_budget_bytes 3.3554432e+07",
+		"tendril_memory_cache_loads_total 7",
+		"# TYPE tendril_memory_cache_loads_total counter",
+		"tendril_memory_cache_evictions_total 4",
+		"# TYPE tendril_memory_cache_evictions_total counter",
+		"# TYPE tendril_memory_cache_actors gauge",
+	)
+	c.Actors = -1
+	text := scrape(t, m)
+	if strings.Contains(text, "tendril_memory_cache_actors ") {
+		t.Error("negative sample exposed")
+	}
+	if got := sourceErrors(t, m, "memory_cache"); got != 1 {
+		t.Errorf("source errors for memory_cache = %v, want 1", got)
+	}
+	m.SetMemoryCacheSource(nil)
+	if text := scrape(t, m); strings.Contains(text, "tendril_memory_cache_loads_total ") {
+		t.Error("removed source still exposed")
+	}
+}

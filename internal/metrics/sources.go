@@ -68,6 +68,33 @@ func (m *Metrics) SetBreakerSource(f func(ctx context.Context) (map[string]int, 
 	m.sampler.mu.Unlock()
 }
 
+// MemoryCache is one sample of a memory store's in-memory cache of actors
+// (sqlitestore: each cached actor's records, warm events and search index).
+type MemoryCache struct {
+	Actors      int    // actors held in memory
+	Bytes       int64  // their estimated heap, in bytes
+	BudgetBytes int64  // memory.cacheMB in bytes; 0 or less: no bound
+	Loads       uint64 // actors read from disk into the cache since start
+	Evictions   uint64 // actors dropped from the cache since start
+}
+
+// SetMemoryCacheSource registers f as the source of
+// tendril_memory_cache_actors, tendril_memory_cache_bytes,
+// tendril_memory_cache_budget_bytes and the counters
+// tendril_memory_cache_loads_total and tendril_memory_cache_evictions_total.
+// Loads that keep pace with turns mean the cache is too small for the
+// actors in use (every turn then reads and indexes an actor again).
+// Errors, panics and timeouts are handled as for SetQueueSource
+// (source="memory_cache"). A nil f removes the source.
+func (m *Metrics) SetMemoryCacheSource(f func(ctx context.Context) (MemoryCache, error)) {
+	if m == nil || m.sampler == nil {
+		return
+	}
+	m.sampler.mu.Lock()
+	m.sampler.cache = f
+	m.sampler.mu.Unlock()
+}
+
 // sampler is the prometheus.Collector that calls the scrape-time sources.
 type sampler struct {
 	errs *prometheus.CounterVec
@@ -77,8 +104,10 @@ type sampler struct {
 	queues  map[string]func(context.Context) (int, error)
 	lag     func(context.Context) (time.Duration, error)
 	breaker func(context.Context) (map[string]int, error)
+	cache   func(context.Context) (MemoryCache, error)
 
 	queueDesc, lagDesc, breakerDesc *prometheus.Desc
+	cacheDescs                      [5]*prometheus.Desc // actors, bytes, budget, loads, evictions
 }
 
 func newSampler(errs *prometheus.CounterVec, timeout time.Duration) *sampler {
@@ -92,6 +121,13 @@ func newSampler(errs *prometheus.CounterVec, timeout time.Duration) *sampler {
 			"Age of the oldest waiting extraction job in seconds (0 when none), sampled at scrape time.", nil, nil),
 		breakerDesc: prometheus.NewDesc("tendril_breaker_actors",
 			"Actors currently at each circuit-breaker level, sampled at scrape time.", []string{"level"}, nil),
+		cacheDescs: [5]*prometheus.Desc{
+			prometheus.NewDesc("tendril_memory_cache_actors", "Actors the memory store holds in memory, sampled at scrape time.", nil, nil),
+			prometheus.NewDesc("tendril_memory_cache_bytes", "Estimated heap of the actors the memory store holds in memory, in bytes.", nil, nil),
+			prometheus.NewDesc("tendril_memory_cache_budget_bytes", "The memory store's cache budget (memory.cacheMB) in bytes; 0 or less: no bound.", nil, nil),
+			prometheus.NewDesc("tendril_memory_cache_loads_total", "Actors read from disk into the memory store's cache since start.", nil, nil),
+			prometheus.NewDesc("tendril_memory_cache_evictions_total", "Actors dropped from the memory store's cache since start.", nil, nil),
+		},
 	}
 }
 
@@ -106,6 +142,9 @@ func (s *sampler) Describe(ch chan<- *prometheus.Desc) {
 	ch <- s.queueDesc
 	ch <- s.lagDesc
 	ch <- s.breakerDesc
+	for _, d := range s.cacheDescs {
+		ch <- d
+	}
 }
 
 type sample struct {
@@ -120,12 +159,12 @@ type sample struct {
 func (s *sampler) Collect(ch chan<- prometheus.Metric) {
 	s.mu.RLock()
 	queues := maps.Clone(s.queues)
-	lag, breaker, timeout := s.lag, s.breaker, s.timeout
+	lag, breaker, cache, timeout := s.lag, s.breaker, s.cache, s.timeout
 	s.mu.RUnlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	results := make(chan sample, len(queues)+2) // buffered: abandoned sources never block
+	results := make(chan sample, len(queues)+3) // buffered: abandoned sources never block
 	pending := map[string]bool{}
 	launch := func(source string, f func(context.Context) ([]prometheus.Metric, error)) {
 		pending[source] = true
@@ -176,6 +215,25 @@ func (s *sampler) Collect(ch chan<- prometheus.Metric) {
 				out = append(out, prometheus.MustNewConstMetric(s.breakerDesc, prometheus.GaugeValue, float64(n), lv))
 			}
 			return out, nil
+		})
+	}
+	if cache != nil {
+		launch("memory_cache", func(ctx context.Context) ([]prometheus.Metric, error) {
+			c, err := cache(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if c.Actors < 0 || c.Bytes < 0 {
+				return nil, fmt.Errorf("memory cache: negative sample %+v", c)
+			}
+			d := s.cacheDescs
+			return []prometheus.Metric{
+				prometheus.MustNewConstMetric(d[0], prometheus.GaugeValue, float64(c.Actors)),
+				prometheus.MustNewConstMetric(d[1], prometheus.GaugeValue, float64(c.Bytes)),
+				prometheus.MustNewConstMetric(d[2], prometheus.GaugeValue, float64(c.BudgetBytes)),
+				prometheus.MustNewConstMetric(d[3], prometheus.CounterValue, float64(c.Loads)),
+				prometheus.MustNewConstMetric(d[4], prometheus.CounterValue, float64(c.Evictions)),
+			}, nil
 		})
 	}
 

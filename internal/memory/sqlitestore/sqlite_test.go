@@ -369,3 +369,32 @@ func TestEvictionAndConcurrency(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheStats: the figures /metrics exposes follow the cache: three
+// actors through a cache of two load three times and evict at least one;
+// using a cached actor again loads nothing.
+func TestCacheStats(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{MaxCachedActors: 2, NoFsync: true, CacheBytes: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st := s.CacheStats(); st != (memory.CacheStats{BudgetBytes: 8 << 20}) {
+		t.Fatalf("empty store: %+v", st)
+	}
+	for _, actor := range []string{"a", "b", "c"} {
+		if _, err := s.Put(bg, memory.Record{Namespace: "/main/" + actor + "/long_term/", Content: actor + " grows figs"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := s.CacheStats()
+	if st.Loads != 3 || st.Evictions < 1 || st.Actors > 2 || st.Actors < 1 || st.Bytes <= 0 {
+		t.Fatalf("after three actors: %+v", st)
+	}
+	if _, err := s.Search(bg, memory.Query{NamespacePath: "/main/c/", Text: "figs"}); err != nil {
+		t.Fatal(err)
+	}
+	if again := s.CacheStats(); again.Loads != st.Loads {
+		t.Fatalf("a cached actor loaded again: %+v then %+v", st, again)
+	}
+}

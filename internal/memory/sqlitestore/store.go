@@ -147,7 +147,8 @@ type Store struct {
 	actorSync map[string]time.Time // last per-actor Markdown check
 	tick      uint64
 
-	evictions int // actors dropped by evictLocked, for tests; guarded by mu
+	evictions int    // actors dropped by evictLocked; guarded by mu
+	loads     uint64 // actor states created by acquire (each loads its actor); guarded by mu
 
 	// ftsRows estimates the rows of the full-text index, every actor's
 	// (counted at Open, plus the rows demotions write): FTS5 matches a
@@ -1895,6 +1896,7 @@ func (s *Store) acquire(ctx context.Context, id string) (*actorState, func(), er
 		s.evictLocked(s.opts.MaxCachedActors - 1)
 		a = &actorState{id: id, enc: enc, records: map[string]memory.Record{}, byStrat: map[memory.Strategy]map[string]struct{}{}, events: map[string]memory.Event{}, rejected: map[string]bool{}}
 		s.actors[id] = a
+		s.loads++
 	}
 	a.used, a.usedAt = s.tick, time.Now()
 	a.refs++
@@ -1916,6 +1918,19 @@ func (s *Store) acquire(ctx context.Context, id string) (*actorState, func(), er
 		return nil, nil, a.loadErr
 	}
 	return a, release, nil
+}
+
+// CacheStats implements memory.CacheReporter: the cached actors, their
+// estimated heap (the figure Options.CacheBytes bounds), the budget, and
+// the actors loaded and evicted since Open.
+func (s *Store) CacheStats() memory.CacheStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := memory.CacheStats{Actors: len(s.actors), BudgetBytes: s.opts.CacheBytes, Loads: s.loads, Evictions: uint64(s.evictions)}
+	for _, a := range s.actors {
+		st.Bytes += a.bytes()
+	}
+	return st
 }
 
 // evictLocked drops least recently used unpinned actors until at most
