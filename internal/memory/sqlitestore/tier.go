@@ -58,10 +58,11 @@ const minWindow = 128
 // windowFor is a's window: Options.EventWindow, narrowed when the cached
 // actors would not fit Options.CacheBytes with their windows full. Each
 // actor then gets its share of the budget (CacheBytes ÷ cached actors)
-// in events at its own bytes per document, at least minWindow. So many
-// actors in use at once shrink each other's windows (their older events
-// go cold) instead of evicting each other and rebuilding an index on
-// every turn. 0: no window.
+// in documents at its own bytes per document; its records stay in memory
+// whatever the window, so its events get the documents the records leave,
+// at least minWindow. So many actors in use at once shrink each other's
+// windows (their older events go cold) instead of evicting each other and
+// rebuilding an index on every turn. 0: no window.
 func (s *Store) windowFor(a *actorState) int {
 	w := s.window()
 	if w == 0 || s.opts.CacheBytes <= 0 {
@@ -71,14 +72,15 @@ func (s *Store) windowFor(a *actorState) int {
 	n := len(s.actors)
 	s.mu.Unlock()
 	a.mu.RLock()
-	docs := len(a.events) + len(a.records)
+	recs := len(a.records)
+	docs := len(a.events) + recs
 	a.mu.RUnlock()
 	if n <= 1 || docs == 0 {
 		return w
 	}
 	per := s.opts.CacheBytes / int64(n)
 	bpd := max(1, a.bytes()/int64(docs))
-	return min(w, max(minWindow, int(per/bpd)))
+	return min(w, max(minWindow, int(per/bpd)-recs))
 }
 
 // windowSlack is how far past the window the warm events may grow before
