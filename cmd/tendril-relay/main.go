@@ -26,6 +26,8 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockagentcore"
+
+	"github.com/tendrilai/tendril/internal/awsbody"
 )
 
 func main() {
@@ -57,6 +59,9 @@ func fromEnv(ctx context.Context, get func(string) string) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("aws config: %w", err)
 	}
-	r.Client = bedrockagentcore.NewFromConfig(cfg)
+	r.Client = bedrockagentcore.NewFromConfig(cfg, func(o *bedrockagentcore.Options) {
+		// See package awsbody: without it a response can die mid-read.
+		o.HTTPClient = awsbody.Guard(o.HTTPClient)
+	})
 	return r, nil
 }

@@ -24,6 +24,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 
+	"github.com/tendrilai/tendril/internal/awsbody"
 	"github.com/tendrilai/tendril/internal/memory/search"
 )
 
@@ -136,6 +137,8 @@ func NewTitan(ctx context.Context, model string, o Options) (*Titan, error) {
 		if o.HTTPClient != nil {
 			bo.HTTPClient = o.HTTPClient
 		}
+		// See package awsbody: without it a response can die mid-read.
+		bo.HTTPClient = awsbody.Guard(bo.HTTPClient)
 		if o.BedrockEndpoint != "" {
 			bo.BaseEndpoint = aws.String(o.BedrockEndpoint)
 		}

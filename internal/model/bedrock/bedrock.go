@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/tendrilai/tendril/internal/awsbody"
 	"github.com/tendrilai/tendril/internal/model"
 	"github.com/tendrilai/tendril/internal/model/internal/wire"
 )
@@ -77,6 +78,8 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		if o.HTTPClient != nil {
 			bo.HTTPClient = o.HTTPClient
 		}
+		// See package awsbody: without it a stream can die mid-answer.
+		bo.HTTPClient = awsbody.Guard(bo.HTTPClient)
 		if o.Endpoint != "" {
 			bo.BaseEndpoint = aws.String(o.Endpoint)
 		}
