@@ -37,6 +37,7 @@ require (
 	golang.org/x/net v0.62.0
 	golang.org/x/text v0.43.0
 	gopkg.in/yaml.v3 v3.0.1
+	maragu.dev/gomponents v1.2.0
 	modernc.org/sqlite v1.62.0
 )
 

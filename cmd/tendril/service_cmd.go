@@ -10,7 +10,6 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
-	"text/template"
 
 	"github.com/spf13/cobra"
 
@@ -22,7 +21,7 @@ func init() { register(newServiceCmd) }
 // unitName is the systemd unit tendril service installs.
 const unitName = "tendril.service"
 
-// unitData fills unitTemplate.
+// unitData fills unitText.
 type unitData struct {
 	User     bool   // a user unit (systemctl --user)
 	Exec     string // absolute path of the tendril binary
@@ -33,14 +32,22 @@ type unitData struct {
 	ShutStop int // TimeoutStopSec: shutdownGrace plus slack, seconds
 }
 
-// unitTemplate is a hardened unit. System units get the full sandbox;
-// user units only what works without privileges (the namespace-based
-// settings need unprivileged user namespaces, which a Raspberry Pi OS
-// kernel may not offer). MemoryDenyWriteExecute is left out: MCP servers
-// run by Node.js need a JIT.
-var unitTemplate = template.Must(template.New("unit").Parse(`# Written by ` + "`tendril service install{{if .User}} --user{{end}}`" + ` (tendril {{.Version}}).
-# Secrets and overrides (MODEL_ID, TELEGRAM_BOT_TOKEN, ...) go in {{.EnvFile}}.
-[Unit]
+// unitText is a hardened unit. System units get the full sandbox; user
+// units only what works without privileges (the namespace-based settings
+// need unprivileged user namespaces, which a Raspberry Pi OS kernel may not
+// offer). MemoryDenyWriteExecute is left out: MCP servers run by Node.js
+// need a JIT. It is written with fmt, not text/template: executing any
+// template keeps every exported method in the binary (docs/bench/soak.md,
+// "Binary size").
+func unitText(d unitData) string {
+	var b strings.Builder
+	userFlag, wanted := "", "multi-user.target"
+	if d.User {
+		userFlag, wanted = " --user", "default.target"
+	}
+	fmt.Fprintf(&b, "# Written by `tendril service install%s` (tendril %s).\n", userFlag, d.Version)
+	fmt.Fprintf(&b, "# Secrets and overrides (MODEL_ID, TELEGRAM_BOT_TOKEN, ...) go in %s.\n", d.EnvFile)
+	b.WriteString(`[Unit]
 Description=Tendril personal assistant
 Documentation=https://github.com/tendrilai/tendril/blob/main/docs/deploy.md
 After=network-online.target
@@ -48,16 +55,13 @@ Wants=network-online.target
 
 [Service]
 Type=simple
-ExecStart={{.Exec}} serve
-Environment=TENDRIL_HOME={{.Home}}
-EnvironmentFile=-{{.EnvFile}}
-{{- if not .User}}
-User={{.RunAs}}
-{{- end}}
-Restart=on-failure
-RestartSec=5s
-TimeoutStopSec={{.ShutStop}}s
-KillSignal=SIGTERM
+`)
+	fmt.Fprintf(&b, "ExecStart=%s serve\nEnvironment=TENDRIL_HOME=%s\nEnvironmentFile=-%s\n", d.Exec, d.Home, d.EnvFile)
+	if !d.User {
+		fmt.Fprintf(&b, "User=%s\n", d.RunAs)
+	}
+	fmt.Fprintf(&b, "Restart=on-failure\nRestartSec=5s\nTimeoutStopSec=%ds\n", d.ShutStop)
+	b.WriteString(`KillSignal=SIGTERM
 UMask=0077
 LimitNOFILE=65536
 NoNewPrivileges=yes
@@ -68,13 +72,15 @@ SystemCallArchitectures=native
 SystemCallFilter=@system-service
 SystemCallFilter=~@privileged
 RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6
-{{- if not .User}}
-CapabilityBoundingSet=
+`)
+	if !d.User {
+		b.WriteString(`CapabilityBoundingSet=
 AmbientCapabilities=
 ProtectSystem=strict
 ProtectHome=read-only
-ReadWritePaths={{.Home}}
-PrivateTmp=yes
+`)
+		fmt.Fprintf(&b, "ReadWritePaths=%s\n", d.Home)
+		b.WriteString(`PrivateTmp=yes
 PrivateDevices=yes
 ProtectKernelTunables=yes
 ProtectKernelModules=yes
@@ -84,11 +90,11 @@ ProtectClock=yes
 ProtectHostname=yes
 ProtectProc=invisible
 RestrictNamespaces=yes
-{{- end}}
-
-[Install]
-WantedBy={{if .User}}default.target{{else}}multi-user.target{{end}}
-`))
+`)
+	}
+	fmt.Fprintf(&b, "\n[Install]\nWantedBy=%s\n", wanted)
+	return b.String()
+}
 
 // serviceFlags are install's and uninstall's flags.
 type serviceFlags struct {
@@ -183,11 +189,7 @@ func renderUnit(cfg *config.Config, f *serviceFlags) ([]byte, error) {
 			return nil, usagef("%q cannot be written into a systemd unit: use a path without spaces, quotes, %% or $", v)
 		}
 	}
-	var b bytes.Buffer
-	if err := unitTemplate.Execute(&b, d); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	return []byte(unitText(d)), nil
 }
 
 func newServiceCmd(g *globals) *cobra.Command {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/memory/markdown"
+	"github.com/tendrilai/tendril/internal/session"
 )
 
 // writeBytes is this process's write_bytes of /proc/self/io: bytes it
@@ -375,4 +376,56 @@ func liveHeap() int64 {
 	m := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(m)
 	return int64(m[0].Value.Uint64())
+}
+
+// BenchmarkRecordHeap puts b.N records shaped like the rule extractor's
+// (about 70 bytes of content; section, type, date and statedAt metadata;
+// one source) into one actor in batches of 8, searches it so the ranking
+// index is built, and reports the live heap per record after a GC next to
+// the store's estimate (what Options.CacheBytes counts). Run with
+// -benchtime 20000x.
+func BenchmarkRecordHeap(b *testing.B) {
+	s, err := Open(b.TempDir(), Options{NoFsync: true, CacheBytes: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	runtime.GC()
+	live0 := liveHeap()
+	t0 := time.Now().Add(-time.Hour)
+	types := []string{"event", "plan", "fact", "person"}
+	var batch []memory.Record
+	for i := 0; i < b.N; i++ {
+		md := map[string]any{"section": "general", "type": types[i%len(types)], "statedAt": t0.Add(time.Duration(i) * time.Second)}
+		if i%3 == 0 {
+			md["date"], md["dateWords"] = "2026-11-27", "27 November 2026"
+		}
+		batch = append(batch, memory.Record{
+			Namespace: "/main/a/long_term/", Strategy: memory.StrategySemantic, Status: memory.StatusActive,
+			Content:  soakTexts[i%len(soakTexts)] + " " + strconv.Itoa(i),
+			Metadata: md, Sources: []string{session.NewNodeID()}, Importance: 0.5,
+		})
+		if len(batch) == 8 || i == b.N-1 {
+			if _, err := s.PutBatch(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	if _, err := s.Search(ctx, memory.Query{Text: "painting by the lake", NamespacePath: "/main/a/", TopK: 10}); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	runtime.GC()
+	b.ReportMetric(float64(liveHeap()-live0)/float64(b.N), "B-live/record")
+	b.ReportMetric(float64(s.cachedBytes())/float64(b.N), "B-estimated/record")
+	if p := os.Getenv("HEAP_PROFILE"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pprof.WriteHeapProfile(f)
+		f.Close()
+	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	g "maragu.dev/gomponents"
+
 	"github.com/tendrilai/tendril/internal/agent"
 	"github.com/tendrilai/tendril/internal/approval"
 	"github.com/tendrilai/tendril/internal/assistant"
@@ -269,21 +271,21 @@ func (d *Dashboard) runTurn(ctx context.Context, lt *liveTurn, req agent.Request
 	case res.PendingApproval != nil:
 		card := ""
 		if ar, gerr := d.a.Gate().Get(ctx, res.PendingApproval.RequestID); gerr == nil {
-			card = d.fragment("approvalCard", map[string]any{"Lang": l, "CSRF": csrf, "R": ar, "Back": "/?" + chatTarget{Actor: req.ActorID, Session: req.SessionID}.query()})
+			card = d.fragment(approvalCard(l, csrf, ar, "/?"+chatTarget{Actor: req.ActorID, Session: req.SessionID}.query()))
 		}
 		lt.finish(map[string]any{"type": "final", "ok": false, "error": "APPROVAL_PENDING", "text": res.Text,
-			"html": string(replyHTML(res.Text)), "approval": res.PendingApproval, "card": card})
+			"html": replyHTML(res.Text), "approval": res.PendingApproval, "card": card})
 	default:
-		lt.finish(map[string]any{"type": "final", "ok": true, "text": res.Text, "html": string(replyHTML(res.Text)),
+		lt.finish(map[string]any{"type": "final", "ok": true, "text": res.Text, "html": replyHTML(res.Text),
 			"session_id": res.SessionID, "turn_id": res.TurnID})
 	}
 }
 
-// fragment renders a named template of parts.html to a string.
-func (d *Dashboard) fragment(name string, data any) string {
+// fragment renders a part of a page (an approval card) to a string.
+func (d *Dashboard) fragment(n g.Node) string {
 	var buf bytes.Buffer
-	if err := d.pages["chat"].ExecuteTemplate(&buf, name, data); err != nil {
-		d.log.Error("dashboard fragment failed", "name", name, "err", err)
+	if err := n.Render(&buf); err != nil {
+		d.log.Error("dashboard fragment failed", "err", err)
 		return ""
 	}
 	return buf.String()
@@ -403,7 +405,7 @@ func (d *Dashboard) deliveries(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return
 			}
-			b, _ := json.Marshal(map[string]any{"text": dl.Text, "html": string(replyHTML(dl.Text)), "at": dl.At, "channel": dl.Channel})
+			b, _ := json.Marshal(map[string]any{"text": dl.Text, "html": replyHTML(dl.Text), "at": dl.At, "channel": dl.Channel})
 			fmt.Fprintf(w, "data: %s\n\n", b)
 			fl.Flush()
 		}

@@ -9,8 +9,8 @@
 // "Stop", inline approvals, countdowns, the "Numbers" toggle and the live
 // log. Text is English or Korean, chosen by Accept-Language.
 //
-// Untrusted output: every model or user string goes through html/template's
-// escaping; a ```svg block in a reply is drawn only through
+// Untrusted output: pages are built with gomponents (views.go), which
+// escapes every text node and attribute value; a ```svg block in a reply is drawn only through
 // sanitize.SVG's allow-list rebuild, and nothing else is treated as
 // markup. Every response carries a strict Content-Security-Policy (scripts
 // and styles from this origin only, no inline script, no other origin).
@@ -36,7 +36,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"html/template"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -50,9 +49,6 @@ import (
 	"github.com/tendrilai/tendril/internal/assistant"
 	"github.com/tendrilai/tendril/internal/tool"
 )
-
-//go:embed templates/*.html
-var templateFS embed.FS
 
 //go:embed static
 var staticFS embed.FS
@@ -108,7 +104,6 @@ type Dashboard struct {
 	opt   Options
 	log   *slog.Logger
 	mux   *http.ServeMux
-	pages map[string]*template.Template
 	key   []byte // HMAC key for CSRF tokens (per process)
 
 	turns   turnRegistry
@@ -140,16 +135,12 @@ func New(a *assistant.Assistant, opt Options) (*Dashboard, error) {
 	if _, err := rand.Read(d.key); err != nil {
 		return nil, err
 	}
-	var err error
-	if d.pages, err = parsePages(); err != nil {
-		return nil, err
-	}
 	d.routes()
 	return d, nil
 }
 
 // Handler is New for wiring in one line; it panics on error (New fails only
-// for a nil Assistant or broken embedded templates).
+// for a nil Assistant or no randomness).
 func Handler(a *assistant.Assistant, opt Options) *Dashboard {
 	d, err := New(a, opt)
 	if err != nil {
@@ -465,10 +456,10 @@ func (d *Dashboard) signinPage(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/", http.StatusSeeOther)
 			return
 		}
-		d.render(w, r, "signin", "Sign in", map[string]any{"Next": "/", "Error": t(lang(r), "This sign-in link is expired or was already used; run tendril dashboard again.")})
+		d.render(w, r, "signin", "Sign in", signinData{Next: "/", Error: t(lang(r), "This sign-in link is expired or was already used; run tendril dashboard again.")})
 		return
 	}
-	d.render(w, r, "signin", "Sign in", map[string]any{"Next": safeNext(r.URL.Query().Get("next")), "NoToken": d.opt.AuthToken == ""})
+	d.render(w, r, "signin", "Sign in", signinData{Next: safeNext(r.URL.Query().Get("next")), NoToken: d.opt.AuthToken == ""})
 }
 
 // useCode marks a link code used; false when it already was.
@@ -505,7 +496,7 @@ func (d *Dashboard) signin(w http.ResponseWriter, r *http.Request) {
 		secs := int((wait + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		w.WriteHeader(http.StatusTooManyRequests)
-		d.render(w, r, "signin", "Sign in", map[string]any{"Next": next, "Error": fmt.Sprintf(t(lang(r), "Too many wrong tokens: try again in %d s."), secs)})
+		d.render(w, r, "signin", "Sign in", signinData{Next: next, Error: fmt.Sprintf(t(lang(r), "Too many wrong tokens: try again in %d s."), secs)})
 		return
 	}
 	// The token is trimmed as TENDRIL_AUTH_TOKEN is (a pasted newline is
@@ -515,7 +506,7 @@ func (d *Dashboard) signin(w http.ResponseWriter, r *http.Request) {
 	if got == "" || !tokenEqual(got, d.opt.AuthToken) {
 		d.signins.fail(ip, now)
 		w.WriteHeader(http.StatusUnauthorized)
-		d.render(w, r, "signin", "Sign in", map[string]any{"Next": next, "Error": t(lang(r), "Wrong token.")})
+		d.render(w, r, "signin", "Sign in", signinData{Next: next, Error: t(lang(r), "Wrong token.")})
 		return
 	}
 	d.signins.ok(ip)

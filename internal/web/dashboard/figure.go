@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"html/template"
 	"math"
 	"strings"
 
@@ -17,7 +16,7 @@ import (
 // alone (never the clock, the actor or any text), so one state always
 // draws one figure (the seed's "DRIFT" check compares two drawings).
 type Figure struct {
-	SVG template.HTML
+	SVG string
 	// Digest is the first 16 hex digits of sha256(SVG); StateDigest the
 	// same of the inputs (values rounded to 3 decimals, and the level).
 	Digest, StateDigest string
@@ -94,7 +93,7 @@ func DrawFigure(s state.Snapshot) Figure {
 		V     [state.NumDims]float64
 		Level string
 	}{v, s.Level.String()})
-	return Figure{SVG: template.HTML(svg), Digest: digest(svg), StateDigest: digest(string(in)), Reading: []string{
+	return Figure{SVG: svg, Digest: digest(svg), StateDigest: digest(string(in)), Reading: []string{
 		fmt.Sprintf("frame = %s ← breaker %s", frame, s.Level),
 		fmt.Sprintf("stem height = %.1f ← stability %.3f", h, stability),
 		fmt.Sprintf("stem lean = %+.1f ← vigilance %.3f", topX-100, vigilance),
@@ -131,7 +130,7 @@ func mix(a, b string, t float64) string {
 
 // Sparkline is a small inline SVG trend of one value.
 type Sparkline struct {
-	SVG template.HTML
+	SVG string
 }
 
 // DrawSparkline draws value dim over the last 40 changes of history (after
@@ -160,7 +159,7 @@ func DrawSparkline(history []state.Change, dim state.Dim, baseline float64) Spar
 		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="#2e6b8b" stroke-width="1.5"></polyline>`, strings.Join(pts, " "))
 	}
 	b.WriteString(`</svg>`)
-	return Sparkline{SVG: template.HTML(b.String())}
+	return Sparkline{SVG: b.String()}
 }
 
 func jsonIndent(v any) string {

@@ -32,12 +32,7 @@ func (d *Dashboard) sessionsPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, 0, err)
 		return
 	}
-	type row struct {
-		assistant.SessionRow
-		Actor   string
-		Updated int64
-	}
-	var out []row
+	var out []sessionRow
 	for _, s := range rows {
 		k, err := d.a.ParseSessionKey("", s.Key)
 		if err != nil {
@@ -47,7 +42,7 @@ func (d *Dashboard) sessionsPage(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			continue
 		}
-		rw := row{SessionRow: s}
+		rw := sessionRow{SessionRow: s}
 		for _, n := range tree.Nodes {
 			if n.Timestamp > rw.Updated {
 				rw.Updated = n.Timestamp
@@ -60,6 +55,13 @@ func (d *Dashboard) sessionsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Updated > out[j].Updated })
 	d.render(w, r, "sessions", "Sessions", out)
+}
+
+// sessionRow is a session on /sessions: its actor and last change.
+type sessionRow struct {
+	assistant.SessionRow
+	Actor   string
+	Updated int64
 }
 
 // treeNode is a node with its children, for drawing the tree.
@@ -303,7 +305,7 @@ func (d *Dashboard) forgetConfirm(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusBadRequest, fmt.Errorf("actor %v", err))
 		return
 	}
-	d.render(w, r, "forget", "Forget this actor", map[string]any{"Actor": actor})
+	d.render(w, r, "forget", "Forget this actor", forgetData{Actor: actor})
 }
 
 // forget runs only with confirm equal to the actor ID, the field the
@@ -504,7 +506,7 @@ func (d *Dashboard) schedulesPage(w http.ResponseWriter, r *http.Request) {
 		}
 		rows = append(rows, scheduleRow{Job: j, Runs: runs})
 	}
-	d.render(w, r, "schedules", "Schedules", map[string]any{"Jobs": rows, "Default": DefaultActor})
+	d.render(w, r, "schedules", "Schedules", schedulesData{Jobs: rows, Default: DefaultActor})
 }
 
 func (d *Dashboard) scheduleAdd(w http.ResponseWriter, r *http.Request) {

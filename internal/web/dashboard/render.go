@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
+	"html"
 	"net/http"
 	"net/url"
 	"path"
@@ -21,94 +21,58 @@ import (
 	"github.com/tendrilai/tendril/internal/web/sanitize"
 )
 
-// pageNames are the templates under templates/, each a "content" block
-// rendered inside layout.html.
-var pageNames = []string{"chat", "sessions", "session", "memory", "forget", "approvals", "state", "schedules", "settings", "signin", "error"}
-
-var funcs = template.FuncMap{
-	"t":     t,
-	"reply": replyHTML,
-	"pretty": func(raw json.RawMessage) string {
-		return prettyJSON(raw)
-	},
-	"prettyText": func(s string) string { return prettyJSON(json.RawMessage(s)) },
-	"when": func(ts any) string {
-		switch v := ts.(type) {
-		case time.Time:
-			if v.IsZero() {
-				return "—"
-			}
-			return v.UTC().Format("2006-01-02 15:04:05Z")
-		case int64:
-			if v == 0 {
-				return "—"
-			}
-			return time.Unix(v, 0).UTC().Format("2006-01-02 15:04:05Z")
+// when formats a time.Time or Unix seconds (int64) as UTC, "—" for zero.
+func when(ts any) string {
+	switch v := ts.(type) {
+	case time.Time:
+		if v.IsZero() {
+			return "—"
 		}
-		return fmt.Sprint(ts)
-	},
-	"unix":    func(t time.Time) int64 { return t.Unix() },
-	"pathseg": url.PathEscape,
-	"q":       url.QueryEscape,
-	"f2":      func(v float64) string { return fmt.Sprintf("%.2f", v) },
-	"f3":      func(v float64) string { return fmt.Sprintf("%.3f", v) },
-	"signed": func(v float64) string {
-		if v >= 0 {
-			return fmt.Sprintf("+%.3f", v)
+		return v.UTC().Format("2006-01-02 15:04:05Z")
+	case *time.Time:
+		if v == nil {
+			return "—"
 		}
-		return fmt.Sprintf("%.3f", v)
-	},
-	"pct":  func(v float64) int { return int(v*100 + 0.5) },
-	"json": func(v any) string { b, _ := json.MarshalIndent(v, "", "  "); return string(b) },
-	"meta": func(m map[string]any) string {
-		if len(m) == 0 {
-			return ""
+		return when(*v)
+	case int64:
+		if v == 0 {
+			return "—"
 		}
-		b, _ := json.Marshal(m)
-		return string(b)
-	},
-	"dict2": func(l string, n session.Node) map[string]any { return map[string]any{"Lang": l, "N": n} },
-	"card": func(l, csrf string, r approval.Request, back string) map[string]any {
-		return map[string]any{"Lang": l, "CSRF": csrf, "R": r, "Back": back}
-	},
-	"treeArgs": func(l, csrf, key string, n *treeNode) map[string]any {
-		return map[string]any{"Lang": l, "CSRF": csrf, "Key": key, "N": n}
-	},
-	"srcArgs": func(l string, links []provLink) map[string]any { return map[string]any{"Lang": l, "Links": links} },
-	"deltas": func(v state.Vector) string {
-		var parts []string
-		for i, x := range v {
-			if x != 0 {
-				parts = append(parts, fmt.Sprintf("%s %+.3f", state.Dim(i), x))
-			}
-		}
-		return strings.Join(parts, ", ")
-	},
-	"short": func(s string) string {
-		if len(s) > 12 {
-			return s[:12]
-		}
-		return s
-	},
+		return time.Unix(v, 0).UTC().Format("2006-01-02 15:04:05Z")
+	}
+	return fmt.Sprint(ts)
 }
 
-func parsePages() (map[string]*template.Template, error) {
-	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
-	if err != nil {
-		return nil, err
+func f2(v float64) string { return fmt.Sprintf("%.2f", v) }
+
+func f3(v float64) string { return fmt.Sprintf("%.3f", v) }
+
+// metaJSON is a record's metadata as compact JSON, "" when empty.
+func metaJSON(m map[string]any) string {
+	if len(m) == 0 {
+		return ""
 	}
-	out := map[string]*template.Template{}
-	for _, name := range pageNames {
-		c, err := base.Clone()
-		if err != nil {
-			return nil, err
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// deltas lists a state change's non-zero dimensions ("joy +0.120, …").
+func deltas(v state.Vector) string {
+	var parts []string
+	for i, x := range v {
+		if x != 0 {
+			parts = append(parts, fmt.Sprintf("%s %+.3f", state.Dim(i), x))
 		}
-		if _, err := c.ParseFS(templateFS, "templates/"+name+".html"); err != nil {
-			return nil, fmt.Errorf("template %s: %w", name, err)
-		}
-		out[name] = c
 	}
-	return out, nil
+	return strings.Join(parts, ", ")
+}
+
+// short is an ID's first 12 bytes.
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
 }
 
 // pageData is what every template gets.
@@ -130,7 +94,7 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, name, title s
 	p := pageData{Lang: l, Title: t(l, title), Nav: name, CSRF: csrf, SignedIn: signed, Auth: d.opt.AuthToken != "",
 		Flash: r.URL.Query().Get("done"), Data: data}
 	var buf bytes.Buffer
-	if err := d.pages[name].ExecuteTemplate(&buf, "layout.html", p); err != nil {
+	if err := layout(p, views[name](p)).Render(&buf); err != nil {
 		d.log.Error("dashboard template failed", "page", name, "err", err)
 		http.Error(w, "template error", http.StatusInternalServerError)
 		return
@@ -157,7 +121,7 @@ func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, status int, err
 		return
 	}
 	w.WriteHeader(status)
-	d.render(w, r, "error", "Error", map[string]any{"Status": status, "Message": err.Error()})
+	d.render(w, r, "error", "Error", errorData{Status: status, Message: err.Error()})
 }
 
 func wantsJSON(r *http.Request) bool {
@@ -295,7 +259,7 @@ func unescapeHTMLEscapes(s string) string {
 // sanitised SVG drawing.
 type Segment struct {
 	Text string
-	SVG  template.HTML // set only from sanitize.SVG's output
+	SVG  string // set only from sanitize.SVG's output; rendered unescaped
 }
 
 // Segments splits a reply into text and ```svg fenced blocks. Each block
@@ -324,7 +288,7 @@ func Segments(reply string) []Segment {
 			out = append(out, Segment{Text: pre})
 		}
 		if svg, err := sanitize.SVG(src); err == nil {
-			out = append(out, Segment{SVG: template.HTML(svg)})
+			out = append(out, Segment{SVG: svg})
 		} else {
 			out = append(out, Segment{Text: src})
 		}
@@ -356,14 +320,11 @@ func fenceStart(s string) int {
 	}
 }
 
-var replyTmpl = template.Must(template.New("reply").Parse(
-	`{{range .}}{{if .SVG}}<figure class="whiteboard">{{.SVG}}</figure>{{else}}<span class="text">{{.Text}}</span>{{end}}{{end}}`))
-
-// replyHTML renders a reply: text escaped, SVG sanitised.
-func replyHTML(reply string) template.HTML {
+// replyHTML renders a reply as HTML: text escaped, SVG sanitised.
+func replyHTML(reply string) string {
 	var buf bytes.Buffer
-	if err := replyTmpl.Execute(&buf, Segments(reply)); err != nil {
-		return template.HTML(template.HTMLEscapeString(reply))
+	if err := replyNodes(reply).Render(&buf); err != nil {
+		return html.EscapeString(reply)
 	}
-	return template.HTML(buf.String())
+	return buf.String()
 }
