@@ -100,11 +100,11 @@ type Options struct {
 // Dashboard is the dashboard's http.Handler. Create it with New; Close
 // stops turns still running.
 type Dashboard struct {
-	a     *assistant.Assistant
-	opt   Options
-	log   *slog.Logger
-	mux   *http.ServeMux
-	key   []byte // HMAC key for CSRF tokens (per process)
+	a   *assistant.Assistant
+	opt Options
+	log *slog.Logger
+	mux *http.ServeMux
+	key []byte // HMAC key for CSRF tokens (per process)
 
 	turns   turnRegistry
 	usedMu  sync.Mutex

@@ -603,7 +603,7 @@ func schedulesView(p pageData) g.Node {
 					h.Td(g.Text(j.ActorID), h.Br(), h.Small(txt(j.Channel))),
 					h.Td(g.Text(when(j.NextRun))),
 					h.Td(g.Text(when(j.LastRun)),
-						g.If(j.Attempts != 0, g.Group{h.Br(), h.Small(g.Text(t(l, "Attempts")+" "+fmt.Sprint(j.Attempts)))}),
+						g.If(j.Attempts != 0, g.Group{h.Br(), h.Small(g.Text(t(l, "Attempts") + " " + fmt.Sprint(j.Attempts)))}),
 						g.If(j.LastError != "", g.Group{h.Br(), h.Small(h.Class("error"), g.Text(j.LastError))})),
 					h.Td(h.Data("status", status), g.Text(t(l, status))),
 					h.Td(h.Class("actions"),
