@@ -275,7 +275,7 @@ func (d *Dashboard) provenance(ctx context.Context, actor string) map[string]str
 			continue
 		}
 		for _, n := range tree.Nodes {
-			out[n.ID] = "/sessions/" + url.PathEscape(k.String()) + "#n-" + n.ID
+			out[n.ID] = "/sessions/" + url.PathEscape(k.String()) + "#n-" + url.PathEscape(n.ID)
 		}
 	}
 	return out

@@ -16,9 +16,10 @@ import (
 // The pages are built with gomponents (maragu.dev/gomponents): every
 // text node and attribute value is HTML-escaped by the library, and raw
 // markup enters only through g.Raw, which this file uses for nothing but
-// sanitize.SVG's output. Values inside URLs are escaped here with
-// url.PathEscape / url.QueryEscape (what html/template's URL contexts
-// did), and a URL taken whole from data passes localURL.
+// SVG: sanitize.SVG's output, and the state figure and sparklines, which
+// are drawn from numbers alone (figure.go). Values inside URLs are escaped
+// here with url.PathEscape / url.QueryEscape (what html/template's URL
+// contexts did), and a URL taken whole from data passes localURL.
 //
 // Why not html/template: executing any text/template makes the linker
 // keep every exported method of every type that reaches an interface
@@ -49,22 +50,26 @@ type signinData struct {
 	NoToken     bool
 }
 
-// txt is v printed as escaped text.
-func txt(v any) g.Node {
-	if s, ok := v.(string); ok {
-		return g.Text(s)
-	}
-	return g.Text(fmt.Sprint(v))
+// printable is what txt prints: strings and numbers of any named type,
+// so that a method value (Summary instead of Summary()) does not compile.
+type printable interface {
+	~string | ~int | ~int32 | ~int64 | ~uint | ~uint64 | ~float64 | ~bool
 }
+
+// txt is v printed as escaped text.
+func txt[T printable](v T) g.Node { return g.Text(fmt.Sprint(v)) }
 
 // localURL returns u when it is a path on this server ("/…", not "//…"
 // or a scheme), else "#": the only URLs taken whole from data are links
 // the dashboard built itself.
 func localURL(u string) string {
-	if strings.HasPrefix(u, "/") && !strings.HasPrefix(u, "//") && !strings.HasPrefix(u, "/\\") {
-		return u
+	// A browser drops tabs and newlines from a URL and reads "\\" as "/",
+	// so "/\t/host" or "/\\host" would leave the site.
+	if !strings.HasPrefix(u, "/") || strings.HasPrefix(u, "//") ||
+		strings.ContainsFunc(u, func(c rune) bool { return c < 0x20 || c == 0x7f || c == '\\' }) {
+		return "#"
 	}
-	return "#"
+	return u
 }
 
 func q(s string) string { return url.QueryEscape(s) }
@@ -333,7 +338,7 @@ func treeNodeView(l, csrf, key string, n *treeNode) g.Node {
 		h.Div(h.Class("msg "+n.Role),
 			h.Span(h.Class("who"), g.Text(n.Role)), g.Text(" "), h.Small(h.Code(g.Text(short(n.ID))), g.Text(" "+when(n.Timestamp))),
 			nodeBody(l, n.Node),
-			act,
+			g.Text(" "), act,
 		),
 		kids,
 	)
@@ -472,7 +477,7 @@ func approvalsView(p pageData) g.Node {
 		g.If(d.VerifyErr != "", h.P(h.Class("error"), g.Text(d.VerifyErr))))
 	status := g.Group{h.Strong(h.Class("ok-text"), g.Text(t(l, "verified")))}
 	if !d.Verify.OK {
-		status = g.Group{h.Strong(h.Class("error"), g.Text(t(l, "BROKEN"))), g.Text(" "), txt(d.Verify.Summary)}
+		status = g.Group{h.Strong(h.Class("error"), g.Text(t(l, "BROKEN"))), g.Text(" "), g.Text(d.Verify.Summary())}
 	}
 	out = append(out, h.Dl(h.Class("kv ledger"),
 		h.Dt(g.Text(t(l, "Status"))), h.Dd(status),

@@ -4,7 +4,41 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	g "maragu.dev/gomponents"
+
+	"github.com/tendrilai/tendril/internal/approval"
+	"github.com/tendrilai/tendril/internal/session"
 )
+
+func renderPage(t *testing.T, p pageData, view func(pageData) g.Node) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := layout(p, view(p)).Render(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+// A broken ledger names its first bad line (the method's result, not the
+// method value).
+func TestApprovalsShowsBrokenLedger(t *testing.T) {
+	page := renderPage(t, pageData{Lang: "en", Data: approvalsData{Verify: approval.VerifyReport{
+		Path: "/home/approvals/ledger.jsonl", FirstBad: &approval.BadEntry{Line: 4, Reason: "hash mismatch"}}}}, approvalsView)
+	if !strings.Contains(page, "BROKEN</strong> ledger /home/approvals/ledger.jsonl: line 4: hash mismatch") {
+		t.Errorf("ledger summary missing:\n%s", page)
+	}
+}
+
+// A node whose body renders nothing still keeps its time apart from the
+// "Active" badge.
+func TestSessionTreeKeepsWordsApart(t *testing.T) {
+	n := &treeNode{Node: session.Node{ID: "msg_1", Role: "assistant", Timestamp: 1764547200}, Leaf: true, Active: true}
+	page := renderPage(t, pageData{Lang: "en", Data: sessionData{Key: "web:owner", Roots: []*treeNode{n}}}, sessionView)
+	if !strings.Contains(page, "Z</small> <strong class=\"badge\">Active</strong>") {
+		t.Errorf("time and badge run together:\n%s", page)
+	}
+}
 
 func TestLocalURL(t *testing.T) {
 	for in, want := range map[string]string{
@@ -14,6 +48,9 @@ func TestLocalURL(t *testing.T) {
 		"//evil.example/x":              "#",
 		"/\\evil.example":               "#",
 		"https://evil.example/":         "#",
+		"/\t/evil.example":              "#",
+		"/\n/evil.example":              "#",
+		"/x\\y":                         "#",
 		"":                              "#",
 	} {
 		if got := localURL(in); got != want {
@@ -26,12 +63,7 @@ func TestLocalURL(t *testing.T) {
 // attribute: an actor ID cannot add a query parameter or leave the href.
 func TestViewURLsEscapeTheirValues(t *testing.T) {
 	actor := `a&view=x"><script>alert(1)</script>`
-	var buf bytes.Buffer
-	p := pageData{Lang: "en", Data: memoryData{Actor: actor}}
-	if err := layout(p, memoryView(p)).Render(&buf); err != nil {
-		t.Fatal(err)
-	}
-	page := buf.String()
+	page := renderPage(t, pageData{Lang: "en", Data: memoryData{Actor: actor}}, memoryView)
 	if strings.Contains(page, "<script>alert") {
 		t.Fatal("unescaped markup in the page")
 	}
