@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/spf13/cobra"
 
 	"github.com/tendrilai/tendril/internal/assistant"
@@ -113,6 +114,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	// The dashboard's settings page tails the last 500 log lines.
 	logs := dashboard.NewLogBuffer(500)
 	log = slog.New(logs.Handler(log.Handler()))
+	setMemoryLimit(ctx, log, memlimit.FromCgroup)
 	tr := runtime.NewTracker(nil)
 	a, err := assistant.Open(ctx, cfg, assistant.Options{Logger: log, Owner: true, Busy: tr})
 	if err != nil {
