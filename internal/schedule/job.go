@@ -75,6 +75,7 @@ const (
 	SourceConfig Source = "config" // tendril.json schedule.jobs, upserted by name
 	SourceCLI    Source = "cli"    // tendril cron add
 	SourceTool   Source = "tool"   // the reminders tool
+	SourceWeb    Source = "web"    // the dashboard's Schedules form
 )
 
 // NothingDue is the reply with which a run says there is nothing to tell the
@@ -180,7 +181,7 @@ func newJob(spec JobSpec, now time.Time, requireFuture bool) (Job, error) {
 		j.Source = SourceCLI
 	}
 	switch j.Source {
-	case SourceConfig, SourceCLI, SourceTool:
+	case SourceConfig, SourceCLI, SourceTool, SourceWeb:
 	default:
 		return Job{}, badSpec("unknown source %q", j.Source)
 	}

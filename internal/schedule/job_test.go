@@ -45,7 +45,7 @@ func TestNewJobRejectsBadSpecs(t *testing.T) {
 		{"huge task", with(func(s *schedule.JobSpec) { s.Every, s.Task = "1h", strings.Repeat("x", schedule.MaxTaskLen+1) }), "limit"},
 		{"no actor", with(func(s *schedule.JobSpec) { s.Every, s.ActorID = "1h", "" }), "actor_id"},
 		{"control chars", with(func(s *schedule.JobSpec) { s.Every, s.ChatID = "1h", "1\n2" }), "control"},
-		{"bad source", with(func(s *schedule.JobSpec) { s.Every, s.Source = "1h", "web" }), "source"},
+		{"bad source", with(func(s *schedule.JobSpec) { s.Every, s.Source = "1h", "browser" }), "source"},
 		{"relative at in config", with(func(s *schedule.JobSpec) { s.At, s.Source = "in 1h", schedule.SourceConfig }), "absolute"},
 	}
 	for _, tt := range tests {

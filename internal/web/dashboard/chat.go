@@ -71,6 +71,8 @@ type chatData struct {
 	Query      string
 	Now        time.Time
 	NewSession string
+	NoModel    bool // no text model is configured: say so before a message is sent
+	HasSession bool // the session exists (its page can be linked)
 }
 
 func (d *Dashboard) chatPage(w http.ResponseWriter, r *http.Request) {
@@ -91,6 +93,8 @@ func (d *Dashboard) chatPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data.Path = tree.ActivePath
+	data.HasSession = err == nil
+	data.NoModel = !d.a.ModelConfigured()
 	pend, err := d.a.Gate().Pending(r.Context())
 	if err != nil {
 		d.fail(w, r, 0, err)

@@ -109,6 +109,7 @@ type Dashboard struct {
 	turns   turnRegistry
 	usedMu  sync.Mutex
 	used    map[string]time.Time // sign-in link codes already used
+	revoked map[string]time.Time // signed-out session cookies, until their expiry (usedMu)
 	signins signinThrottle       // wrong tokens at POST /signin, per IP
 	closing chan struct{}
 	once    sync.Once
@@ -366,10 +367,15 @@ func mac(key []byte, parts ...string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// sessionValue is the cookie proving a sign-in: "<expiry unix>.<HMAC>".
+// sessionValue is the cookie proving a sign-in:
+// "<expiry unix>.<nonce>.<HMAC(token, "session", expiry.nonce)>". The
+// random nonce makes every sign-in's cookie its own, so signing out
+// revokes that one alone.
 func (d *Dashboard) sessionValue(exp time.Time) string {
-	e := strconv.FormatInt(exp.Unix(), 10)
-	return e + "." + mac([]byte(d.opt.AuthToken), "session", e)
+	n := make([]byte, 12)
+	rand.Read(n)
+	payload := strconv.FormatInt(exp.Unix(), 10) + "." + hex.EncodeToString(n)
+	return payload + "." + mac([]byte(d.opt.AuthToken), "session", payload)
 }
 
 func (d *Dashboard) cookieOK(r *http.Request) bool {
@@ -377,24 +383,53 @@ func (d *Dashboard) cookieOK(r *http.Request) bool {
 		return false
 	}
 	c, err := r.Cookie(SessionCookie)
-	if err != nil {
+	if err != nil || !d.checkSigned(c.Value, "session") {
 		return false
 	}
-	return d.checkSigned(c.Value, "session")
+	d.usedMu.Lock()
+	defer d.usedMu.Unlock()
+	_, revoked := d.revoked[c.Value]
+	return !revoked
 }
 
-// checkSigned verifies "<expiry>.<HMAC(token, purpose, expiry)>" and that
-// the expiry has not passed.
+// revoke records a signed-out session cookie until it would have expired.
+// Revocation is this process's: another instance behind the same token
+// still takes the cookie until its expiry (changing TENDRIL_AUTH_TOKEN
+// revokes every cookie everywhere).
+func (d *Dashboard) revoke(v string) {
+	e, _, _ := strings.Cut(v, ".")
+	exp, err := strconv.ParseInt(e, 10, 64)
+	if err != nil {
+		return
+	}
+	now := d.opt.Now()
+	d.usedMu.Lock()
+	defer d.usedMu.Unlock()
+	if d.revoked == nil {
+		d.revoked = map[string]time.Time{}
+	}
+	for c, until := range d.revoked {
+		if now.After(until) {
+			delete(d.revoked, c)
+		}
+	}
+	d.revoked[v] = time.Unix(exp, 0)
+}
+
+// checkSigned verifies "<expiry>[.<more>].<HMAC(token, purpose,
+// expiry[.more])>" and that the expiry has not passed.
 func (d *Dashboard) checkSigned(v, purpose string) bool {
-	e, sig, ok := strings.Cut(v, ".")
-	if !ok {
+	i := strings.LastIndexByte(v, '.')
+	if i < 0 {
 		return false
 	}
+	payload, sig := v[:i], v[i+1:]
+	e, _, _ := strings.Cut(payload, ".")
 	exp, err := strconv.ParseInt(e, 10, 64)
 	if err != nil || d.opt.Now().Unix() > exp {
 		return false
 	}
-	want := mac([]byte(d.opt.AuthToken), purpose, e)
+	want := mac([]byte(d.opt.AuthToken), purpose, payload)
 	return subtle.ConstantTimeCompare([]byte(sig), []byte(want)) == 1
 }
 
@@ -515,6 +550,9 @@ func (d *Dashboard) signin(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Dashboard) signout(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(SessionCookie); err == nil && d.checkSigned(c.Value, "session") {
+		d.revoke(c.Value)
+	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }

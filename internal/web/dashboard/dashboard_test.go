@@ -154,6 +154,28 @@ func TestTokenSignIn(t *testing.T) {
 	if resp, _ := get(t, c, ap.srv.URL+"/memory", nil); resp.StatusCode != 200 {
 		t.Fatalf("with cookie: %d", resp.StatusCode)
 	}
+	// Signing out revokes that cookie: replayed afterwards it does not
+	// sign in, while another browser's sign-in stays valid.
+	jar2, _ := cookiejar.New(nil)
+	c2 := noRedirect(jar2)
+	postForm(t, c2, ap.srv.URL+"/signin", url.Values{"token": {"s3cret-token-value"}}, nil)
+	_, body := get(t, c, ap.srv.URL+"/settings", nil)
+	m := csrfRE.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatal("no CSRF token in the page")
+	}
+	if resp, _ := postForm(t, c, ap.srv.URL+"/signout", url.Values{"csrf": {m[1]}}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign out: %d", resp.StatusCode)
+	}
+	replay := noRedirect(nil)
+	req, _ := http.NewRequest("GET", ap.srv.URL+"/settings", nil)
+	req.AddCookie(&http.Cookie{Name: SessionCookie, Value: sc.Value})
+	if resp, err := replay.Do(req); err != nil || resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("signed-out cookie replayed: %v %v", resp.StatusCode, err)
+	}
+	if resp, _ := get(t, c2, ap.srv.URL+"/settings", nil); resp.StatusCode != 200 {
+		t.Fatalf("the other browser after sign-out: %d", resp.StatusCode)
+	}
 	// A sign-in link works once.
 	link := SignInLink(ap.srv.URL, "s3cret-token-value", time.Now())
 	jar3, _ := cookiejar.New(nil)

@@ -46,6 +46,7 @@ func t(lang, s string) string {
 var ko = map[string]string{
 	// Navigation and layout
 	"Tendril dashboard": "Tendril 대시보드",
+	"No model is configured: set MODEL_ID (for example ollama/llama3.2) and restart; until then every message is refused.": "모델이 설정되지 않았습니다: MODEL_ID(예: ollama/llama3.2)를 설정하고 다시 시작하세요. 그 전까지는 모든 메시지가 거절됩니다.",
 	"Chat":              "채팅",
 	"Sessions":          "세션",
 	"Session":           "세션",

@@ -511,7 +511,7 @@ func (d *Dashboard) schedulesPage(w http.ResponseWriter, r *http.Request) {
 
 func (d *Dashboard) scheduleAdd(w http.ResponseWriter, r *http.Request) {
 	spec := schedule.JobSpec{Name: strings.TrimSpace(r.PostFormValue("name")), Task: strings.TrimSpace(r.PostFormValue("task")),
-		ActorID: strings.TrimSpace(r.PostFormValue("actor")), TZ: strings.TrimSpace(r.PostFormValue("tz")), Source: schedule.SourceCLI}
+		ActorID: strings.TrimSpace(r.PostFormValue("actor")), TZ: strings.TrimSpace(r.PostFormValue("tz")), Source: schedule.SourceWeb}
 	value := strings.TrimSpace(r.PostFormValue("spec"))
 	switch r.PostFormValue("kind") {
 	case "at":

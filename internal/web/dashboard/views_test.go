@@ -8,6 +8,7 @@ import (
 	g "maragu.dev/gomponents"
 
 	"github.com/tendrilai/tendril/internal/approval"
+	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/session"
 )
 
@@ -73,5 +74,22 @@ func TestViewURLsEscapeTheirValues(t *testing.T) {
 	}
 	if !strings.Contains(page, `value="a&amp;view=x&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"`) {
 		t.Errorf("hidden actor value not attribute-escaped:\n%s", page)
+	}
+}
+
+// With no model the chat page says so before anything is sent, and it
+// links the session only once the session exists.
+func TestChatSaysNoModel(t *testing.T) {
+	ap := newApp(t, func(cfg *config.Config) { cfg.Model.ID, cfg.Model.VisionID = "", "" })
+	_, page := get(t, noRedirect(nil), ap.srv.URL+"/", nil)
+	if !strings.Contains(page, `id="no-model"`) || !strings.Contains(page, "set MODEL_ID") {
+		t.Errorf("no warning without a model:\n%s", page)
+	}
+	if strings.Contains(page, `href="/sessions/web%3Aowner"`) || strings.Contains(page, `href="/sessions/web:owner"`) {
+		t.Errorf("links a session that does not exist:\n%s", page)
+	}
+	ok := newApp(t)
+	if _, page := get(t, noRedirect(nil), ok.srv.URL+"/", nil); strings.Contains(page, `id="no-model"`) {
+		t.Error("warning with a model configured")
 	}
 }
