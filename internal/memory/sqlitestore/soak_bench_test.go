@@ -117,14 +117,7 @@ func BenchmarkActorHeap(b *testing.B) {
 	b.ReportMetric(float64(liveHeap()-live0)/(1<<20), "MiB-live")
 	b.ReportMetric(float64(s.cachedBytes())/(1<<20), "MiB-estimated")
 	b.ReportMetric(float64(s.retiredDocs("a")), "retired-docs")
-	if p := os.Getenv("HEAP_PROFILE"); p != "" {
-		f, err := os.Create(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		pprof.WriteHeapProfile(f)
-		f.Close()
-	}
+	writeHeapProfile(b)
 }
 
 // TestEventsSince: the cursor rule (after the cursor event, else after its
@@ -274,14 +267,7 @@ func manyActorsHeap(b *testing.B, opts Options) {
 	b.ReportMetric(float64(len(s.actors)), "actors-cached")
 	b.ReportMetric(float64(s.evictions), "evictions")
 	s.mu.Unlock()
-	if p := os.Getenv("HEAP_PROFILE"); p != "" {
-		f, err := os.Create(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		pprof.WriteHeapProfile(f)
-		f.Close()
-	}
+	writeHeapProfile(b)
 }
 
 // TestOwedFilesRows: an event append writes no files row (it is owed);
@@ -420,12 +406,21 @@ func BenchmarkRecordHeap(b *testing.B) {
 	runtime.GC()
 	b.ReportMetric(float64(liveHeap()-live0)/float64(b.N), "B-live/record")
 	b.ReportMetric(float64(s.cachedBytes())/float64(b.N), "B-estimated/record")
-	if p := os.Getenv("HEAP_PROFILE"); p != "" {
-		f, err := os.Create(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		pprof.WriteHeapProfile(f)
-		f.Close()
+	writeHeapProfile(b)
+}
+
+// writeHeapProfile writes a heap profile to $HEAP_PROFILE when it is set.
+func writeHeapProfile(b *testing.B) {
+	p := os.Getenv("HEAP_PROFILE")
+	if p == "" {
+		return
+	}
+	f, err := os.Create(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
 	}
 }
