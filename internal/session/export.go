@@ -64,7 +64,7 @@ func Export(ctx context.Context, st Store, key Key, format string, w io.Writer) 
 			return fmt.Errorf("export %s: %w", key, err)
 		}
 		fmt.Fprintf(bw, "# Session %s (agent %s)\n\n", key, key.AgentID)
-		fmt.Fprintf(bw, "%d nodes, %d branches; active branch below.\n\n", len(nodes), len(branchesOf(nodes, leaf)))
+		fmt.Fprintf(bw, "%s, %s; active branch below.\n\n", plural(len(nodes), "node"), plural(len(branchesOf(nodes, leaf)), "branch"))
 		for _, n := range path {
 			fmt.Fprintf(bw, "## %s · %s · `%s`\n\n", n.Role, unixTime(n.Timestamp), n.ID)
 			text := n.PlainText()
@@ -75,4 +75,15 @@ func Export(ctx context.Context, st Store, key Key, format string, w io.Writer) 
 		}
 	}
 	return bw.Flush()
+}
+
+// plural is "1 node", "2 nodes", "1 branch", "3 branches".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "ch") {
+		return fmt.Sprintf("%d %ses", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

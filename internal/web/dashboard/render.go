@@ -121,7 +121,19 @@ func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, status int, err
 		return
 	}
 	w.WriteHeader(status)
-	d.render(w, r, "error", "Error", errorData{Status: status, Message: err.Error()})
+	d.render(w, r, "error", "Error", errorData{Status: status, Message: err.Error(), Back: backOf(r.URL.Path)})
+}
+
+// backOf is the page an error page's "Back" link returns to: the section
+// the failed request belongs to ("/schedules" for POST /schedules/…/run),
+// else the chat.
+func backOf(p string) string {
+	seg, _, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")
+	switch seg {
+	case "sessions", "memory", "approvals", "state", "schedules", "settings":
+		return "/" + seg
+	}
+	return "/"
 }
 
 func wantsJSON(r *http.Request) bool {

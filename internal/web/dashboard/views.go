@@ -36,6 +36,7 @@ var views = map[string]func(p pageData) g.Node{
 type errorData struct {
 	Status  int
 	Message string
+	Back    string // where "Back" goes (backOf)
 }
 
 type forgetData struct{ Actor string }
@@ -710,6 +711,6 @@ func errorView(p pageData) g.Node {
 	d := p.Data.(errorData)
 	return g.Group{
 		h.P(h.Class("error"), h.Role("alert"), h.Strong(g.Text(strconv.Itoa(d.Status))), g.Text(" "+d.Message)),
-		h.P(h.A(h.Href("/"), g.Text(t(p.Lang, "Back")))),
+		h.P(h.A(h.Href(localURL(d.Back)), g.Text(t(p.Lang, "Back")))),
 	}
 }

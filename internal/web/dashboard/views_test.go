@@ -93,3 +93,14 @@ func TestChatSaysNoModel(t *testing.T) {
 		t.Error("warning with a model configured")
 	}
 }
+
+func TestBackOf(t *testing.T) {
+	for in, want := range map[string]string{
+		"/schedules": "/schedules", "/schedules/j1/run": "/schedules", "/sessions/web:owner/branch": "/sessions",
+		"/memory/forget": "/memory", "/": "/", "/chat": "/", "/evil/x": "/", "": "/",
+	} {
+		if got := backOf(in); got != want {
+			t.Errorf("backOf(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
