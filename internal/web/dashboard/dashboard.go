@@ -10,9 +10,9 @@
 // log. Text is English or Korean, chosen by Accept-Language.
 //
 // Untrusted output: pages are built with gomponents (views.go), which
-// escapes every text node and attribute value; a ```svg block in a reply is drawn only through
-// sanitize.SVG's allow-list rebuild, and nothing else is treated as
-// markup. Every response carries a strict Content-Security-Policy (scripts
+// escapes every text node and attribute value; a ```svg block in a reply
+// is drawn only through sanitize.SVG's allow-list rebuild, and nothing
+// else is treated as markup. Every response carries a strict Content-Security-Policy (scripts
 // and styles from this origin only, no inline script, no other origin).
 //
 // Access: with no auth token (loopback only, as the runtime enforces) the
