@@ -85,3 +85,54 @@ func TestPathCacheIsolation(t *testing.T) {
 		t.Fatalf("after Clear: %+v %v", got, err)
 	}
 }
+
+// Many sessions taking turns in rotation keep at most MaxNodeCaches of
+// them holding decoded nodes; a session whose nodes were dropped reads
+// its path from the file again, unchanged, and Clear or an eviction
+// gives its count back.
+func TestNodeCachesBounded(t *testing.T) {
+	st, err := jsonl.Open(t.TempDir(), jsonl.Options{Fsync: jsonl.FsyncNever, MaxNodeCaches: 3, MaxOpen: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const sessions, turns = 8, 20
+	keys := make([]session.Key, sessions)
+	leaf := make([]string, sessions)
+	for s := range keys {
+		keys[s] = session.Key{AgentID: "main", Channel: "http", ID: fmt.Sprintf("s%d", s)}
+	}
+	for turn := 0; turn < turns; turn++ {
+		for s, k := range keys {
+			n := node(fmt.Sprintf("s%d-n%02d", s, turn), leaf[s], fmt.Sprintf("session %d turn %d", s, turn))
+			if err := st.Append(ctx, k, n); err != nil {
+				t.Fatal(err)
+			}
+			leaf[s] = n.ID
+			got, err := st.Path(ctx, k, leaf[s], 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := min(turn+1, 10); len(got) != want {
+				t.Fatalf("session %d turn %d: %d nodes, want %d", s, turn, len(got), want)
+			}
+			for j, g := range got {
+				if i := turn + 1 - len(got) + j; g.ID != fmt.Sprintf("s%d-n%02d", s, i) || g.Text != fmt.Sprintf("session %d turn %d", s, i) {
+					t.Fatalf("session %d turn %d: node %d = %s %q", s, turn, j, g.ID, g.Text)
+				}
+			}
+			if c := jsonl.NodeCaches(st); c > 3 {
+				t.Fatalf("after session %d turn %d: %d sessions hold decoded nodes, want at most 3", s, turn, c)
+			}
+		}
+	}
+	if c := jsonl.NodeCaches(st); c != 3 {
+		t.Fatalf("%d sessions hold decoded nodes at the end, want 3", c)
+	}
+	if err := st.Clear(ctx, keys[sessions-1]); err != nil {
+		t.Fatal(err)
+	}
+	if c := jsonl.NodeCaches(st); c != 2 {
+		t.Fatalf("%d sessions hold decoded nodes after a Clear, want 2", c)
+	}
+}

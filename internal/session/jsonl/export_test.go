@@ -9,3 +9,6 @@ func SetScanChunk(n int) func() {
 
 // OpenFiles reports how many sessions hold an open file.
 func OpenFiles(s *Store) int64 { return s.open.Load() }
+
+// NodeCaches reports how many sessions hold decoded nodes.
+func NodeCaches(s *Store) int64 { return s.caches.Load() }

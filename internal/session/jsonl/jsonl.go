@@ -81,6 +81,13 @@ type Options struct {
 	// and its index; the least recently used idle one is unloaded (and
 	// reloaded from its file on next use) beyond it. Default 512.
 	MaxOpen int
+	// MaxNodeCaches bounds the loaded sessions that also keep their
+	// recently read nodes decoded (nodeCacheSlots each, about 75 KB of
+	// heap for ordinary turns): past it the least recently used other
+	// session drops its decoded nodes, and its next turn decodes its path
+	// from the file again. Default DefaultMaxNodeCaches; negative: no
+	// bound.
+	MaxNodeCaches int
 	Now     func() time.Time
 }
 
@@ -97,6 +104,7 @@ type Store struct {
 	closed   bool
 	tick     atomic.Int64 // LRU clock
 	open     atomic.Int64 // sessions holding an open file
+	caches   atomic.Int64 // sessions holding a node cache
 
 	stop chan struct{}
 	done chan struct{}
@@ -122,6 +130,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	if opts.MaxOpen <= 0 {
 		opts.MaxOpen = 512
+	}
+	if opts.MaxNodeCaches == 0 {
+		opts.MaxNodeCaches = DefaultMaxNodeCaches
 	}
 	lg := opts.Logger
 	if lg == nil {
@@ -210,6 +221,12 @@ type sess struct {
 // 16-node margin) fits.
 const nodeCacheSlots = 128
 
+// DefaultMaxNodeCaches is Options.MaxNodeCaches when unset: 32 sessions
+// in use at once keep their decoded nodes (issue 14: 100 actors taking
+// turns in rotation held about 7.5 MB of decoded nodes, 128 per session,
+// while only the sessions with a turn in flight read them).
+const DefaultMaxNodeCaches = 32
+
 type cachedNode struct {
 	i  int32 // index + 1; 0 for an empty slot
 	nd session.Node
@@ -275,7 +292,7 @@ func (ss *sess) loadLocked() error {
 	defer ss.mu.Unlock()
 	ss.closeFileLocked()
 	ss.recs, ss.ids, ss.leaf, ss.leafID, ss.size = nil, nodeIDs{}, -1, "", 0
-	ss.cache = nil
+	ss.dropCache()
 	f, err := os.OpenFile(ss.path, os.O_RDWR|os.O_APPEND, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		ss.loaded.Store(true)
@@ -347,7 +364,7 @@ func (s *Store) evict(keep *sess) {
 		victim.loaded.Store(false)
 		victim.closeFileLocked()
 		victim.recs, victim.ids, victim.leaf, victim.leafID, victim.size = nil, nodeIDs{}, -1, "", 0
-		victim.cache = nil
+		victim.dropCache()
 		victim.mu.Unlock()
 		victim.wmu.Unlock()
 	}
@@ -835,12 +852,55 @@ func (ss *sess) readNode(i int32) (session.Node, error) {
 		return n, err
 	}
 	ss.cmu.Lock()
-	if ss.cache == nil {
+	made := ss.cache == nil
+	if made {
 		ss.cache = make([]cachedNode, nodeCacheSlots)
 	}
 	ss.cache[slot] = cachedNode{i: i + 1, nd: n}
 	ss.cmu.Unlock()
+	if made && ss.st.caches.Add(1) > int64(ss.st.opts.MaxNodeCaches) && ss.st.opts.MaxNodeCaches > 0 {
+		ss.st.trimNodeCaches(ss)
+	}
 	return cloneNode(n), nil
+}
+
+// dropCache drops ss's decoded nodes, if it holds any.
+func (ss *sess) dropCache() {
+	ss.cmu.Lock()
+	had := ss.cache != nil
+	ss.cache = nil
+	ss.cmu.Unlock()
+	if had {
+		ss.st.caches.Add(-1)
+	}
+}
+
+// trimNodeCaches drops the decoded nodes of the least recently used
+// sessions other than keep while more than Options.MaxNodeCaches hold
+// them. A session's nodes stay valid in its file, so dropping them costs
+// only its next turn a decode; it takes the victim's cmu alone, never a
+// lock a reader of the victim holds while waiting for another session.
+func (s *Store) trimNodeCaches(keep *sess) {
+	for s.caches.Load() > int64(s.opts.MaxNodeCaches) {
+		s.mu.Lock()
+		var victim *sess
+		for _, x := range s.sessions {
+			if x == keep {
+				continue
+			}
+			x.cmu.Lock()
+			has := x.cache != nil
+			x.cmu.Unlock()
+			if has && (victim == nil || x.used.Load() < victim.used.Load()) {
+				victim = x
+			}
+		}
+		s.mu.Unlock()
+		if victim == nil {
+			return
+		}
+		victim.dropCache()
+	}
 }
 
 // cloneNode copies n's Metadata map and Blocks slice, so that a caller
@@ -1029,7 +1089,7 @@ func (s *Store) Clear(ctx context.Context, k session.Key) error {
 	defer ss.mu.Unlock()
 	ss.closeFileLocked()
 	ss.recs, ss.ids, ss.leaf, ss.leafID, ss.size = nil, nodeIDs{}, -1, "", 0
-	ss.cache = nil
+	ss.dropCache()
 	ss.loaded.Store(true)
 	err = os.Remove(ss.path)
 	if errors.Is(err, os.ErrNotExist) {
