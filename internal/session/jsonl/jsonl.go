@@ -88,7 +88,7 @@ type Options struct {
 	// from the file again. Default DefaultMaxNodeCaches; negative: no
 	// bound.
 	MaxNodeCaches int
-	Now     func() time.Time
+	Now           func() time.Time
 }
 
 // Store is the JSONL session store. It implements session.Store and is safe
