@@ -89,7 +89,8 @@ func baseEnv(home string) []string {
 		k := kv[:strings.IndexByte(kv, '=')]
 		switch {
 		case strings.HasPrefix(k, "TENDRIL_"), strings.HasPrefix(k, "TELEGRAM_"), strings.HasPrefix(k, "ANTHROPIC_"),
-			strings.HasPrefix(k, "OPENAI_"), strings.HasPrefix(k, "AWS_"), k == "MODEL_ID", k == "VISION_MODEL_ID":
+			strings.HasPrefix(k, "OPENAI_"), strings.HasPrefix(k, "AWS_"), k == "MODEL_ID", k == "VISION_MODEL_ID",
+			k == "GOMEMLIMIT", k == "AUTOMEMLIMIT":
 			continue
 		}
 		env = append(env, kv)

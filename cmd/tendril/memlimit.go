@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
@@ -12,21 +14,46 @@ import (
 // gives the Go runtime as its soft memory limit.
 const memoryLimitRatio = 0.9
 
+// withCeiling returns provider with memoryLimitMB (ceilingMB) as an upper
+// bound: the soft limit becomes the smaller of the cgroup's share and
+// ceilingMB MiB, and ceilingMB alone when there is no cgroup limit or it
+// cannot be read (logged). The ceiling is divided by memoryLimitRatio
+// here because memlimit multiplies whatever the provider returns by the
+// ratio. ceilingMB <= 0: provider unchanged.
+func withCeiling(provider memlimit.Provider, ceilingMB int, log *slog.Logger) memlimit.Provider {
+	if ceilingMB <= 0 {
+		return provider
+	}
+	ceiling := uint64(math.Ceil(float64(uint64(ceilingMB)<<20) / memoryLimitRatio))
+	return func() (uint64, error) {
+		limit, err := provider()
+		if err != nil {
+			if !errors.Is(err, memlimit.ErrNoLimit) {
+				log.Debug("no cgroup memory limit read; memoryLimitMB alone applies", "err", err)
+			}
+			return ceiling, nil
+		}
+		return min(limit, ceiling), nil
+	}
+}
+
 // setMemoryLimit sets the Go runtime's soft memory limit (GOMEMLIMIT,
-// https://pkg.go.dev/runtime/debug#SetMemoryLimit) to memoryLimitRatio of
-// what provider reports, the container's cgroup limit in serve (cgroup v2
-// memory.max, or v1 memory.limit_in_bytes; automemlimit's FromCgroup),
-// re-read every minute until ctx ends. In a container with a memory limit
-// the collector then works harder as the heap nears it, instead of the
-// kernel killing the process; Go does not do this by itself. It changes
-// nothing when GOMEMLIMIT is set, when AUTOMEMLIMIT=off (AUTOMEMLIMIT=0.8
-// changes the ratio), or when there is no limit (outside a container, or a
-// cgroup without one). It returns the limit in effect, in bytes
-// (math.MaxInt64 for none); a provider error is logged and leaves it alone.
-func setMemoryLimit(ctx context.Context, log *slog.Logger, provider memlimit.Provider) int64 {
+// https://pkg.go.dev/runtime/debug#SetMemoryLimit) to the smaller of
+// memoryLimitRatio of what provider reports (the container's cgroup limit
+// in serve: cgroup v2 memory.max, or v1 memory.limit_in_bytes;
+// automemlimit's FromCgroup) and ceilingMB MiB (memoryLimitMB; <= 0: no
+// ceiling), re-read every minute until ctx ends. The collector then works
+// harder as the heap nears the limit, instead of letting it grow to twice
+// what is live (Go's default, GOGC=100) or the kernel killing the process.
+// It changes nothing when GOMEMLIMIT is set or AUTOMEMLIMIT=off
+// (AUTOMEMLIMIT=0.8 changes the ratio, and scales the ceiling with it);
+// without a ceiling it changes nothing when there is no cgroup limit and
+// leaves the limit alone when the provider fails (logged). It returns the
+// limit in effect, in bytes (math.MaxInt64 for none).
+func setMemoryLimit(ctx context.Context, log *slog.Logger, provider memlimit.Provider, ceilingMB int) int64 {
 	limit, err := memlimit.Set(
 		memlimit.WithRatio(memoryLimitRatio),
-		memlimit.WithProvider(provider),
+		memlimit.WithProvider(withCeiling(provider, ceilingMB, log)),
 		memlimit.WithLogger(log.With("component", "memlimit")),
 		memlimit.WithRefreshInterval(ctx, time.Minute),
 	)

@@ -25,27 +25,42 @@ func TestSetMemoryLimit(t *testing.T) {
 
 	const cgroup = 512 << 20
 	ratio := memoryLimitRatio
-	if got, want := setMemoryLimit(ctx, log, memlimit.Limit(cgroup)), int64(float64(cgroup)*ratio); got != want || debug.SetMemoryLimit(-1) != want {
+	if got, want := setMemoryLimit(ctx, log, memlimit.Limit(cgroup), 0), int64(float64(cgroup)*ratio); got != want || debug.SetMemoryLimit(-1) != want {
 		t.Errorf("limit = %d (runtime %d), want %d", got, debug.SetMemoryLimit(-1), want)
 	}
 	// No limit in the cgroup: no soft limit either.
-	if got := setMemoryLimit(ctx, log, func() (uint64, error) { return 0, memlimit.ErrNoLimit }); got != math.MaxInt64 {
+	if got := setMemoryLimit(ctx, log, func() (uint64, error) { return 0, memlimit.ErrNoLimit }, 0); got != math.MaxInt64 {
 		t.Errorf("no cgroup limit: limit = %d", got)
 	}
 	// A failing provider leaves the limit alone.
 	debug.SetMemoryLimit(300 << 20)
-	if got := setMemoryLimit(ctx, log, func() (uint64, error) { return 0, errors.New("no cgroup") }); got != 300<<20 || debug.SetMemoryLimit(-1) != 300<<20 {
+	if got := setMemoryLimit(ctx, log, func() (uint64, error) { return 0, errors.New("no cgroup") }, 0); got != 300<<20 || debug.SetMemoryLimit(-1) != 300<<20 {
 		t.Errorf("failing provider: limit = %d", got)
+	}
+	// memoryLimitMB caps the cgroup's share, and applies alone without a
+	// cgroup limit or when the cgroup cannot be read.
+	near := func(got int64, mb int) bool { return got >= int64(mb)<<20 && got < int64(mb)<<20+4096 }
+	if got := setMemoryLimit(ctx, log, memlimit.Limit(cgroup), 104); !near(got, 104) || debug.SetMemoryLimit(-1) != got {
+		t.Errorf("ceiling 104 MiB under a 512 MiB cgroup: limit = %d", got)
+	}
+	if got := setMemoryLimit(ctx, log, memlimit.Limit(64<<20), 104); got != int64(float64(64<<20)*ratio) {
+		t.Errorf("ceiling 104 MiB under a 64 MiB cgroup: limit = %d, want the cgroup's share", got)
+	}
+	if got := setMemoryLimit(ctx, log, func() (uint64, error) { return 0, memlimit.ErrNoLimit }, 104); !near(got, 104) {
+		t.Errorf("ceiling 104 MiB without a cgroup limit: limit = %d", got)
+	}
+	if got := setMemoryLimit(ctx, log, func() (uint64, error) { return 0, errors.New("no cgroup") }, 96); !near(got, 96) {
+		t.Errorf("ceiling 96 MiB with a failing provider: limit = %d", got)
 	}
 	// The operator's GOMEMLIMIT wins.
 	t.Setenv("GOMEMLIMIT", "200MiB")
 	debug.SetMemoryLimit(200 << 20)
-	if got := setMemoryLimit(ctx, log, memlimit.Limit(cgroup)); got != 200<<20 {
+	if got := setMemoryLimit(ctx, log, memlimit.Limit(cgroup), 104); got != 200<<20 {
 		t.Errorf("with GOMEMLIMIT set: limit = %d", got)
 	}
 	t.Setenv("GOMEMLIMIT", "")
 	t.Setenv("AUTOMEMLIMIT", "off")
-	if got := setMemoryLimit(ctx, log, memlimit.Limit(cgroup)); got != 200<<20 {
+	if got := setMemoryLimit(ctx, log, memlimit.Limit(cgroup), 0); got != 200<<20 {
 		t.Errorf("with AUTOMEMLIMIT=off: limit = %d", got)
 	}
 }

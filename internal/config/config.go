@@ -95,7 +95,34 @@ type Config struct {
 	ShutdownGrace Duration `json:"shutdownGrace"`
 	// MaxBodyBytes caps /invocations request bodies (413 above it).
 	MaxBodyBytes int64 `json:"maxBodyBytes"`
+	// MemoryLimitMB is the Go runtime's soft memory limit for tendril
+	// serve, in MiB (https://pkg.go.dev/runtime/debug#SetMemoryLimit):
+	// the collector runs early enough to keep the process's Go memory
+	// near it, instead of letting the heap grow to twice what is live.
+	// 0 (the default) means DefaultMemoryLimitMB(memory.cacheMB); a
+	// negative value sets none. A cgroup limit below it (90 % of a
+	// container's memory limit) and GOMEMLIMIT take precedence. Env
+	// TENDRIL_MEMORY_LIMIT_MB.
+	MemoryLimitMB int `json:"memoryLimitMB,omitempty"`
 }
+
+// DefaultMemoryLimitMB is the soft memory limit serve sets when
+// memoryLimitMB is 0: room for the memory store's cache at its hot
+// allowance (2 × cacheMB) plus memoryLimitBaseMB for everything else a
+// busy server holds (sessions' decoded nodes, the consolidation candidate
+// indexes, request buffers, SQLite's page caches). 0 when cacheMB is
+// negative (no bound on the cache, so none on the process either).
+func DefaultMemoryLimitMB(cacheMB int) int {
+	if cacheMB < 0 {
+		return 0
+	}
+	return 2*cacheMB + memoryLimitBaseMB
+}
+
+// memoryLimitBaseMB is DefaultMemoryLimitMB's share for what is not the
+// memory store's cache (issue 14: 30–35 MB live at 100 actors × 1,000
+// turns, heap profiles in docs/bench/soak.md).
+const memoryLimitBaseMB = 40
 
 // ModelConfig selects models by reference "provider/model".
 type ModelConfig struct {
@@ -420,12 +447,22 @@ func Load(path string) (*Config, error) {
 		}
 		c.Memory.CacheMB = n
 	}
+	if v := os.Getenv("TENDRIL_MEMORY_LIMIT_MB"); v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("TENDRIL_MEMORY_LIMIT_MB %q: want a whole number of MiB (negative: no limit)", v)
+		}
+		c.MemoryLimitMB = n
+	}
 	if v := os.Getenv("TENDRIL_MEMORY_EVENT_WINDOW"); v != "" {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil {
 			return nil, fmt.Errorf("TENDRIL_MEMORY_EVENT_WINDOW %q: want a whole number of events (negative: every event in memory)", v)
 		}
 		c.Memory.EventWindow = n
+	}
+	if c.MemoryLimitMB > maxCacheMB {
+		return nil, fmt.Errorf("memoryLimitMB (TENDRIL_MEMORY_LIMIT_MB) %d: at most %d MiB (negative: no limit)", c.MemoryLimitMB, maxCacheMB)
 	}
 	if c.Memory.CacheMB > maxCacheMB {
 		// MiB << 20 must fit the stores' int64 byte budget
@@ -438,6 +475,12 @@ func Load(path string) (*Config, error) {
 	// shows is what runs.
 	if c.Memory.CacheMB == 0 {
 		c.Memory.CacheMB = Default().Memory.CacheMB
+	}
+	if c.MemoryLimitMB == 0 {
+		c.MemoryLimitMB = DefaultMemoryLimitMB(c.Memory.CacheMB)
+		if c.MemoryLimitMB == 0 {
+			c.MemoryLimitMB = -1
+		}
 	}
 	if c.Memory.BlockShare == 0 {
 		c.Memory.BlockShare = Default().Memory.BlockShare

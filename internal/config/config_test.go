@@ -136,6 +136,46 @@ func TestMemoryCacheMB(t *testing.T) {
 	}
 }
 
+// TestMemoryLimitMB: the default follows memory.cacheMB (2 × cacheMB +
+// 40), memoryLimitMB from the file and TENDRIL_MEMORY_LIMIT_MB over it,
+// -1 (none) when the cache is unbounded, and clear errors.
+func TestMemoryLimitMB(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("TENDRIL_HOME", home)
+	t.Setenv("TENDRIL_MEMORY_CACHE_MB", "")
+	t.Setenv("TENDRIL_MEMORY_LIMIT_MB", "")
+	c, err := Load("")
+	if err != nil || c.MemoryLimitMB != 104 {
+		t.Fatalf("default memoryLimitMB = %v, %v; want 104", c.MemoryLimitMB, err)
+	}
+	os.WriteFile(filepath.Join(home, "tendril.json"), []byte(`{"memory": {"cacheMB": 8}}`), 0o600)
+	if c, err = Load(""); err != nil || c.MemoryLimitMB != 56 {
+		t.Fatalf("memoryLimitMB with cacheMB 8 = %v, %v; want 56", c.MemoryLimitMB, err)
+	}
+	os.WriteFile(filepath.Join(home, "tendril.json"), []byte(`{"memoryLimitMB": 300, "memory": {"cacheMB": 8}}`), 0o600)
+	if c, err = Load(""); err != nil || c.MemoryLimitMB != 300 {
+		t.Fatalf("memoryLimitMB from file = %v, %v; want 300", c.MemoryLimitMB, err)
+	}
+	t.Setenv("TENDRIL_MEMORY_LIMIT_MB", "-1")
+	if c, err = Load(""); err != nil || c.MemoryLimitMB != -1 {
+		t.Fatalf("TENDRIL_MEMORY_LIMIT_MB=-1: %v, %v", c.MemoryLimitMB, err)
+	}
+	t.Setenv("TENDRIL_MEMORY_LIMIT_MB", "")
+	t.Setenv("TENDRIL_MEMORY_CACHE_MB", "-1")
+	os.WriteFile(filepath.Join(home, "tendril.json"), []byte(`{}`), 0o600)
+	if c, err = Load(""); err != nil || c.MemoryLimitMB != -1 {
+		t.Fatalf("memoryLimitMB with an unbounded cache = %v, %v; want -1 (none)", c.MemoryLimitMB, err)
+	}
+	t.Setenv("TENDRIL_MEMORY_LIMIT_MB", "half")
+	if _, err = Load(""); err == nil || !strings.Contains(err.Error(), "TENDRIL_MEMORY_LIMIT_MB") {
+		t.Fatalf("TENDRIL_MEMORY_LIMIT_MB=half: err = %v, want an error naming it", err)
+	}
+	t.Setenv("TENDRIL_MEMORY_LIMIT_MB", "17592186044416")
+	if _, err = Load(""); err == nil || !strings.Contains(err.Error(), "at most") {
+		t.Fatalf("TENDRIL_MEMORY_LIMIT_MB=2^44: err = %v, want a bound error", err)
+	}
+}
+
 // TestMemoryEventWindow: memory.eventWindow from the file reaches the
 // memory store's options, TENDRIL_MEMORY_EVENT_WINDOW overrides it, and a
 // non-number is an error naming the variable.
