@@ -90,12 +90,14 @@ type config struct {
 	pause              time.Duration
 	quiesceMax         time.Duration
 	pprof              bool
+	env                map[string][]string // variant name ("*": every variant) → extra server environment
 }
 
 func main() {
-	var srcs srcFlag
+	var srcs, envs srcFlag
 	var cfg config
 	var out, scen string
+	flag.Var(&envs, "env", "VARIANT:K=V extra environment of that variant's server, or *:K=V of every variant's (repeatable), e.g. -env after:TENDRIL_MEMORY_LIMIT_MB=-1")
 	flag.Var(&srcs, "src", "NAME=DIR of a source tree to build and measure (repeatable; default after=.)")
 	flag.IntVar(&cfg.turns, "turns", 10000, "turns of the single actor")
 	flag.IntVar(&cfg.window, "window", 1000, "turns per reporting window of the single actor")
@@ -119,6 +121,14 @@ func main() {
 	flag.BoolVar(&cfg.pprof, "pprof", false, "start each server with TENDRIL_PPROF_ADDR on a free loopback port (logged) to profile it while it runs")
 	flag.BoolVar(&cfg.llmExtraction, "llm-extraction", false, "leave LLM extraction on (the echo model returns no JSON)")
 	flag.Parse()
+	cfg.env = map[string][]string{}
+	for _, e := range envs {
+		name, kv, ok := strings.Cut(e, ":")
+		if !ok || !strings.Contains(kv, "=") {
+			log.Fatalf("-env %q: want VARIANT:K=V", e)
+		}
+		cfg.env[name] = append(cfg.env[name], kv)
+	}
 	if len(srcs) == 0 {
 		srcs = srcFlag{"after=."}
 	}
@@ -460,6 +470,10 @@ func (r *runner) start(v *variant, home string) (*server, error) {
 	}
 	cmd.Env = append(env, "TENDRIL_HOME="+home, "MODEL_ID=openai/gpt-soak",
 		"OPENAI_BASE_URL="+r.fake.srv.URL+"/v1", "OPENAI_API_KEY=soak")
+	cmd.Env = append(append(cmd.Env, r.cfg.env["*"]...), r.cfg.env[v.name]...)
+	if extra := append(r.cfg.env["*"], r.cfg.env[v.name]...); len(extra) > 0 {
+		log.Printf("%s: server environment %s", v.name, strings.Join(extra, " "))
+	}
 	if r.cfg.pprof {
 		pl, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
