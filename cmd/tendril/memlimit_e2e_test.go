@@ -10,7 +10,7 @@ import (
 
 // TestE2EDefaultMemoryLimit: tendril serve, with neither GOMEMLIMIT nor
 // AUTOMEMLIMIT set, gives the Go runtime the soft limit memoryLimitMB
-// defaults to (2 × memory.cacheMB + 64 MiB), seen from outside in
+// defaults to (4 × memory.cacheMB + 128 MiB), seen from outside in
 // /metrics; TENDRIL_MEMORY_LIMIT_MB=-1 removes it.
 func TestE2EDefaultMemoryLimit(t *testing.T) {
 	limit := func(extra ...string) float64 {
@@ -33,9 +33,9 @@ func TestE2EDefaultMemoryLimit(t *testing.T) {
 		}
 		return v
 	}
-	const want = (2*16 + 64) << 20
+	const want = (4*16 + 128) << 20
 	if got := limit(); got < want || got > want+4096 {
-		t.Errorf("default soft memory limit = %.0f bytes, want %d (96 MiB)", got, want)
+		t.Errorf("default soft memory limit = %.0f bytes, want %d (192 MiB)", got, want)
 	}
 	if got := limit("TENDRIL_MEMORY_LIMIT_MB=-1"); got <= want+4096 {
 		t.Errorf("TENDRIL_MEMORY_LIMIT_MB=-1: soft memory limit = %.0f bytes, want none (or the cgroup's share)", got)

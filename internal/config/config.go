@@ -107,24 +107,28 @@ type Config struct {
 }
 
 // DefaultMemoryLimitMB is the soft memory limit serve sets when
-// memoryLimitMB is 0: room for the memory store's cache at its hot
-// allowance (2 × cacheMB) plus memoryLimitBaseMB for everything else a
-// busy server holds (sessions' decoded nodes, the consolidation candidate
-// indexes, request buffers, SQLite's page caches). 0 when cacheMB is
-// negative (no bound on the cache, so none on the process either).
+// memoryLimitMB is 0: a backstop that leaves Go's own pacing (GOGC=100,
+// a heap of up to twice what is live) alone at the loads Tendril is
+// sized for and makes the collector work harder only past them, 4 ×
+// cacheMB + 128 (256 MiB at the defaults). At 100 actors × 1,000 turns
+// about 110 MB are live and Go's goal is about 220 MB, so it does not
+// bind there; a limit within about 1.5 × of the live heap would, at a
+// high price (issue 14, docs/bench/soak.md stop 13: 128 MiB over 87 MB
+// live gave the collector 45 % of the CPU, 96 MiB over 71 MB 38 %).
+// 0 when cacheMB is negative (no bound on the cache, so none on the
+// process either).
 func DefaultMemoryLimitMB(cacheMB int) int {
 	if cacheMB < 0 {
 		return 0
 	}
-	return 2*cacheMB + memoryLimitBaseMB
+	return 4*cacheMB + memoryLimitBaseMB
 }
 
 // memoryLimitBaseMB is DefaultMemoryLimitMB's share for what is not the
-// memory store's cache: 30–40 MB were live at 100 actors × 1,000 turns
-// (issue 14, heap profiles in docs/bench/soak.md), and a limit within
-// about 1.3 × of the live heap makes the collector take a third of the
-// CPU (measured: 38 % at 96 MiB over 71 MB live), so the base leaves room.
-const memoryLimitBaseMB = 64
+// memory store's cache (sessions' decoded nodes, the consolidation
+// candidate indexes, request buffers, SQLite's page caches), with Go's
+// headroom.
+const memoryLimitBaseMB = 128
 
 // ModelConfig selects models by reference "provider/model".
 type ModelConfig struct {

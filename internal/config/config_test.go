@@ -136,8 +136,8 @@ func TestMemoryCacheMB(t *testing.T) {
 	}
 }
 
-// TestMemoryLimitMB: the default follows memory.cacheMB (2 × cacheMB +
-// 64), memoryLimitMB from the file and TENDRIL_MEMORY_LIMIT_MB over it,
+// TestMemoryLimitMB: the default follows memory.cacheMB (4 × cacheMB +
+// 128), memoryLimitMB from the file and TENDRIL_MEMORY_LIMIT_MB over it,
 // -1 (none) when the cache is unbounded, and clear errors.
 func TestMemoryLimitMB(t *testing.T) {
 	home := t.TempDir()
@@ -145,12 +145,12 @@ func TestMemoryLimitMB(t *testing.T) {
 	t.Setenv("TENDRIL_MEMORY_CACHE_MB", "")
 	t.Setenv("TENDRIL_MEMORY_LIMIT_MB", "")
 	c, err := Load("")
-	if err != nil || c.MemoryLimitMB != 128 {
-		t.Fatalf("default memoryLimitMB = %v, %v; want 128", c.MemoryLimitMB, err)
+	if err != nil || c.MemoryLimitMB != 256 {
+		t.Fatalf("default memoryLimitMB = %v, %v; want 256", c.MemoryLimitMB, err)
 	}
 	os.WriteFile(filepath.Join(home, "tendril.json"), []byte(`{"memory": {"cacheMB": 8}}`), 0o600)
-	if c, err = Load(""); err != nil || c.MemoryLimitMB != 80 {
-		t.Fatalf("memoryLimitMB with cacheMB 8 = %v, %v; want 80", c.MemoryLimitMB, err)
+	if c, err = Load(""); err != nil || c.MemoryLimitMB != 160 {
+		t.Fatalf("memoryLimitMB with cacheMB 8 = %v, %v; want 160", c.MemoryLimitMB, err)
 	}
 	os.WriteFile(filepath.Join(home, "tendril.json"), []byte(`{"memoryLimitMB": 300, "memory": {"cacheMB": 8}}`), 0o600)
 	if c, err = Load(""); err != nil || c.MemoryLimitMB != 300 {
