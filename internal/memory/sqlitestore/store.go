@@ -151,9 +151,9 @@ type Store struct {
 	loads     uint64 // actor states created by acquire (each loads its actor); guarded by mu
 
 	// ftsRows estimates the rows of the full-text index, every actor's
-	// (counted at Open, plus the rows demotions write): FTS5 matches a
-	// cold query's words in all of them before keeping one actor's, so a
-	// cold search's match budget scales with it (coldQuery).
+	// (counted at Open, plus the rows written since): whether a query
+	// names its actor inside FTS5, and how many rows its words' matches
+	// are estimated over, depend on it (ftsScope).
 	ftsRows atomic.Int64
 
 	ftsStmts [ftsCached + 1]*sql.Stmt // prepared fts_docs upserts by row count, set by Open

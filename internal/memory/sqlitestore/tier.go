@@ -329,7 +329,6 @@ func (s *Store) demote(ctx context.Context, a *actorState, w int) error {
 	a.mu.Lock()
 	a.coldTo, a.coldMaxTS = bound, maxTS
 	a.coldN += len(gone)
-	s.ftsRows.Add(int64(len(gone)))
 	demoted := make([]memory.Event, 0, len(gone))
 	for id := range gone {
 		e := a.events[id]
@@ -458,9 +457,10 @@ func sessionsIn(sessions []string) (string, []any) {
 
 // Cold candidate terms. A cold search costs FTS5 one bm25() per matching
 // row, so its words are chosen under a budget: rarest first (by their
-// document frequency in the warm index, scaled by the full-text rows
-// (every actor's, Store.ftsRows: FTS5 matches them all before the actor
-// is checked) ÷ warm events to estimate the rows each one matches), while the estimated matches
+// document frequency in the warm index, scaled by the rows FTS5 scores ÷
+// warm events to estimate the rows each one matches: the actor's cold
+// rows when the query names its actor (ftsScoped), every actor's,
+// Store.ftsRows, when it does not), while the estimated matches
 // stay within coldMatchBudget, at most coldMaxTerms words; none when even
 // the rarest would pass the budget alone (the cold search is then
 // skipped: a cold event holding only such words cannot score above the
@@ -540,10 +540,11 @@ func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, 
 		return nil, err
 	}
 	a.mu.RLock()
-	coldN := max(int64(a.coldN), s.ftsRows.Load())
+	coldN := a.coldN
 	a.mu.RUnlock()
+	scoped, scored := s.ftsScope(coldN)
 	x, done := s.readIndex(ctx, a)
-	q := coldQuery(x, text, int(coldN))
+	q := coldQuery(x, text, scored)
 	done()
 	if q == "" {
 		return nil, nil
@@ -551,9 +552,12 @@ func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, 
 	if k <= 0 {
 		k = memory.DefaultTopK
 	}
-	st, err := s.stmt(ctx, `SELECT d.id, bm25(memory_fts) FROM memory_fts JOIN fts_docs d ON d.rowid=memory_fts.rowid WHERE memory_fts MATCH ? AND d.actor=? ORDER BY bm25(memory_fts) LIMIT ?`)
+	st, err := s.stmt(ctx, `SELECT d.id, `+ftsBM25+` FROM memory_fts JOIN fts_docs d ON d.rowid=memory_fts.rowid WHERE memory_fts MATCH ? AND d.actor=? ORDER BY `+ftsBM25+` LIMIT ?`)
 	if err != nil {
 		return nil, fmt.Errorf("memory full-text search: %w", err)
+	}
+	if scoped {
+		q = ftsScoped(a.id, q)
 	}
 	rows, err := st.QueryContext(ctx, q, a.id, 4*k+32)
 	all, err := scanBM25(rows, err, func(raw float64) bool { return -raw > floor })
