@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -125,19 +124,13 @@ func ftsScoped(actor, q string) string {
 
 // ftsScope decides whether a full-text query of an actor with about rows
 // full-text rows names the actor (ftsScoped): when the other actors' rows
-// are most of the index. FTS5 then walks the words' postings of every
-// actor but scores, and joins to fts_docs, only the actor's matches
-// (BenchmarkColdSearchActors, LoCoMo turns, 100 actors: a search 3.6–4.1 ×
-// faster); an actor alone in the index gains nothing from the key and pays
-// for walking its postings (the same benchmark, 1 actor: about 0.45 ms more
-// per search). scored is the row count the words' matches are estimated
-// over: the actor's rows when scoped, every actor's when not.
-func (s *Store) ftsScope(rows int) (scoped bool, scored int) {
-	all := int(min(s.ftsRows.Load(), math.MaxInt32))
-	if all > 2*rows {
-		return true, rows
-	}
-	return false, max(rows, all)
+// are most of the index. FTS5 then still walks the postings of the
+// query's words of every actor, but scores, and joins to fts_docs, only
+// the actor's matches (BenchmarkColdSearchActors); an actor alone in the
+// index gains nothing from the key and pays for walking its postings
+// (about 0.45 ms more per search in the same benchmark).
+func (s *Store) ftsScope(rows int) bool {
+	return s.ftsRows.Load() > 2*int64(rows)
 }
 
 // ftsBatch collects the fts_docs rows one transaction writes. write puts
@@ -378,7 +371,7 @@ func (s *Store) searchFTS(ctx context.Context, a *actorState, c memindex.Cond, t
 	a.mu.RLock()
 	own := len(a.records) + len(a.events) + a.coldN
 	a.mu.RUnlock()
-	if scoped, _ := s.ftsScope(own); scoped {
+	if s.ftsScope(own) {
 		q = ftsScoped(a.id, q)
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT d.id, `+ftsBM25+` FROM memory_fts JOIN fts_docs d ON d.rowid=memory_fts.rowid WHERE memory_fts MATCH ? AND d.actor=?`, q, a.id)

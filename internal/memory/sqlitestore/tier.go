@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -457,10 +458,10 @@ func sessionsIn(sessions []string) (string, []any) {
 
 // Cold candidate terms. A cold search costs FTS5 one bm25() per matching
 // row, so its words are chosen under a budget: rarest first (by their
-// document frequency in the warm index, scaled by the rows FTS5 scores ÷
-// warm events to estimate the rows each one matches: the actor's cold
-// rows when the query names its actor (ftsScoped), every actor's,
-// Store.ftsRows, when it does not), while the estimated matches
+// document frequency in the warm index, scaled by the full-text rows
+// (every actor's, Store.ftsRows: FTS5 walks the words' postings of every
+// actor, even when the query names its actor, ftsScoped) ÷ warm events
+// to estimate the rows each one matches), while the estimated matches
 // stay within coldMatchBudget, at most coldMaxTerms words; none when even
 // the rarest would pass the budget alone (the cold search is then
 // skipped: a cold event holding only such words cannot score above the
@@ -542,9 +543,9 @@ func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, 
 	a.mu.RLock()
 	coldN := a.coldN
 	a.mu.RUnlock()
-	scoped, scored := s.ftsScope(coldN)
+	scoped := s.ftsScope(coldN)
 	x, done := s.readIndex(ctx, a)
-	q := coldQuery(x, text, scored)
+	q := coldQuery(x, text, max(coldN, int(min(s.ftsRows.Load(), math.MaxInt32))))
 	done()
 	if q == "" {
 		return nil, nil
