@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -445,7 +446,11 @@ func exerciseShared(t *testing.T, pair func(t *testing.T) (*Store, *Store)) {
 		} else if ok, err := holder.claimChat(ctx, 9, -time.Second); err != nil || !ok {
 			t.Fatalf("re-claim with expiry in the past = %v, %v", ok, err)
 		}
-		if chats, _ := other.claimableChats(ctx); fmt.Sprint(chats) != "[9]" {
+		// A closed client socket ends its PostgreSQL backend, and with it
+		// the advisory lock, a moment later, not at once: wait for it
+		// (bounded) as the poll loop does, rather than racing the server.
+		chats := awaitClaimable(t, other, 9)
+		if fmt.Sprint(chats) != "[9]" {
 			t.Fatalf("expired lease not claimable: %v", chats)
 		}
 		if ok, err := other.claimChat(ctx, 9, time.Hour); err != nil || !ok {
@@ -576,5 +581,23 @@ func TestSQLiteLegacyTablesRenamed(t *testing.T) {
 	var legacyLeft int
 	if err := st.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE name IN ('updates', 'pairing', 'allowed', 'sessions', 'updates_pending')`).Scan(&legacyLeft); err != nil || legacyLeft != 0 {
 		t.Fatalf("%d legacy objects left (%v)", legacyLeft, err)
+	}
+}
+
+// awaitClaimable polls st.claimableChats until it lists chatID or 10 s
+// pass, and returns the last list. It is not a timing assertion: a lease
+// freed by a dying connection is released by the server asynchronously.
+func awaitClaimable(t *testing.T, st *Store, chatID int64) []int64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		chats, err := st.claimableChats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(chats, chatID) || time.Now().After(deadline) {
+			return chats
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
