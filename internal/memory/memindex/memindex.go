@@ -430,10 +430,10 @@ func SortHits(h []memory.Hit) {
 // ListedExplain is the Explain of a hit listed without query text.
 const ListedExplain = "listed (no query text): index order"
 
-// Actor is what List reads of one actor's cached rows: its records by ID,
-// their IDs by strategy, and its events by ID.
+// Actor is what List reads of one actor's cached rows: its records by ID
+// (read only), their IDs by strategy, and its events by ID.
 type Actor struct {
-	Records map[string]memory.Record
+	Records map[string]*memory.Record
 	ByStrat map[memory.Strategy]map[string]struct{}
 	Events  map[string]memory.Event
 }
@@ -455,8 +455,8 @@ func List(a Actor, c Cond, k int, ev Events) []memory.Hit {
 	var recs []*memory.Record
 	keep := func(id string) {
 		r := a.Records[id]
-		if c.Admits(r.Strategy, r.Status) && c.InScope(r.Namespace) && memory.MatchFilters(r, c.Filters) {
-			recs = append(recs, &r)
+		if c.Admits(r.Strategy, r.Status) && c.InScope(r.Namespace) && memory.MatchFilters(*r, c.Filters) {
+			recs = append(recs, r)
 		}
 	}
 	if len(c.Strategies) > 0 {

@@ -48,7 +48,11 @@ func TestListAndMasks(t *testing.T) {
 		"s": {ID: "s", Namespace: "/ag/ac/facts", Strategy: memory.StrategySemantic, Status: memory.StatusStaged, Content: "staged", CreatedAt: t0},
 	}
 	c := NewCond(memory.Query{NamespacePath: "/ag/ac"}, []memory.Status{memory.StatusActive}, nil)
-	hits := List(Actor{Records: recs}, c, 0, Events{})
+	ptrs := map[string]*memory.Record{}
+	for id, r := range recs {
+		ptrs[id] = &r
+	}
+	hits := List(Actor{Records: ptrs}, c, 0, Events{})
 	if len(hits) != 2 || hits[0].Record.ID != "a" || hits[1].Record.ID != "b" || hits[0].Explain != ListedExplain {
 		t.Fatalf("list = %+v", hits)
 	}

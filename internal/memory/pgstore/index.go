@@ -56,9 +56,8 @@ func (s *Store) eventRecord(e memory.Event) memory.Record {
 // holds a.mu exclusively.
 func (s *Store) buildIndex(a *actorState) *actorIndex {
 	recs := make([]*memory.Record, 0, len(a.records))
-	for id := range a.records {
-		r := a.records[id]
-		recs = append(recs, &r)
+	for _, r := range a.records {
+		recs = append(recs, r)
 	}
 	sort.Slice(recs, func(i, j int) bool {
 		if !recs[i].CreatedAt.Equal(recs[j].CreatedAt) {

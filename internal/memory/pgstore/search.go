@@ -318,7 +318,7 @@ func (s *Store) refresh(ctx context.Context, a *actorState, v int64, index bool)
 
 // reset empties a.
 func (a *actorState) reset() {
-	a.records = map[string]memory.Record{}
+	a.records = map[string]*memory.Record{}
 	a.byStrat = map[memory.Strategy]map[string]struct{}{}
 	a.events = map[string]memory.Event{}
 	a.mds = memindex.MetaInterner{}
@@ -339,7 +339,7 @@ func (a *actorState) apply(s *Store, recs []memory.Record, evs []memory.Event, v
 		if old, ok := a.records[r.ID]; ok && old.Strategy != r.Strategy {
 			delete(a.byStrat[old.Strategy], r.ID)
 		}
-		a.records[r.ID] = r
+		a.records[r.ID] = &r
 		set := a.byStrat[r.Strategy]
 		if set == nil {
 			set = map[string]struct{}{}

@@ -138,7 +138,7 @@ type actorState struct {
 	mu      sync.RWMutex
 	loaded  bool
 	version int64
-	records map[string]memory.Record
+	records map[string]*memory.Record
 	byStrat map[memory.Strategy]map[string]struct{}
 	events  map[string]memory.Event
 	mds     memindex.MetaInterner // the events' small metadata maps, shared

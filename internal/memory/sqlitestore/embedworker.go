@@ -249,7 +249,7 @@ func (s *Store) missingVectors(ctx context.Context, actor string, dim int64) (id
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	for _, r := range a.records {
-		if t := docText(r); !current(r.ID, t) {
+		if t := docText(*r); !current(r.ID, t) {
 			ids, texts = append(ids, r.ID), append(texts, t)
 		}
 	}
@@ -281,7 +281,7 @@ func (s *Store) storeVectors(ctx context.Context, actor string, ids, texts []str
 	keep := make([]int, 0, len(ids))
 	a.mu.RLock()
 	for i, id := range ids {
-		if r, ok := a.records[id]; ok && docText(r) == texts[i] {
+		if r, ok := a.records[id]; ok && docText(*r) == texts[i] {
 			keep = append(keep, i)
 		} else if e, ok := a.events[id]; ok && docText(s.eventRecord(e)) == texts[i] {
 			keep = append(keep, i)

@@ -409,7 +409,7 @@ func (s *Store) searchFTS(ctx context.Context, a *actorState, c memindex.Cond, t
 			e, ok = cold[f.id]
 		}
 		if rec, isRec := a.records[f.id]; isRec {
-			r, key = rec, memindex.RecordKey(rec)
+			r, key = *rec, memindex.RecordKey(*rec)
 		} else if ok && !s.expired(e) {
 			r, key = s.eventRecord(e), memindex.EventKey(e)
 		} else {

@@ -141,9 +141,8 @@ func (r evRef) before(o evRef) bool {
 // exactly. The caller keeps the maps still (a.mu shared, or a.wmu).
 func (s *Store) buildIndex(ctx context.Context, a *actorState) *actorIndex {
 	recs := make([]*memory.Record, 0, len(a.records))
-	for id := range a.records {
-		r := a.records[id]
-		recs = append(recs, &r)
+	for _, r := range a.records {
+		recs = append(recs, r) // shared with a.records: a stored record is never changed in place
 	}
 	sort.Slice(recs, func(i, j int) bool {
 		if !recs[i].CreatedAt.Equal(recs[j].CreatedAt) {
@@ -271,10 +270,10 @@ func (x *actorIndex) remove(id string) {
 
 // putRecords replaces or adds the documents of recs (in order; the last
 // version of an ID wins).
-func (x *actorIndex) putRecords(recs []memory.Record) {
+func (x *actorIndex) putRecords(recs []*memory.Record) {
 	for _, r := range recs {
 		x.remove(r.ID)
-		x.add(memindex.RecordDoc(r), docRef{id: r.ID, rec: &r})
+		x.add(memindex.RecordDoc(*r), docRef{id: r.ID, rec: r})
 	}
 }
 
@@ -398,8 +397,7 @@ func (x *actorIndex) mask(c memindex.Cond) *memindex.Mask {
 func docBytes(d search.Doc, ref docRef) int64 {
 	n := int64(250 + len(d.Key))
 	n += int64(len(d.Text)+len(d.Context)+len(d.Speaker)+len(d.Date)) / 2
-	if ref.rec != nil {
-		n += 176 + int64(len(ref.rec.Content))
-	}
+	// a record's document shares its record with actorState.records,
+	// which recordBytes counts
 	return n
 }

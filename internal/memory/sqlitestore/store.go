@@ -188,7 +188,7 @@ type actorState struct {
 	// shared, writers exclusively (and only while applying a durable
 	// change). Writers, holding wmu, may read the maps without it.
 	mu       sync.RWMutex
-	records  map[string]memory.Record
+	records  map[string]*memory.Record // never changed in place: the index shares them
 	byStrat  map[memory.Strategy]map[string]struct{} // record IDs by strategy (listings)
 	events   map[string]memory.Event
 	rejected map[string]bool
@@ -297,13 +297,20 @@ func recordBytes(r memory.Record) int64 {
 	return n
 }
 
+// metaBytes estimates the heap of a metadata map: a Go map of up to 8
+// entries is its header and one group of 8 slots (key and value, 32 bytes
+// each) whatever its length, about 336 bytes; each value boxed in its
+// interface adds 16 (BenchmarkRecordHeap measures the result).
 func metaBytes(md map[string]any) int64 {
 	if len(md) == 0 {
 		return 0
 	}
-	n := int64(48)
+	n := int64(336)
+	if len(md) > 8 {
+		n += int64(len(md)-8) * 40
+	}
 	for k, v := range md {
-		n += 48 + int64(len(k))
+		n += 16 + int64(len(k))
 		if str, ok := v.(string); ok {
 			n += int64(len(str))
 		}
@@ -617,7 +624,10 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 		f := markdown.RecordFile(r)
 		old, ok := pending[r.ID]
 		if !ok {
-			old, ok = a.records[r.ID]
+			var p *memory.Record
+			if p, ok = a.records[r.ID]; ok {
+				old = *p
+			}
 		}
 		if ok && markdown.RecordFile(old) != f {
 			rewrite[markdown.RecordFile(old)] = true
@@ -683,16 +693,17 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
+	stored := make([]*memory.Record, len(recs))
 	a.mu.Lock()
-	for _, r := range recs {
-		a.setRecord(r)
+	for i, r := range recs {
+		stored[i] = a.setRecord(r)
 	}
 	a.mu.Unlock()
 	s.changeIndex(a, func(x *actorIndex) *actorIndex { // wmu keeps the maps still
 		if s.legacy {
 			return nil
 		}
-		x.putRecords(recs)
+		x.putRecords(stored)
 		return x
 	})
 	s.compactSoon(a)
@@ -841,8 +852,8 @@ func (s *Store) rewriteFile(a *actorState, rel string, pending map[string]memory
 		if _, ok := pending[id]; ok {
 			continue
 		}
-		if markdown.RecordFile(r) == rel {
-			recs = append(recs, r)
+		if markdown.RecordFile(*r) == rel {
+			recs = append(recs, *r)
 		}
 	}
 	for _, r := range pending {
@@ -1070,7 +1081,7 @@ func (s *Store) Get(ctx context.Context, id string) (memory.Record, error) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if r, ok := a.records[id]; ok {
-		return r, nil
+		return *r, nil
 	}
 	if e, ok := a.events[id]; ok && !s.expired(e) {
 		return s.eventRecord(e), nil
@@ -1264,7 +1275,7 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch
 			if _, ok := a.events[e.ID]; ok || seen[e.ID] {
 				continue
 			}
-			if o := owner[e.ID]; o == a.id && a.records[e.ID].ID == "" {
+			if o := owner[e.ID]; o == a.id && a.records[e.ID] == nil {
 				continue // a cold event of this actor (tier.go): already stored
 			} else if o == a.id {
 				g.err = fmt.Errorf("append event %s: %w: id belongs to a record", e.ID, memory.ErrInvalidQuery)
@@ -1470,7 +1481,7 @@ func (s *Store) ListRecords(ctx context.Context, namespace string, statuses []me
 	var out []memory.Record
 	for _, r := range a.records {
 		if memindex.HasStatus(statuses, r.Status) && memory.NamespaceEqual(r.Namespace, ns) {
-			out = append(out, r)
+			out = append(out, *r)
 		}
 	}
 	a.mu.RUnlock()
@@ -1894,7 +1905,7 @@ func (s *Store) acquire(ctx context.Context, id string) (*actorState, func(), er
 			return nil, nil, err
 		}
 		s.evictLocked(s.opts.MaxCachedActors - 1)
-		a = &actorState{id: id, enc: enc, records: map[string]memory.Record{}, byStrat: map[memory.Strategy]map[string]struct{}{}, events: map[string]memory.Event{}, rejected: map[string]bool{}}
+		a = &actorState{id: id, enc: enc, records: map[string]*memory.Record{}, byStrat: map[memory.Strategy]map[string]struct{}{}, events: map[string]memory.Event{}, rejected: map[string]bool{}}
 		s.actors[id] = a
 		s.loads++
 	}
@@ -2021,16 +2032,18 @@ func (s *Store) load(ctx context.Context, a *actorState) error {
 	return err
 }
 
-// setRecord stores r in a's records. The caller holds a.mu exclusively (or
-// has a to itself).
-func (a *actorState) setRecord(r memory.Record) {
+// setRecord stores r in a's records and returns the stored copy, which
+// the ranking index shares (a stored record is replaced, never changed in
+// place). The caller holds a.mu exclusively (or has a to itself).
+func (a *actorState) setRecord(r memory.Record) *memory.Record {
 	if old, ok := a.records[r.ID]; ok {
 		if old.Strategy != r.Strategy {
 			delete(a.byStrat[old.Strategy], r.ID)
 		}
-		a.mapBytes.Add(-recordBytes(old))
+		a.mapBytes.Add(-recordBytes(*old))
 	}
-	a.records[r.ID] = r
+	p := &r
+	a.records[r.ID] = p
 	a.mapBytes.Add(recordBytes(r))
 	set := a.byStrat[r.Strategy]
 	if set == nil {
@@ -2038,6 +2051,7 @@ func (a *actorState) setRecord(r memory.Record) {
 		a.byStrat[r.Strategy] = set
 	}
 	set[r.ID] = struct{}{}
+	return p
 }
 
 func decodeJSONMetadata(s string) map[string]any {

@@ -531,7 +531,7 @@ func (s *Store) ExportMarkdown(ctx context.Context, dir string) (int, error) {
 		release() // gate is held exclusively: nothing changes a meanwhile
 		recs := make([]memory.Record, 0, len(a.records))
 		for _, r := range a.records {
-			recs = append(recs, r)
+			recs = append(recs, *r)
 		}
 		evs, err := s.allEvents(ctx, a)
 		if err != nil {
