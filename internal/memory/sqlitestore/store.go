@@ -188,7 +188,7 @@ type actorState struct {
 	// shared, writers exclusively (and only while applying a durable
 	// change). Writers, holding wmu, may read the maps without it.
 	mu       sync.RWMutex
-	records  map[string]*memory.Record // never changed in place: the index shares them
+	records  map[string]*memory.Record               // never changed in place: the index shares them
 	byStrat  map[memory.Strategy]map[string]struct{} // record IDs by strategy (listings)
 	events   map[string]memory.Event
 	rejected map[string]bool
