@@ -288,16 +288,20 @@ func BenchmarkLoadedIndexHeap(b *testing.B) {
 			}
 			st.Close()
 			var perNode float64
+			var load time.Duration
 			for b.Loop() {
 				before := liveHeap()
+				t0 := time.Now()
 				st, _ := jsonl.Open(dir, jsonl.Options{})
 				if leaf, err := st.Leaf(ctx, key); err != nil || leaf != parent {
 					b.Fatalf("leaf %q, %v", leaf, err)
 				}
+				load += time.Since(t0)
 				perNode = float64(liveHeap()-before) / (2 * turns)
 				st.Close()
 			}
 			b.ReportMetric(perNode, "heap-B/node")
+			b.ReportMetric(float64(load.Microseconds())/1000/float64(b.N), "load-ms")
 		})
 	}
 }

@@ -100,3 +100,35 @@ func TestMixedNodeIDsSurviveReload(t *testing.T) {
 		t.Fatal("duplicate generated ID appended")
 	}
 }
+
+// TestNodeIDsOutOfOrder: ULIDs that arrive out of order (an older ID
+// after newer ones, the same ID again) are found like those in order, and
+// an ID put twice resolves to its last index, as a map would.
+func TestNodeIDsOutOfOrder(t *testing.T) {
+	gen := make([]string, 6)
+	for i := range gen {
+		gen[i] = session.NewNodeID()
+	}
+	order := []int{1, 2, 0, 4, 3, 5} // 0 and 3 arrive late
+	var x nodeIDs
+	for pos, g := range order {
+		x.put(gen[g], int32(pos))
+	}
+	x.put(gen[2], 10) // again: the last put wins
+	x.put(gen[0], 11)
+	if x.len() != len(gen) {
+		t.Fatalf("len %d, want %d", x.len(), len(gen))
+	}
+	if len(x.seq) == 0 || len(x.ulids) == 0 {
+		t.Fatalf("seq %d, map %d: want both used", len(x.seq), len(x.ulids))
+	}
+	want := map[int]int32{1: 0, 2: 10, 0: 11, 4: 3, 3: 4, 5: 5}
+	for g, w := range want {
+		if got, ok := x.get(gen[g]); !ok || got != w {
+			t.Errorf("get(gen[%d]) = %d, %v; want %d", g, got, ok, w)
+		}
+	}
+	if x.has(session.NewNodeID()) {
+		t.Error("an ID never put is found")
+	}
+}
