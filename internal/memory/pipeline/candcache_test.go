@@ -1,7 +1,9 @@
 package pipeline
 
 import (
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/tendrilai/tendril/internal/memory"
 )
@@ -98,11 +100,67 @@ func TestCandCacheBounded(t *testing.T) {
 			t.Fatalf("after %d namespaces the cache holds %d records", n+1, c.total)
 		}
 		sum := 0
-		for _, ix := range c.m {
-			sum += len(ix.recs)
+		for _, k := range c.m {
+			sum += len(k.ix.recs)
 		}
 		if sum != c.total {
 			t.Fatalf("total %d, indexes hold %d", c.total, sum)
 		}
+	}
+}
+
+// TestCandCacheKeepsItsWorkingSet: more namespaces extracting in turn
+// than fit (50 of 1,000 records against room for 4) still get hits: the
+// kept indexes stay while in use and a newcomer is not kept, so every
+// round after the first reuses the same four (starting over gave none);
+// once those fall idle for candIdleFor, newcomers take their room; and an
+// index that alone fills the cache is kept for its namespace round after
+// round.
+func TestCandCacheKeepsItsWorkingSet(t *testing.T) {
+	now := time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)
+	c := candCache{now: func() time.Time { return now }}
+	recs := make([]memory.Record, 1000)
+	for i := range recs {
+		recs[i] = memory.Record{ID: "r" + strconv.Itoa(i), Content: "x" + strconv.Itoa(i)}
+	}
+	key := func(n int) string { return "ns" + strconv.Itoa(n) }
+	for round := 0; round < 3; round++ {
+		h0 := c.hits
+		for n := 0; n < 50; n++ {
+			c.keep(key(n), c.take(key(n), recs))
+			now = now.Add(100 * time.Millisecond)
+			if c.total > maxCachedCandRecords {
+				t.Fatalf("the cache holds %d records", c.total)
+			}
+		}
+		want := 0
+		if round > 0 {
+			want = maxCachedCandRecords / len(recs)
+		}
+		if got := c.hits - h0; got != want {
+			t.Fatalf("round %d: %d hits, want %d", round, got, want)
+		}
+	}
+	for n := 0; n < 4; n++ {
+		if c.m[key(n)] == nil {
+			t.Fatalf("%s, kept first and in use since, was dropped", key(n))
+		}
+	}
+	now = now.Add(candIdleFor)
+	c.keep(key(99), c.take(key(99), recs))
+	if c.m[key(99)] == nil || c.total > maxCachedCandRecords {
+		t.Fatalf("a newcomer after the kept ones fell idle: kept %v, total %d", c.m[key(99)] != nil, c.total)
+	}
+
+	var one candCache
+	big := make([]memory.Record, maxCachedCandRecords)
+	for i := range big {
+		big[i] = memory.Record{ID: "b" + strconv.Itoa(i), Content: "y" + strconv.Itoa(i)}
+	}
+	for i := 0; i < 3; i++ {
+		one.keep("solo", one.take("solo", big))
+	}
+	if one.hits != 2 {
+		t.Fatalf("one namespace filling the cache: %d hits in 3 jobs, want 2", one.hits)
 	}
 }
