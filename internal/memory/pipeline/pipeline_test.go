@@ -315,6 +315,34 @@ func TestSupersedeKeepsHistory(t *testing.T) {
 	})
 }
 
+// TestQuestionsDoNotSupersede: a user asking about themselves ("Do I live
+// in Portland?") states nothing; before, the rules read the question as a
+// fact, which then superseded the true one and reached the prompt as
+// "[Inferred] Do I live in Portland".
+func TestQuestionsDoNotSupersede(t *testing.T) {
+	forStores(t, func(t *testing.T, f *fixture) {
+		f.turn("u1", "s1", "I live in Seattle")
+		f.turn("u1", "s1", "ok thanks")
+		f.drain()
+		f.clk.Add(time.Hour)
+		for _, q := range []string{"Do I live in Portland?", "Do I have a dog", "Is my sister named Alice", "What is my dog called", "제 강아지 이름이 뭐였나요"} {
+			f.turn("u1", "s1", q)
+		}
+		f.turn("u1", "s1", "thanks")
+		f.drain()
+		var got []string
+		for _, r := range f.all("u1") {
+			if r.Strategy == memory.StrategyEpisodic {
+				continue
+			}
+			got = append(got, r.Content+" ("+string(r.Status)+")")
+		}
+		if len(got) != 1 || got[0] != "I live in Seattle (active)" {
+			t.Fatalf("records %q, want only the active Seattle fact", got)
+		}
+	})
+}
+
 func TestDuplicatesMerge(t *testing.T) {
 	forStores(t, func(t *testing.T, f *fixture) {
 		f.turn("u1", "s1", "I have a fig tree")
