@@ -73,8 +73,10 @@ Example:
 				}
 				// checked before the grid runs (minutes), not after
 				switch {
+				case len(convs) < 2:
+					return usagef("--folds: %s holds %s; cross-validation needs at least 2", o.Data, plural(len(convs), "conversation"))
 				case folds > len(convs):
-					return usagef("--folds %d: %s holds %d conversations; each fold needs one (--folds %d is leave-one-conversation-out)", folds, o.Data, len(convs), len(convs))
+					return usagef("--folds %d: %s holds %s; each fold needs one (--folds %d is leave-one-conversation-out)", folds, o.Data, plural(len(convs), "conversation"), len(convs))
 				case o.Level != locomo.LevelRecords && folds != len(convs):
 					return usagef("--folds %d: at --level events the learned re-ranker is cross-validated leave-one-conversation-out, so --folds must be the number of conversations in %s: %d", folds, o.Data, len(convs))
 				}
@@ -110,4 +112,12 @@ Example:
 	eval := &cobra.Command{Use: "eval", Short: "Run retrieval benchmarks"}
 	eval.AddCommand(cmd)
 	return eval
+}
+
+// plural is "1 conversation", "2 conversations".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

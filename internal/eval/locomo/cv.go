@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/tendrilai/tendril/internal/memory/search"
@@ -220,6 +221,9 @@ func Objective(qs []QuestionResult) float64 {
 func CrossValidate(ctx context.Context, convs []Conversation, opts CVOptions) (*CVReport, error) {
 	if len(convs) < 2 {
 		return nil, errors.New("locomo: cross-validation needs at least two conversations")
+	}
+	if len(opts.Ks) > 0 && !slices.Contains(opts.Ks, 10) {
+		opts.Ks = append(slices.Clone(opts.Ks), 10) // the objective is read at 10
 	}
 	k := opts.Folds
 	if k <= 0 || k > len(convs) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -128,7 +129,7 @@ func (e *Evaluation) WriteText(w io.Writer) {
 }
 
 // ParseKs parses comma-separated positive cut-offs such as "5,10,20,50"
-// (spaces around each are allowed). It returns an error naming the first
+// (spaces around each are allowed), sorted, each once. It returns an error naming the first
 // entry that is not a positive integer.
 func ParseKs(s string) ([]int, error) {
 	var ks []int
@@ -139,7 +140,7 @@ func ParseKs(s string) ([]int, error) {
 		}
 		ks = append(ks, k)
 	}
-	return ks, nil
+	return slices.Compact(slices.Sorted(slices.Values(ks))), nil // "5,5" is one cut-off
 }
 
 // PipelineExtract is the ExtractFunc of LevelRecords: it runs Tendril's

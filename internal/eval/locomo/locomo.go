@@ -102,6 +102,15 @@ func Parse(data []byte) ([]Conversation, error) {
 		} `json:"qa"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			// not the Go type of raw, which means nothing to a user
+			at := ""
+			if te.Field != "" {
+				at = " at " + te.Field
+			}
+			return nil, fmt.Errorf("parse locomo: want a JSON list of conversations (objects with sample_id, conversation and qa); found a JSON %s%s", te.Value, at)
+		}
 		return nil, fmt.Errorf("parse locomo: %w", err)
 	}
 	if len(raw) == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -71,5 +72,52 @@ func TestRunSmall(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), convs, Options{Level: LevelRecords}); !errors.Is(err, ErrRecordsUnavailable) {
 		t.Fatalf("records without extractor: %v", err)
+	}
+}
+
+// TestBadInputs: a repeated cut-off is counted once (it gave recall 2.0),
+// JSON keys name the k they were measured at (with --k 3 "recall@10" held
+// recall@3), data with nothing to score is an error rather than a table
+// of zeros, and a wrong shape is reported in the user's terms.
+func TestBadInputs(t *testing.T) {
+	ks, err := ParseKs("5, 3,5")
+	if err != nil || !reflect.DeepEqual(ks, []int{3, 5}) {
+		t.Fatalf("ParseKs = %v, %v; want [3 5]", ks, err)
+	}
+	convs, _ := Parse([]byte(sample))
+	rep, err := Run(context.Background(), convs, Options{Ks: []int{3, 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rep.Overall.Recall[3]; r < 0 || r > 1 {
+		t.Fatalf("recall@3 %v out of [0, 1]", r)
+	}
+	js := rep.JSON()
+	overall := js["overall"].(map[string]float64)
+	if _, ok := overall["recall@3"]; !ok || len(overall) != 2 {
+		t.Fatalf("overall keys %v, want recall@3 and all@3 only", overall)
+	}
+	if _, ok := overall["all@10"]; ok {
+		t.Fatal("all@10 reported without k 10")
+	}
+	for c, m := range js["categories"].(map[string]any) {
+		if _, ok := m.(map[string]any)["recall@10"]; ok {
+			t.Fatalf("category %s reports recall@10 without k 10", c)
+		}
+	}
+	for _, data := range []string{`[{}]`, `[{"sample_id":"a","conversation":{},"qa":[]}]`} {
+		cs, err := Parse([]byte(data))
+		if err != nil {
+			t.Fatalf("%s: %v", data, err)
+		}
+		if _, err := Run(context.Background(), cs, Options{}); !errors.Is(err, ErrNoQuestions) {
+			t.Fatalf("%s: err %v, want ErrNoQuestions", data, err)
+		}
+	}
+	for _, data := range []string{`{}`, `[1,2]`} {
+		_, err := Parse([]byte(data))
+		if err == nil || !strings.Contains(err.Error(), "want a JSON list of conversations") || strings.Contains(err.Error(), "struct") {
+			t.Fatalf("%s: error %v", data, err)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -95,11 +96,13 @@ func Run(ctx context.Context, convs []Conversation, opts Options) (*Report, erro
 	if opts.Level == LevelRecords && opts.Extract == nil {
 		return nil, ErrRecordsUnavailable
 	}
+	if !scorable(convs) {
+		return nil, ErrNoQuestions
+	}
 	if len(opts.Ks) == 0 {
 		opts.Ks = []int{5, 10, 20, 50}
 	}
-	ks := append([]int(nil), opts.Ks...)
-	sort.Ints(ks)
+	ks := slices.Compact(slices.Sorted(slices.Values(opts.Ks))) // a repeated k would be counted twice
 	maxK := ks[len(ks)-1]
 	for _, k := range SessionKs {
 		maxK = max(maxK, k)
@@ -215,6 +218,22 @@ func Run(ctx context.Context, convs []Conversation, opts Options) (*Report, erro
 	sort.Float64s(lat)
 	rep.LatencyMS.P50, rep.LatencyMS.P95, rep.LatencyMS.P99 = pct(lat, 50), pct(lat, 95), pct(lat, 99)
 	return rep, nil
+}
+
+// ErrNoQuestions is Run's error for data holding no question it can score
+// (categories 1–4, with evidence among the conversation's turns): a
+// benchmark that scored nothing reports no figures.
+var ErrNoQuestions = errors.New("locomo: no question to score (categories 1–4 with evidence among the conversation's turns)")
+
+func scorable(convs []Conversation) bool {
+	for _, c := range convs {
+		for _, q := range c.QA {
+			if q.Category >= 1 && q.Category <= 4 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // QuestionResult is one question's ranking: the LoCoMo turn IDs retrieved,
@@ -355,19 +374,25 @@ func pct(sorted []float64, p float64) float64 {
 
 func round(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
 
-// JSON renders the report in the SPEC §4.8 shape: overall recall@k for
-// each k and all@10 (categories 1–4), per-category n, recall@10 and
-// all@10, session recall@1/3/5, latency percentiles in ms and ingest
-// throughput in turns/s.
+// JSON renders the report in the SPEC §4.8 shape: overall recall@k and
+// all@k for each k, per-category n, recall@k and all@k, session
+// recall@1/3/5, latency percentiles in ms and ingest throughput in
+// turns/s. Every key names the k its value was measured at (with the
+// default Ks that includes recall@10 and all@10).
 func (r *Report) JSON() map[string]any {
 	overall := map[string]float64{}
 	for _, k := range r.Ks {
 		overall[fmt.Sprintf("recall@%d", k)] = round(r.Overall.Recall[k])
+		overall[fmt.Sprintf("all@%d", k)] = round(r.Overall.All[k])
 	}
-	overall["all@10"] = round(r.allAt(r.Overall, 10))
 	cats := map[string]any{}
 	for c, m := range r.Categories {
-		cats[fmt.Sprint(c)] = map[string]any{"n": m.N, "recall@10": round(r.recallAt(*m, 10)), "all@10": round(r.allAt(*m, 10))}
+		cm := map[string]any{"n": m.N}
+		for _, k := range r.Ks {
+			cm[fmt.Sprintf("recall@%d", k)] = round(m.Recall[k])
+			cm[fmt.Sprintf("all@%d", k)] = round(m.All[k])
+		}
+		cats[fmt.Sprint(c)] = cm
 	}
 	sess := map[string]float64{}
 	for _, k := range SessionKs {
@@ -378,20 +403,6 @@ func (r *Report) JSON() map[string]any {
 		"latency_ms":         map[string]float64{"p50": round(r.LatencyMS.P50), "p95": round(r.LatencyMS.P95), "p99": round(r.LatencyMS.P99)},
 		"ingest_turns_per_s": round(r.IngestTPS),
 	}
-}
-
-// recallAt and allAt read metrics at k, which Run always computes for 10
-// when it is among Ks; otherwise they report the nearest k above.
-func (r *Report) recallAt(m Metrics, k int) float64 { return m.Recall[r.nearest(k)] }
-func (r *Report) allAt(m Metrics, k int) float64    { return m.All[r.nearest(k)] }
-
-func (r *Report) nearest(k int) int {
-	for _, x := range r.Ks {
-		if x >= k {
-			return x
-		}
-	}
-	return r.Ks[len(r.Ks)-1]
 }
 
 var catNames = map[int]string{1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
