@@ -202,3 +202,42 @@ func TestE2ESIGSTOPSIGCONTAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+// An embedder that fails is visible in /metrics: the failed passes are
+// counted and the actor waits for a retry (before, only log lines showed
+// that hybrid search had fallen back to BM25F). The fake OpenAI server
+// answers no embeddings.
+func TestE2EEmbedFailuresInMetrics(t *testing.T) {
+	fake := modeltest.NewOpenAI(t)
+	p := startServe(t, testHome(t), append(openAIEnv(fake), "EMBEDDING_MODEL_ID=openai/text-embedding-3-small")...)
+	if status, out := invoke(t, p.URL, map[string]any{"message": "my lemon tree drops its flowers", "actor_id": "api:e"}); status != 200 {
+		t.Fatalf("turn with a failing embedder: %d %v", status, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(p.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), "tendril_memory_embed_retrying_actors 1") && !strings.Contains(string(body), "tendril_memory_embed_failures_total 0") &&
+			strings.Contains(string(body), "tendril_memory_embed_failures_total") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics shows no embedding failure:\n%s", grepLines(string(body), "tendril_memory_embed"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -45,4 +45,12 @@ func (a *Assistant) registerMetricSources() {
 			return metrics.MemoryCache{Actors: c.Actors, Bytes: c.Bytes, BudgetBytes: c.BudgetBytes, Loads: c.Loads, Evictions: c.Evictions}, nil
 		})
 	}
+	if er, ok := a.memory.(memory.EmbedReporter); ok {
+		if _, on := er.EmbedStats(); on {
+			m.SetMemoryEmbedSource(func(ctx context.Context) (metrics.MemoryEmbed, error) {
+				e, _ := er.EmbedStats()
+				return metrics.MemoryEmbed{Failures: e.Failures, Retrying: e.Retrying}, nil
+			})
+		}
+	}
 }

@@ -139,6 +139,21 @@ type CacheReporter interface {
 	CacheStats() CacheStats
 }
 
+// EmbedStats describe a Store's background embedding (hybrid search):
+// passes whose embedding call failed since it was opened, and actors
+// waiting for a retry.
+type EmbedStats struct {
+	Failures uint64
+	Retrying int
+}
+
+// EmbedReporter is implemented by stores with an embedding worker
+// (sqlitestore, pgstore, when an embedder is configured); /metrics exposes
+// it as tendril_memory_embed_*.
+type EmbedReporter interface {
+	EmbedStats() (EmbedStats, bool) // false: no embedder configured
+}
+
 // Store is a long-term memory backend (embedded: Markdown + SQLite index;
 // later PostgreSQL). All backends pass memorytest.Exercise.
 type Store interface {

@@ -95,6 +95,29 @@ func (m *Metrics) SetMemoryCacheSource(f func(ctx context.Context) (MemoryCache,
 	m.sampler.mu.Unlock()
 }
 
+// MemoryEmbed is one sample of a memory store's background embedding
+// (hybrid search): failed passes since start and actors waiting for a
+// retry (memindex.EmbedRetry).
+type MemoryEmbed struct {
+	Failures uint64
+	Retrying int
+}
+
+// SetMemoryEmbedSource registers f as the source of the counter
+// tendril_memory_embed_failures_total and the gauge
+// tendril_memory_embed_retrying_actors: failures that keep rising mean
+// hybrid search has fallen back to BM25F alone for new documents.
+// Errors, panics and timeouts are handled as for SetQueueSource
+// (source="memory_embed"). A nil f removes the source.
+func (m *Metrics) SetMemoryEmbedSource(f func(ctx context.Context) (MemoryEmbed, error)) {
+	if m == nil || m.sampler == nil {
+		return
+	}
+	m.sampler.mu.Lock()
+	m.sampler.embed = f
+	m.sampler.mu.Unlock()
+}
+
 // sampler is the prometheus.Collector that calls the scrape-time sources.
 type sampler struct {
 	errs *prometheus.CounterVec
@@ -105,9 +128,11 @@ type sampler struct {
 	lag     func(context.Context) (time.Duration, error)
 	breaker func(context.Context) (map[string]int, error)
 	cache   func(context.Context) (MemoryCache, error)
+	embed   func(context.Context) (MemoryEmbed, error)
 
 	queueDesc, lagDesc, breakerDesc *prometheus.Desc
 	cacheDescs                      [5]*prometheus.Desc // actors, bytes, budget, loads, evictions
+	embedDescs                      [2]*prometheus.Desc // failures, retrying
 }
 
 func newSampler(errs *prometheus.CounterVec, timeout time.Duration) *sampler {
@@ -128,6 +153,10 @@ func newSampler(errs *prometheus.CounterVec, timeout time.Duration) *sampler {
 			prometheus.NewDesc("tendril_memory_cache_loads_total", "Actors read from disk into the memory store's cache since start.", nil, nil),
 			prometheus.NewDesc("tendril_memory_cache_evictions_total", "Actors dropped from the memory store's cache since start.", nil, nil),
 		},
+		embedDescs: [2]*prometheus.Desc{
+			prometheus.NewDesc("tendril_memory_embed_failures_total", "Background embedding passes (hybrid search) whose embedding call failed, since start; the actor is retried with back-off.", nil, nil),
+			prometheus.NewDesc("tendril_memory_embed_retrying_actors", "Actors whose documents wait for an embedding retry, sampled at scrape time.", nil, nil),
+		},
 	}
 }
 
@@ -145,6 +174,9 @@ func (s *sampler) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range s.cacheDescs {
 		ch <- d
 	}
+	for _, d := range s.embedDescs {
+		ch <- d
+	}
 }
 
 type sample struct {
@@ -159,12 +191,12 @@ type sample struct {
 func (s *sampler) Collect(ch chan<- prometheus.Metric) {
 	s.mu.RLock()
 	queues := maps.Clone(s.queues)
-	lag, breaker, cache, timeout := s.lag, s.breaker, s.cache, s.timeout
+	lag, breaker, cache, embed, timeout := s.lag, s.breaker, s.cache, s.embed, s.timeout
 	s.mu.RUnlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	results := make(chan sample, len(queues)+3) // buffered: abandoned sources never block
+	results := make(chan sample, len(queues)+4) // buffered: abandoned sources never block
 	pending := map[string]bool{}
 	launch := func(source string, f func(context.Context) ([]prometheus.Metric, error)) {
 		pending[source] = true
@@ -233,6 +265,21 @@ func (s *sampler) Collect(ch chan<- prometheus.Metric) {
 				prometheus.MustNewConstMetric(d[2], prometheus.GaugeValue, float64(c.BudgetBytes)),
 				prometheus.MustNewConstMetric(d[3], prometheus.CounterValue, float64(c.Loads)),
 				prometheus.MustNewConstMetric(d[4], prometheus.CounterValue, float64(c.Evictions)),
+			}, nil
+		})
+	}
+	if embed != nil {
+		launch("memory_embed", func(ctx context.Context) ([]prometheus.Metric, error) {
+			e, err := embed(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if e.Retrying < 0 {
+				return nil, fmt.Errorf("memory embed: negative sample %+v", e)
+			}
+			return []prometheus.Metric{
+				prometheus.MustNewConstMetric(s.embedDescs[0], prometheus.CounterValue, float64(e.Failures)),
+				prometheus.MustNewConstMetric(s.embedDescs[1], prometheus.GaugeValue, float64(e.Retrying)),
 			}, nil
 		})
 	}

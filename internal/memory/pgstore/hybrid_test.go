@@ -396,3 +396,44 @@ func TestLongDocumentIsEmbeddedCut(t *testing.T) {
 		t.Fatalf("%d vectors (want 7), %d more calls", n, f.calls.Load()-calls)
 	}
 }
+
+// An embedder outage does not leave documents BM25F-only: the worker
+// retries the actor with back-off (memindex.EmbedRetry, first after 2 s),
+// and the documents get vectors once the embedder answers again, with no
+// further write.
+func TestEmbedRetryAfterOutage(t *testing.T) {
+	f := newFakeEmbeddings(t, "ok", 16)
+	var down atomic.Bool
+	down.Store(true)
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, `{"error":{"message":"down","type":"server_error"}}`, http.StatusServiceUnavailable)
+			return
+		}
+		f.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(flaky.Close)
+	e, err := embed.New(ctx, "ollama/m", embed.Options{OllamaBaseURL: flaky.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := openPool(t, testenv.PostgresSchema(t))
+	s := newStore(t, pool, pgstore.Options{Embedder: e})
+	putFig(t, s, "u1")
+	if err := s.WaitEmbedded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := vectorRows(t, pool, "u1"); n != 0 {
+		t.Fatalf("%d vectors while the embedder is down", n)
+	}
+	down.Store(false)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if n, _ := vectorRows(t, pool, "u1"); n == 3 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("%d of 3 documents embedded 20 s after the embedder recovered", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/memory/memindex"
 	"github.com/tendrilai/tendril/internal/memory/search"
 )
@@ -59,6 +60,8 @@ type embedWorker struct {
 	// rebuild counts a Rebuild's re-embedding until the queue drains.
 	rebuildStart time.Time
 	rebuildDocs  int
+	// retry re-queues an actor whose embedding call failed, with back-off.
+	retry memindex.EmbedRetry
 
 	wake   chan struct{}
 	ctx    context.Context
@@ -77,6 +80,7 @@ func (s *Store) stopEmbedWorker() {
 	if s.emb == nil {
 		return
 	}
+	s.emb.retry.Stop()
 	s.emb.cancel()
 	<-s.emb.done
 }
@@ -102,7 +106,9 @@ func (s *Store) scheduleEmbed(actors ...string) {
 // WaitEmbedded blocks until this instance's embedding queue is empty and
 // its worker idle, or ctx ends (tests, evaluation). Vectors are then
 // stored for every document an embedding call succeeded for; documents
-// whose call failed stay BM25F-only until the actor's next write or load.
+// whose call failed stay BM25F-only until a retry (with back-off,
+// memindex.EmbedRetry), the actor's next write or its next load embeds
+// them; a retry not yet due does not count as pending.
 func (s *Store) WaitEmbedded(ctx context.Context) error {
 	for {
 		if s.emb == nil {
@@ -145,7 +151,12 @@ func (s *Store) embedLoop(w *embedWorker) {
 			if actor == "" {
 				break
 			}
-			n := s.embedMissing(w.ctx, actor)
+			n, failed := s.embedMissing(w.ctx, actor)
+			if failed && w.ctx.Err() == nil {
+				w.retry.Failed(actor, func(a string) { s.scheduleEmbed(a) })
+			} else if !failed {
+				w.retry.Succeeded(actor)
+			}
 			w.mu.Lock()
 			w.busy = ""
 			if !w.rebuildStart.IsZero() {
@@ -211,17 +222,17 @@ func (s *Store) embedLoaded(a *actorState) {
 // embedMissing embeds the actor's records and unexpired events that have
 // no current vector and stores the vectors (real[]) with a new version,
 // so every instance's index picks them up, and returns how many it
-// stored. Errors are logged: search then falls back to BM25F alone for
-// those documents.
-func (s *Store) embedMissing(ctx context.Context, actor string) int {
+// stored and whether a call failed. Errors are logged: search falls back
+// to BM25F alone for those documents until the worker's retry
+// (embedWorker.retry) embeds them.
+func (s *Store) embedMissing(ctx context.Context, actor string) (n int, failed bool) {
 	ids, texts, err := s.missingVectors(ctx, actor)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.opts.Logger.Warn("memory embedding: list documents", "actor", actor, "err", err)
 		}
-		return 0
+		return 0, true
 	}
-	n := 0
 	for start := 0; start < len(ids); start += embedBatch {
 		end := min(start+embedBatch, len(ids))
 		batch := make([]string, end-start)
@@ -234,9 +245,9 @@ func (s *Store) embedMissing(ctx context.Context, actor string) int {
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				s.opts.Logger.Warn("memory embedding failed; BM25F only for these documents", "actor", actor, "documents", len(ids)-start, "err", err)
+				s.opts.Logger.Warn("memory embedding failed; BM25F only for these documents until a retry succeeds", "actor", actor, "documents", len(ids)-start, "err", err)
 			}
-			return n
+			return n, true
 		}
 		if len(vecs) > 0 && len(vecs[0]) > 0 {
 			s.dim.Store(int64(len(vecs[0])))
@@ -246,11 +257,11 @@ func (s *Store) embedMissing(ctx context.Context, actor string) int {
 			if ctx.Err() == nil {
 				s.opts.Logger.Warn("memory embedding: store", "actor", actor, "err", err)
 			}
-			return n
+			return n, true
 		}
 		n += stored
 	}
-	return n
+	return n, false
 }
 
 // missingVectors lists the actor's documents without a current vector
@@ -390,4 +401,13 @@ func (s *Store) reembedAll(ctx context.Context, actors []string) error {
 	s.scheduleEmbed(actors...)
 	s.opts.Logger.Info("memory rebuild: vectors dropped, re-embedding in the background", "actors", len(actors), "vectors", tag.RowsAffected(), "model", s.model)
 	return nil
+}
+
+// EmbedStats implements memory.EmbedReporter (false when no embedder is
+// configured).
+func (s *Store) EmbedStats() (memory.EmbedStats, bool) {
+	if s.emb == nil {
+		return memory.EmbedStats{}, false
+	}
+	return memory.EmbedStats{Failures: s.emb.retry.Failures(), Retrying: s.emb.retry.Retrying()}, true
 }

@@ -256,3 +256,47 @@ func TestExplainWithoutQueryVector(t *testing.T) {
 		t.Fatalf("%+v %v", hits, err)
 	}
 }
+
+// An embedder outage does not leave documents BM25F-only: the worker
+// retries the actor with back-off, and once the embedder answers again the
+// documents get vectors without any further write (before, they waited for
+// the actor's next write or load).
+func TestEmbedRetryAfterOutage(t *testing.T) {
+	var down atomic.Bool
+	down.Store(true)
+	var calls atomic.Int64
+	ok := fakeVectors(t, 8, &calls, nil, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, `{"error":{"message":"down","type":"server_error"}}`, http.StatusServiceUnavailable)
+			return
+		}
+		ok.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	s := openEmbedded(t, t.TempDir(), "openai/small", srv.URL)
+	s.emb.retry.Base, s.emb.retry.Max = 20*time.Millisecond, 40*time.Millisecond
+	if _, err := s.Put(bg, memory.Record{Namespace: "/main/u/long_term/", Content: "my lemon tree drops its flowers"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.emb.retry.Failures() < 2 { // failed, retried, failed again
+		if time.Now().After(deadline) {
+			t.Fatalf("no retry after a failed embedding call (failures %d)", s.emb.retry.Failures())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if m := vectorModels(t, s); len(m) != 0 {
+		t.Fatalf("vectors while the embedder is down: %v", m)
+	}
+	down.Store(false)
+	for len(vectorModels(t, s)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the document got no vector after the embedder recovered")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if m := vectorModels(t, s); m["openai/small/8"] != 1 {
+		t.Fatalf("vectors %v", m)
+	}
+}

@@ -38,6 +38,8 @@ type embedWorker struct {
 	// rebuild counts a Rebuild's re-embedding until the queue drains.
 	rebuildStart time.Time
 	rebuildDocs  int
+	// retry re-queues an actor whose embedding call failed, with back-off.
+	retry memindex.EmbedRetry
 
 	wake   chan struct{}
 	ctx    context.Context
@@ -83,6 +85,7 @@ func (s *Store) stopEmbedWorker() {
 	if s.emb == nil {
 		return
 	}
+	s.emb.retry.Stop()
 	s.emb.cancel()
 	<-s.emb.done
 }
@@ -106,8 +109,9 @@ func (s *Store) scheduleEmbed(actors ...string) {
 
 // WaitEmbedded blocks until no actor waits for background embedding and
 // the worker is idle, or ctx ends (tests, evaluation). Documents whose
-// embedding call failed stay BM25F-only until the actor's next write or
-// index build.
+// embedding call failed stay BM25F-only until a retry (with back-off,
+// memindex.EmbedRetry), the actor's next write or its next index build
+// embeds them; a retry not yet due does not count as pending.
 func (s *Store) WaitEmbedded(ctx context.Context) error {
 	for {
 		if s.emb == nil {
@@ -150,7 +154,12 @@ func (s *Store) embedLoop(w *embedWorker) {
 			if actor == "" {
 				break
 			}
-			n := s.embedMissing(w.ctx, actor)
+			n, failed := s.embedMissing(w.ctx, actor)
+			if failed && w.ctx.Err() == nil {
+				w.retry.Failed(actor, func(a string) { s.scheduleEmbed(a) })
+			} else if !failed {
+				w.retry.Succeeded(actor)
+			}
 			w.mu.Lock()
 			w.busy = ""
 			if !w.rebuildStart.IsZero() {
@@ -177,13 +186,13 @@ func textHash(text string) string {
 
 // embedMissing embeds the actor's documents that have no current vector,
 // stores the vectors and puts them into the ranking index; it returns how
-// many it stored. No lock of the actor or the store is held during an
-// embedding call. Errors are logged: search then falls back to BM25F
-// alone for those documents.
-func (s *Store) embedMissing(ctx context.Context, actor string) int {
+// many it stored and whether an embedding call failed. No lock of the
+// actor or the store is held during an embedding call. Errors are
+// logged: search falls back to BM25F alone for those documents until the
+// worker's retry (embedWorker.retry) embeds them.
+func (s *Store) embedMissing(ctx context.Context, actor string) (n int, failed bool) {
 	dim := s.emb.dim.Load()
 	ids, texts := s.missingVectors(ctx, actor, dim)
-	n := 0
 	for start := 0; start < len(ids); start += embedBatch {
 		end := min(start+embedBatch, len(ids))
 		batch := make([]string, end-start)
@@ -196,8 +205,9 @@ func (s *Store) embedMissing(ctx context.Context, actor string) int {
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				s.opts.Logger.Warn("memory embedding failed; BM25F only for these documents", "actor", actor, "documents", len(ids)-start, "err", err)
+				s.opts.Logger.Warn("memory embedding failed; BM25F only for these documents until a retry succeeds", "actor", actor, "documents", len(ids)-start, "err", err)
 			}
+			failed = true
 			break
 		}
 		if len(vecs) > 0 && len(vecs[0]) > 0 {
@@ -209,7 +219,7 @@ func (s *Store) embedMissing(ctx context.Context, actor string) int {
 	if dim != 0 && s.emb.dim.Load() != dim {
 		s.scheduleEmbed(actor) // the dimension changed: the older vectors are stale
 	}
-	return n
+	return n, failed
 }
 
 // missingVectors lists the actor's records and unexpired events without a
@@ -419,4 +429,13 @@ func decodeVec(b []byte) []float32 {
 		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
 	return v
+}
+
+// EmbedStats implements memory.EmbedReporter (false when no embedder is
+// configured).
+func (s *Store) EmbedStats() (memory.EmbedStats, bool) {
+	if s.emb == nil {
+		return memory.EmbedStats{}, false
+	}
+	return memory.EmbedStats{Failures: s.emb.retry.Failures(), Retrying: s.emb.retry.Retrying()}, true
 }
