@@ -11,11 +11,13 @@ import (
 
 	"github.com/tendrilai/tendril/internal/approval/pgledger"
 	"github.com/tendrilai/tendril/internal/channel/telegram"
+	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/jobs"
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/memory/embed"
 	memorypg "github.com/tendrilai/tendril/internal/memory/pgstore"
 	"github.com/tendrilai/tendril/internal/memory/pipeline"
+	"github.com/tendrilai/tendril/internal/memory/search"
 	"github.com/tendrilai/tendril/internal/memory/sqlitestore"
 	"github.com/tendrilai/tendril/internal/pg"
 	"github.com/tendrilai/tendril/internal/schedule"
@@ -132,6 +134,15 @@ func (a *Assistant) openSessions(ctx context.Context) (session.Store, error) {
 	return st, nil
 }
 
+// newEmbedder builds memory.embedder's embedder (nil when unset) with the
+// providers' endpoints and keys; serve and doctor both call it, so doctor
+// fails the references serve would refuse.
+func newEmbedder(ctx context.Context, cfg *config.Config) (search.Embedder, error) {
+	p := cfg.Providers
+	return embed.New(ctx, cfg.Memory.Embedder, embed.Options{OpenAIBaseURL: p.OpenAIBaseURL, OpenAIAPIKey: p.OpenAIAPIKey,
+		OllamaBaseURL: p.OllamaBaseURL, AWSRegion: p.AWSRegion, BedrockEndpoint: p.BedrockEndpoint})
+}
+
 // openMemoryStore opens the memory store: Markdown files plus a SQLite
 // index in the home, or rows in PostgreSQL, ranked the same way.
 func (a *Assistant) openMemoryStore(ctx context.Context) (memory.Admin, error) {
@@ -139,9 +150,7 @@ func (a *Assistant) openMemoryStore(ctx context.Context) (memory.Admin, error) {
 	mo.Logger = a.log
 	// memory.embedder (EMBEDDING_MODEL_ID) turns on hybrid search; unset,
 	// nothing changes.
-	p := a.cfg.Providers
-	emb, err := embed.New(ctx, a.cfg.Memory.Embedder, embed.Options{OpenAIBaseURL: p.OpenAIBaseURL, OpenAIAPIKey: p.OpenAIAPIKey,
-		OllamaBaseURL: p.OllamaBaseURL, AWSRegion: p.AWSRegion, BedrockEndpoint: p.BedrockEndpoint})
+	emb, err := newEmbedder(ctx, a.cfg)
 	if err != nil {
 		return nil, fmt.Errorf("memory.embedder: %w", err)
 	}

@@ -136,6 +136,7 @@ func (d *doctor) run(ctx context.Context) {
 			d.add("model "+ref, st, detail)
 		}
 	}
+	d.embedder(ctx)
 	if per, err := LoadPersona(cfg); err != nil {
 		d.add("persona", CheckFail, err.Error())
 	} else {
@@ -315,6 +316,26 @@ func (d *doctor) model(ctx context.Context, ref string) (status, detail string) 
 		return CheckOK, "Bedrock " + name + " (credentials from the AWS default chain)"
 	}
 	return CheckFail, fmt.Sprintf("unknown provider %q (want anthropic, bedrock, openai or ollama)", prov)
+}
+
+// embedder checks memory.embedder (EMBEDDING_MODEL_ID) as serve builds it
+// and probes its provider's endpoint as for a model; unset, no check.
+func (d *doctor) embedder(ctx context.Context) {
+	ref := d.cfg.Memory.Embedder
+	if ref == "" {
+		return
+	}
+	name := "embedder " + ref
+	e, err := newEmbedder(ctx, d.cfg)
+	if err != nil {
+		d.add(name, CheckFail, err.Error()+"; serve will refuse to start")
+		return
+	}
+	if c, ok := e.(interface{ Close() error }); ok {
+		c.Close()
+	}
+	st, detail := d.model(ctx, ref)
+	d.add(name, st, detail)
 }
 
 // probe reports whether an endpoint answers at all; any HTTP status means

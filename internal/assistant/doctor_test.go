@@ -424,3 +424,42 @@ func TestOpenSessionStoreRedis(t *testing.T) {
 		t.Fatal("the Redis session store does not answer Ping")
 	}
 }
+
+// memory.embedder is checked as serve builds it: a reference serve would
+// refuse fails doctor too (before, doctor passed it and serve then refused
+// to start), and a valid one's endpoint is probed as a model's.
+func TestDoctorEmbedder(t *testing.T) {
+	srv, paths := fakeEndpoint(t)
+	cfg := doctorConfig(t)
+	cfg.Providers.OllamaBaseURL = srv.URL + "/ollama"
+	for _, bad := range []string{"nonsense", "foo/bar", "openai/"} {
+		cfg.Memory.Embedder = bad
+		rep := Doctor(context.Background(), cfg, DoctorOptions{HTTPClient: srv.Client(), Timeout: 5 * time.Second})
+		if c := one(t, rep, "embedder "+bad); c.Status != CheckFail || !strings.Contains(c.Detail, "serve will refuse to start") {
+			t.Fatalf("%q: %+v", bad, c)
+		}
+		if rep.OK {
+			t.Fatalf("%q: a failed embedder check must clear OK", bad)
+		}
+	}
+	cfg.Memory.Embedder = "ollama/nomic-embed-text"
+	rep := Doctor(context.Background(), cfg, DoctorOptions{HTTPClient: srv.Client(), Timeout: 5 * time.Second})
+	if c := one(t, rep, "embedder ollama/nomic-embed-text"); c.Status != CheckOK || !strings.Contains(c.Detail, "reachable") {
+		t.Fatalf("ollama embedder %+v", c)
+	}
+	if !strings.Contains(strings.Join(paths(), ","), "/ollama/models") {
+		t.Fatalf("probed %v", paths())
+	}
+	cfg.Providers.OllamaBaseURL = closedURL(t)
+	rep = Doctor(context.Background(), cfg, DoctorOptions{HTTPClient: srv.Client(), Timeout: 5 * time.Second})
+	if c := one(t, rep, "embedder ollama/nomic-embed-text"); c.Status != CheckFail || !strings.Contains(c.Detail, "unreachable") {
+		t.Fatalf("embedder endpoint down %+v", c)
+	}
+	cfg.Memory.Embedder = ""
+	rep = Doctor(context.Background(), cfg, DoctorOptions{HTTPClient: srv.Client(), Timeout: 5 * time.Second})
+	for _, c := range rep.Checks {
+		if strings.HasPrefix(c.Name, "embedder") {
+			t.Fatalf("an embedder check without memory.embedder: %+v", c)
+		}
+	}
+}
