@@ -206,8 +206,12 @@ every store runs afterwards and must find nothing.`,
 			}
 			var rep assistant.ForgetReport
 			err := api(c, "POST", "/memory/forget", nil, assistant.ForgetRequest{ActorID: actor, AgentID: agent, Sessions: sessions}, &rep, func(w io.Writer) error {
-				fmt.Fprintf(w, "forgot %s; verification search found %d items; removed %d job(s), %d session(s); denied %d approval(s)\n",
-					actor, rep.Remaining, rep.JobsRemoved, len(rep.SessionsRemoved), rep.ApprovalsDenied)
+				if rep.Nothing() {
+					fmt.Fprintf(w, "nothing stored for actor %q (IDs are exact; `tendril memory list` shows the actors); verification search found %d items\n", actor, rep.Remaining)
+					return nil
+				}
+				fmt.Fprintf(w, "forgot %s; removed %d record(s), %d event(s), %d job(s), %d session(s); denied %d approval(s); verification search found %d items\n",
+					actor, rep.RecordsRemoved, rep.EventsRemoved, rep.JobsRemoved, len(rep.SessionsRemoved), rep.ApprovalsDenied, rep.Remaining)
 				return nil
 			})
 			if err == nil && rep.Remaining != 0 {

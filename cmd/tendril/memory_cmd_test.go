@@ -80,8 +80,14 @@ func TestMemoryCLI(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(exp, "telegram%3A7", "semantic.md")); err != nil {
 		t.Fatalf("export missing semantic.md: %v", err)
 	}
+	// A typo names an actor with nothing stored: said so, not "forgot".
+	out, err = runMemoryCLI(t, "--home", home, "memory", "forget", "--actor", "telegram:77")
+	if err != nil || !strings.Contains(out, `nothing stored for actor "telegram:77"`) || strings.Contains(out, "forgot") {
+		t.Fatalf("forget of an unknown actor: %v\n%s", err, out)
+	}
 	out, err = runMemoryCLI(t, "--home", home, "memory", "forget", "--actor", "telegram:7", "--sessions")
-	if err != nil || !strings.Contains(out, "verification search found 0 items") || !strings.Contains(out, "1 session(s)") {
+	if err != nil || !strings.Contains(out, "verification search found 0 items") || !strings.Contains(out, "1 session(s)") ||
+		strings.Contains(out, " 0 record(s)") || strings.Contains(out, "nothing stored") {
 		t.Fatalf("forget: %v\n%s", err, out)
 	}
 	if _, err := os.Stat(sessFile); !os.IsNotExist(err) {

@@ -294,6 +294,11 @@ type ForgetReport struct {
 	JobsRemoved     int      `json:"jobs_removed"`
 	ApprovalsDenied int      `json:"approvals_denied"`
 	TelegramRows    int      `json:"telegram_rows_removed"`
+	// RecordsRemoved and EventsRemoved count the actor's long-term records
+	// (every status) and events found before the forget. All counts 0
+	// means nothing was stored under this actor ID (a typo, most likely).
+	RecordsRemoved int `json:"records_removed"`
+	EventsRemoved  int `json:"events_removed"`
 	// Remaining counts what the verification found afterwards: records of
 	// any status, events, the Markdown directory, jobs, pending approvals
 	// and state. Anything but 0 is a failure.
@@ -319,6 +324,9 @@ func (a *Assistant) Forget(ctx context.Context, req ForgetRequest) (ForgetReport
 		return rep, err
 	}
 	defer release()
+	if rep.RecordsRemoved, rep.EventsRemoved, err = a.stored(ctx, agentID, req.ActorID); err != nil {
+		return rep, fmt.Errorf("count what to forget: %w", err)
+	}
 	if err := a.pipeline.Forget(ctx, req.ActorID); err != nil {
 		return rep, fmt.Errorf("forget extraction state: %w", err)
 	}
@@ -356,9 +364,29 @@ func (a *Assistant) Forget(ctx context.Context, req ForgetRequest) (ForgetReport
 	if err != nil {
 		return rep, fmt.Errorf("verify forget: %w", err)
 	}
-	a.log.Info("actor forgotten", "actor", req.ActorID, "sessions", len(rep.SessionsRemoved), "jobs", rep.JobsRemoved,
+	a.log.Info("actor forgotten", "actor", req.ActorID, "records", rep.RecordsRemoved, "events", rep.EventsRemoved, "sessions", len(rep.SessionsRemoved), "jobs", rep.JobsRemoved,
 		"approvals_denied", rep.ApprovalsDenied, "remaining", rep.Remaining)
 	return rep, nil
+}
+
+// stored counts an actor's records (every status) and events.
+func (a *Assistant) stored(ctx context.Context, agentID, actorID string) (records, events int, err error) {
+	path, err := actorPath(agentID, actorID)
+	if err != nil {
+		return 0, 0, err
+	}
+	recs, err := a.memory.Search(ctx, memory.Query{NamespacePath: path, Statuses: AllStatuses})
+	if err != nil {
+		return 0, 0, err
+	}
+	evs, err := a.memory.Events(ctx, actorID, "")
+	return len(recs), len(evs), err
+}
+
+// Nothing reports whether the forget found nothing at all of the actor.
+func (r ForgetReport) Nothing() bool {
+	return r.RecordsRemoved == 0 && r.EventsRemoved == 0 && r.JobsRemoved == 0 && len(r.SessionsRemoved) == 0 &&
+		r.ApprovalsDenied == 0 && r.TelegramRows == 0
 }
 
 // remaining counts what any store still holds of an actor.
