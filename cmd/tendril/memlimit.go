@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
@@ -61,4 +64,19 @@ func setMemoryLimit(ctx context.Context, log *slog.Logger, provider memlimit.Pro
 		log.Warn("no memory limit taken from the cgroup", "err", err)
 	}
 	return limit
+}
+
+// checkAutoMemLimit rejects an AUTOMEMLIMIT that automemlimit would refuse
+// (it then sets no limit at all, memoryLimitMB's backstop included): want
+// "off" or a ratio in (0, 1]; unset or empty is fine.
+func checkAutoMemLimit(v string) error {
+	v = strings.TrimSpace(v)
+	if v == "" || v == "off" {
+		return nil
+	}
+	r, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(r > 0 && r <= 1) {
+		return fmt.Errorf("AUTOMEMLIMIT=%q: want off or a ratio in (0, 1] of the container's memory, e.g. 0.9", v)
+	}
+	return nil
 }

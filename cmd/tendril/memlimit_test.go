@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"strings"
 	"testing"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
@@ -62,5 +63,20 @@ func TestSetMemoryLimit(t *testing.T) {
 	t.Setenv("AUTOMEMLIMIT", "off")
 	if got := setMemoryLimit(ctx, log, memlimit.Limit(cgroup), 0); got != 200<<20 {
 		t.Errorf("with AUTOMEMLIMIT=off: limit = %d", got)
+	}
+}
+
+// An AUTOMEMLIMIT automemlimit refuses makes it set no limit, the
+// memoryLimitMB backstop included: serve refuses it instead.
+func TestCheckAutoMemLimit(t *testing.T) {
+	for _, ok := range []string{"", "off", "0.9", "1", " 0.5 "} {
+		if err := checkAutoMemLimit(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"bogus", "2", "0", "-0.5", "NaN"} {
+		if err := checkAutoMemLimit(bad); err == nil || !strings.Contains(err.Error(), "want off or a ratio") {
+			t.Errorf("%q: %v, want an error", bad, err)
+		}
 	}
 }

@@ -114,6 +114,9 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	// The dashboard's settings page tails the last 500 log lines.
 	logs := dashboard.NewLogBuffer(500)
 	log = slog.New(logs.Handler(log.Handler()))
+	if err := checkAutoMemLimit(os.Getenv("AUTOMEMLIMIT")); err != nil {
+		return err
+	}
 	setMemoryLimit(ctx, log, memlimit.FromCgroup, cfg.MemoryLimitMB)
 	tr := runtime.NewTracker(nil)
 	a, err := assistant.Open(ctx, cfg, assistant.Options{Logger: log, Owner: true, Busy: tr})
