@@ -229,10 +229,17 @@ every store runs afterwards and must find nothing.`,
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			var out struct {
-				Actors  int     `json:"actors"`
-				Seconds float64 `json:"seconds"`
+				Actors   int      `json:"actors"`
+				Seconds  float64  `json:"seconds"`
+				Warnings []string `json:"warnings"`
 			}
 			return api(c, "POST", "/memory/rebuild", nil, struct{}{}, &out, func(w io.Writer) error {
+				for _, wn := range out.Warnings {
+					fmt.Fprintf(c.ErrOrStderr(), "warning: %s\n", wn)
+				}
+				if len(out.Warnings) > 0 {
+					fmt.Fprintf(w, "%d Markdown warning(s): a skipped entry stays in its file but is not in the index; fix the file and run rebuild again\n", len(out.Warnings))
+				}
 				_, err := fmt.Fprintf(w, "rebuilt memory index from %d actor directories in %.2fs\n", out.Actors, out.Seconds)
 				return err
 			})

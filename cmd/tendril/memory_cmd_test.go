@@ -122,3 +122,45 @@ func TestEvalLocomoCLI(t *testing.T) {
 		}
 	}
 }
+
+// A hand edit that breaks an entry is reported by rebuild (file and line),
+// not only in a log: the entry stays in its file and out of the index.
+func TestMemoryRebuildReportsSkippedEntries(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("TENDRIL_HOME", home)
+	st, err := sqlitestore.Open(home, sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := memory.MustNamespace(memory.DefaultLongTermTemplate, memory.NamespaceVars{AgentID: "main", ActorID: "api:me"})
+	for _, c := range []string{"has a fig tree", "waters the lawn on sundays"} {
+		if _, err := st.Put(context.Background(), memory.Record{Namespace: ns, Content: c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	file := filepath.Join(home, "memory", "api%3Ame", "semantic.md")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// break the metadata of the first record entry
+	const mark = "<!-- tendril:record {"
+	i := strings.Index(string(data), mark)
+	if i < 0 {
+		t.Fatalf("no record comment in\n%s", data)
+	}
+	broken := string(data[:i+len(mark)]) + "not json, " + string(data[i+len(mark):])
+	os.WriteFile(file, []byte(broken), 0o600)
+	out, err := runMemoryCLI(t, "--home", home, "memory", "rebuild")
+	if err != nil || !strings.Contains(out, "warning: api:me: semantic.md:") || !strings.Contains(out, "1 Markdown warning(s)") {
+		t.Fatalf("rebuild after a broken edit: %v\n%s", err, out)
+	}
+	if after, _ := os.ReadFile(file); string(after) != broken {
+		t.Fatal("rebuild changed the file holding the broken entry")
+	}
+	out, err = runMemoryCLI(t, "--home", home, "memory", "rebuild")
+	if err != nil || !strings.Contains(out, "warning:") {
+		t.Fatalf("second rebuild forgot the warning: %v\n%s", err, out)
+	}
+}

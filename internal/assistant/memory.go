@@ -262,12 +262,17 @@ func (a *Assistant) Harvest(ctx context.Context, req HarvestRequest) (HarvestRep
 }
 
 // Rebuild recreates the memory index from the Markdown files; progress
-// (may be nil) sees (done, total) actor directories.
-func (a *Assistant) Rebuild(ctx context.Context, progress func(done, total int)) error {
+// (may be nil) sees (done, total) actor directories. It returns the
+// Markdown warnings met (entries skipped, one line each; none from a
+// backend without files).
+func (a *Assistant) Rebuild(ctx context.Context, progress func(done, total int)) ([]string, error) {
 	if progress == nil {
 		progress = func(int, int) {}
 	}
-	return a.memory.Rebuild(ctx, progress)
+	if rw, ok := a.memory.(memory.RebuildWarner); ok {
+		return rw.RebuildWarn(ctx, progress)
+	}
+	return nil, a.memory.Rebuild(ctx, progress)
 }
 
 // ExportMemory writes every actor's memory as Markdown layer files under

@@ -74,3 +74,10 @@ func CheckMetadataText(field string, md map[string]any) error {
 	}
 	return nil
 }
+
+// RebuildWarner is implemented by backends whose Rebuild reads files a
+// user may edit by hand (sqlitestore): RebuildWarn is Rebuild returning
+// what it skipped, one line each.
+type RebuildWarner interface {
+	RebuildWarn(ctx context.Context, progress func(done, total int)) ([]string, error)
+}

@@ -201,8 +201,11 @@ func (h *api) memoryForget(w http.ResponseWriter, r *http.Request) (any, error) 
 func (h *api) memoryRebuild(w http.ResponseWriter, r *http.Request) (any, error) {
 	start := time.Now()
 	n := 0
-	err := h.a.Rebuild(r.Context(), func(_, total int) { n = total })
-	return map[string]any{"actors": n, "seconds": time.Since(start).Seconds()}, err
+	warnings, err := h.a.Rebuild(r.Context(), func(_, total int) { n = total })
+	if warnings == nil {
+		warnings = []string{}
+	}
+	return map[string]any{"actors": n, "seconds": time.Since(start).Seconds(), "warnings": warnings}, err
 }
 
 func (h *api) memoryExport(w http.ResponseWriter, r *http.Request) (any, error) {

@@ -141,9 +141,12 @@ type Store struct {
 	// emb is the background embedding worker (nil without an Embedder).
 	emb *embedWorker
 
-	mu        sync.Mutex
-	actors    map[string]*actorState
-	lastSync  time.Time
+	mu       sync.Mutex
+	actors   map[string]*actorState
+	lastSync time.Time
+	// warnings collects the Markdown warnings of a Rebuild (nil outside
+	// one); guarded by gate held exclusively.
+	warnings  []string
 	actorSync map[string]time.Time // last per-actor Markdown check
 	tick      uint64
 

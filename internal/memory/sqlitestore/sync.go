@@ -334,6 +334,9 @@ func (s *Store) readActorDir(enc string, compact bool) (actor string, recs []mem
 		p := markdown.Parse(it.data, d)
 		for _, w := range p.Warnings {
 			s.opts.Logger.Warn("memory markdown", "actor", actor, "warning", w)
+			if s.warnings != nil {
+				s.warnings = append(s.warnings, actor+": "+w)
+			}
 		}
 		if compact && p.Stale > 0 {
 			st, err := s.compactFile(filepath.Join(root, filepath.FromSlash(it.rel)), it.rel, actor, p)
@@ -455,8 +458,24 @@ func likeEscape(s string) string {
 // Rebuild recreates the whole index from the Markdown files (rows, then
 // the FTS5 full-text index from them), reporting progress (actor directories done of total) when progress is non-nil.
 func (s *Store) Rebuild(ctx context.Context, progress func(done, total int)) error {
+	_, err := s.RebuildWarn(ctx, progress)
+	return err
+}
+
+// RebuildWarn is Rebuild that also returns the Markdown warnings met on the
+// way ("<actor>: <file>:<line>: …", e.g. an entry whose metadata does not
+// parse, left in its file and out of the index), so that a user who edited
+// a file by hand sees what was skipped (memory.RebuildWarner).
+func (s *Store) RebuildWarn(ctx context.Context, progress func(done, total int)) ([]string, error) {
 	s.gate.Lock()
 	defer s.gate.Unlock()
+	s.warnings = []string{}
+	defer func() { s.warnings = nil }()
+	err := s.rebuildLocked(ctx, progress)
+	return s.warnings, err
+}
+
+func (s *Store) rebuildLocked(ctx context.Context, progress func(done, total int)) error {
 	if s.closed {
 		return errors.New("memory store closed")
 	}
