@@ -253,8 +253,12 @@ type MemoryConfig struct {
 	// search cost stop growing with its history. 0 means the default, a
 	// negative value keeps every event in memory. Env
 	// TENDRIL_MEMORY_EVENT_WINDOW.
-	EventWindow int `json:"eventWindow,omitempty"`
+	EventWindow int `json:"eventWindow"`
 }
+
+// DefaultEventWindow is memory.eventWindow when unset or 0 (the embedded
+// store's sqlitestore.DefaultEventWindow).
+const DefaultEventWindow = 4096
 
 // maxCacheMB bounds Memory.CacheMB: 1 TiB, far past any machine, and its
 // byte count fits an int64.
@@ -490,6 +494,15 @@ func Load(path string) (*Config, error) {
 	}
 	if c.Memory.BlockShare == 0 {
 		c.Memory.BlockShare = Default().Memory.BlockShare
+	}
+	if c.Memory.TopK == 0 {
+		c.Memory.TopK = Default().Memory.TopK
+	}
+	if c.Memory.RetrieveTimeout == 0 {
+		c.Memory.RetrieveTimeout = Default().Memory.RetrieveTimeout
+	}
+	if c.Memory.EventWindow == 0 {
+		c.Memory.EventWindow = DefaultEventWindow
 	}
 	if c.Runtime != "" && c.Runtime != RuntimeAgentCore {
 		return nil, fmt.Errorf("runtime %q (TENDRIL_RUNTIME) is unknown: use %q, or leave it unset for a self-hosted server", c.Runtime, RuntimeAgentCore)

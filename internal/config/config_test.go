@@ -183,8 +183,15 @@ func TestMemoryEventWindow(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("TENDRIL_HOME", home)
 	t.Setenv("TENDRIL_MEMORY_EVENT_WINDOW", "")
-	if c, err := Load(""); err != nil || c.Memory.EventWindow != 0 {
-		t.Fatalf("default memory.eventWindow = %v, %v; want 0 (the store's default)", c.Memory.EventWindow, err)
+	if c, err := Load(""); err != nil || c.Memory.EventWindow != DefaultEventWindow {
+		t.Fatalf("default memory.eventWindow = %v, %v; want %d, the value in effect", c.Memory.EventWindow, err, DefaultEventWindow)
+	}
+	// a 0 that means the default is stored as the default, so that doctor
+	// shows what runs
+	os.WriteFile(filepath.Join(home, "tendril.json"), []byte(`{"memory": {"eventWindow": 0, "topK": 0, "retrieveTimeout": "0s"}}`), 0o600)
+	if c, err := Load(""); err != nil || c.Memory.EventWindow != DefaultEventWindow || c.Memory.TopK != Default().Memory.TopK ||
+		c.Memory.RetrieveTimeout != Default().Memory.RetrieveTimeout {
+		t.Fatalf("zeros that mean the default: %+v, %v", c.Memory, err)
 	}
 	os.WriteFile(filepath.Join(home, "tendril.json"), []byte(`{"memory": {"eventWindow": 512}}`), 0o600)
 	if c, err := Load(""); err != nil || c.Memory.EventWindow != 512 {
