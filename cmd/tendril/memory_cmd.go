@@ -100,6 +100,9 @@ LESS_THAN(_OR_EQUALS); up to 5, AND-ed.`,
 			if actor == "" {
 				return usagef("--actor is required")
 			}
+			if strings.TrimSpace(args[0]) == "" {
+				return usagef("search needs words to rank by; `tendril memory list --actor %s` lists the records", actor)
+			}
 			q := url.Values{"actor": {actor}, "agent": {agent}, "q": {args[0]}, "k": {strconv.Itoa(k)}, "filter": filters,
 				"status": statuses, "explain": {strconv.FormatBool(explain)}, "engine": {engine}}
 			var hits []memory.Hit

@@ -62,6 +62,9 @@ func TestMemoryCLI(t *testing.T) {
 	if _, err := runMemoryCLI(t, "--home", home, "memory", "search", "fig"); !errors.As(err, &ue) {
 		t.Fatalf("missing --actor: %v", err)
 	}
+	if _, err := runMemoryCLI(t, "--home", home, "memory", "search", "  ", "--actor", "telegram:7"); !errors.As(err, &ue) || !strings.Contains(err.Error(), "memory list") {
+		t.Fatalf("empty query: %v, want a usage error pointing at memory list", err)
+	}
 	out, err = runMemoryCLI(t, "--home", home, "memory", "show", rec.ID, "--json")
 	if err != nil || !strings.Contains(out, "organic") {
 		t.Fatalf("show: %v\n%s", err, out)
