@@ -380,7 +380,11 @@ func rankHybrid(ix *search.Index, docs Docs, vecs [][]float32, scope *search.Sco
 	// why the document has none.
 	why := func(doc int) string {
 		b, ok := bmWhy[doc]
-		if !ok {
+		switch {
+		case ok:
+		case len(res) < depth:
+			b = "bm25f: no match for the query" // BM25F listed every match
+		default:
 			b = fmt.Sprintf("bm25f: not in the top %d", depth)
 		}
 		var v string

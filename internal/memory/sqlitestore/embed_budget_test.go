@@ -300,3 +300,33 @@ func TestEmbedRetryAfterOutage(t *testing.T) {
 		t.Fatalf("vectors %v", m)
 	}
 }
+
+// A document only the vectors found says that BM25F matched none of the
+// query's words, not that it fell out of BM25F's top 50 (it was one of
+// two documents).
+func TestExplainVectorOnlyHit(t *testing.T) {
+	var calls atomic.Int64
+	s := openEmbedded(t, t.TempDir(), "openai/small", fakeVectors(t, 8, &calls, nil, nil).URL)
+	ns := "/main/u/long_term/"
+	for _, c := range []string{"has a fig tree in the back garden", "waters the lawn on sundays"} {
+		if _, err := s.Put(bg, memory.Record{Namespace: ns, Content: c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.WaitEmbedded(bg); err != nil {
+		t.Fatal(err)
+	}
+	hits, err := s.Search(bg, memory.Query{NamespacePath: ns, Text: "fig tree"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lawn string
+	for _, h := range hits {
+		if strings.Contains(h.Record.Content, "lawn") {
+			lawn = h.Explain
+		}
+	}
+	if !strings.Contains(lawn, "bm25f: no match for the query") || !strings.Contains(lawn, "vector: cosine") {
+		t.Fatalf("explain of the vector-only hit: %q (hits %+v)", lawn, hits)
+	}
+}
