@@ -120,9 +120,18 @@ func TestEvalLocomoCLI(t *testing.T) {
 	// leave-one-conversation-out, are usage errors that name the count
 	for _, folds := range []string{"2", "6"} {
 		_, err := runMemoryCLI(t, "eval", "locomo", "--data", data, "--folds", folds)
-		if err == nil || !strings.Contains(err.Error(), "1 conversations") && !strings.Contains(err.Error(), ": 1") {
+		if err == nil || !strings.Contains(err.Error(), "holds 1 conversation;") || !strings.Contains(err.Error(), "needs at least 2") {
 			t.Fatalf("--folds %s on one conversation: %v", folds, err)
 		}
+	}
+	// two conversations: more folds than that names the count (and the
+	// choice that works, which exists here)
+	two := filepath.Join(t.TempDir(), "two.json")
+	b, _ := os.ReadFile(data)
+	conv := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(string(b)), "["), "]")
+	os.WriteFile(two, []byte("["+conv+","+strings.Replace(conv, `"sample_id":"c"`, `"sample_id":"d"`, 1)+"]"), 0o600)
+	if _, err := runMemoryCLI(t, "eval", "locomo", "--data", two, "--folds", "3"); err == nil || !strings.Contains(err.Error(), "holds 2 conversations") || !strings.Contains(err.Error(), "--folds 2 is leave-one-conversation-out") {
+		t.Fatalf("--folds 3 on two conversations: %v", err)
 	}
 }
 
