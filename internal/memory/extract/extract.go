@@ -126,10 +126,12 @@ func ExtractText(sourceID, role, text string, ts time.Time) []Candidate {
 	for _, cl := range clauses(text) {
 		// A question states nothing ("Do I live in Portland?"): read as a
 		// statement it would become a fact, and supersede the true one.
-		if cl.question || Interrogative(cl.text) {
+		// Only its question part is dropped ("I'm allergic to bees, is
+		// lavender safe?" keeps the allergy).
+		clause := statementOf(cl)
+		if clause == "" {
 			continue
 		}
-		clause := cl.text
 		c, ok := matchClause(clause, role)
 		if !ok {
 			continue
@@ -226,45 +228,6 @@ func clauses(text string) []clause {
 	return out
 }
 
-var (
-	// reAskEN is an English question without its question mark: an
-	// auxiliary or modal verb before its subject ("Do I have a dog", "Is my
-	// sister named Alice"; not "Do not use …" nor "Have a nice day"), or a
-	// request to the assistant ("Can you remind me …"). Wh-questions are
-	// told by askWh.
-	reAskEN = regexp.MustCompile(`(?i)^(?:do|does|did|is|are|am|was|were|have|has|had|can|could|will|would|should|shall|may|might|must)(?:n't)?\s+(?:i|my|me|we|our|you|your|he|his|she|her|it|its|they|their|there|this|that|these|those|the)\b`)
-	// reAskKO is a Korean interrogative ending without a question mark
-	// ("뭐였나요", "써도 될까요", "있습니까", "뭐였지").
-	reAskKO = regexp.MustCompile(`(?:나요|까요|습니까|입니까|을까|할까|는지요|였지|었지|았지|뭐지|뭐야|뭐예요|뭐에요|어디야|어디예요|언제야|누구야)$`)
-	whWords = map[string]bool{"what": true, "where": true, "when": true, "who": true, "whom": true, "whose": true, "which": true, "why": true, "how": true,
-		"what's": true, "where's": true, "who's": true, "how's": true}
-	auxWords = map[string]bool{"do": true, "does": true, "did": true, "is": true, "are": true, "am": true, "was": true, "were": true, "have": true, "has": true, "had": true,
-		"can": true, "could": true, "will": true, "would": true, "should": true, "shall": true, "may": true, "might": true, "must": true}
-	subjWords = map[string]bool{"i": true, "we": true, "you": true, "he": true, "she": true, "it": true, "they": true}
-)
-
-// askWh reports a wh-question: a wh-word before an auxiliary, directly
-// ("What is my dog called", "Where's my …") or after one word that is no
-// subject ("How many kids do I have", "Which city did we visit"); "When I
-// was a kid …" and "What I love is …" are statements.
-func askWh(lower string) bool {
-	w := strings.Fields(lower)
-	if len(w) < 2 || !whWords[w[0]] {
-		return false
-	}
-	if strings.HasSuffix(w[0], "'s") || auxWords[w[1]] {
-		return true
-	}
-	return len(w) > 2 && !subjWords[w[1]] && auxWords[w[2]]
-}
-
-// Interrogative reports whether a clause without a question mark is still
-// a question by its form (reAskEN, askWh, reAskKO), so that rules read it as no
-// statement about the speaker.
-func Interrogative(clause string) bool {
-	c := strings.TrimSpace(clause)
-	return reAskEN.MatchString(c) || askWh(strings.ToLower(c)) || reAskKO.MatchString(c)
-}
 
 // cleanContent collapses white space and trims punctuation at both ends.
 func cleanContent(s string) string {

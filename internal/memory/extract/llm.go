@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -57,7 +58,14 @@ Strategies: user_preference = explicit choices and likes ("I only use organic fe
 semantic = facts about the user and their world ("lives in Busan", "has a fig tree");
 procedural = standing instructions to the assistant ("always answer in Korean", "keep answers short").
 Keep the user's own wording and language in "content". Every memory must cite the ids of the events it
-came from in "sources". Ignore small talk ("ok", "thanks", "ㅋㅋ"). If there is nothing, return {"memories":[]}.`
+came from in "sources". Ignore small talk ("ok", "thanks", "ㅋㅋ"). A question is not a memory: never record what
+the user asks ("Do I live in Portland?", "제 강아지 이름이 뭐였죠?") as a fact. If there is nothing, return {"memories":[]}.`
+
+// reAskSelfEN is a question about the speaker by its form ("Do I live in
+// Portland", "Is my dog called Max"). A model's memory in the third-person
+// style without a subject ("Is the owner of a bakery", "Has a fig tree")
+// is not one, so Interrogative's wider reAskEN is not used on them.
+var reAskSelfEN = regexp.MustCompile(`(?i)^(?:do|does|did|is|are|am|was|were|have|has|had|can|could|will|would|should)(?:n't)?\s+(?:i|my|we|our)\b`)
 
 // LLM is the model-backed extractor. On a completer error or a reply that
 // fails validation it returns Fallback's candidates (Rules when nil) and
@@ -193,6 +201,11 @@ func ParseLLMReply(reply string, events []memory.Event) ([]Candidate, error) {
 		content := strings.Join(strings.Fields(m.Content), " ")
 		if content == "" || utf8.RuneCountInString(content) > MaxLLMContentRunes || !utf8.ValidString(content) || hasControl(m.Content) {
 			return nil, bad("memory %d: content empty, too long or not clean text", i)
+		}
+		if strings.HasSuffix(content, "?") || strings.HasSuffix(content, "？") || reAskSelfEN.MatchString(content) || askWh(strings.ToLower(content)) {
+			// a question the model copied as a memory ("Do I live in
+			// Portland?") states nothing, and would supersede the fact
+			continue
 		}
 		topic := strings.ToLower(strings.TrimSpace(m.Topic))
 		if utf8.RuneCountInString(topic) > MaxLLMTopicRunes || hasControl(topic) {
