@@ -228,7 +228,6 @@ func clauses(text string) []clause {
 	return out
 }
 
-
 // cleanContent collapses white space and trims punctuation at both ends.
 func cleanContent(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
