@@ -90,7 +90,7 @@ func TestMemoryCLI(t *testing.T) {
 	}
 	out, err = runMemoryCLI(t, "--home", home, "memory", "forget", "--actor", "telegram:7", "--sessions")
 	if err != nil || !strings.Contains(out, "verification search found 0 items") || !strings.Contains(out, "1 session(s)") ||
-		strings.Contains(out, " 0 record(s)") || strings.Contains(out, "nothing stored") {
+		!strings.Contains(out, "removed 2 record(s), 1 event(s)") || strings.Contains(out, "nothing stored") {
 		t.Fatalf("forget: %v\n%s", err, out)
 	}
 	if _, err := os.Stat(sessFile); !os.IsNotExist(err) {

@@ -384,8 +384,13 @@ func (a *Assistant) stored(ctx context.Context, agentID, actorID string) (record
 	if err != nil {
 		return 0, 0, err
 	}
+	for _, h := range recs {
+		if k, _ := h.Record.Metadata["kind"].(string); k != "event" { // a search lists the events too
+			records++
+		}
+	}
 	evs, err := a.memory.Events(ctx, actorID, "")
-	return len(recs), len(evs), err
+	return records, len(evs), err
 }
 
 // Nothing reports whether the forget found nothing at all of the actor.
