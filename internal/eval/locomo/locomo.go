@@ -117,7 +117,16 @@ func Parse(data []byte) ([]Conversation, error) {
 		return nil, errors.New("parse locomo: no conversations")
 	}
 	var out []Conversation
-	for _, r := range raw {
+	ids := map[string]bool{}
+	for i, r := range raw {
+		// each conversation is its own actor: two with one ID would merge
+		if strings.TrimSpace(r.SampleID) == "" {
+			return nil, fmt.Errorf("parse locomo: conversation %d has no sample_id", i+1)
+		}
+		if ids[r.SampleID] {
+			return nil, fmt.Errorf("parse locomo: sample_id %q appears twice", r.SampleID)
+		}
+		ids[r.SampleID] = true
 		c := Conversation{SampleID: r.SampleID}
 		json.Unmarshal(r.Conversation["speaker_a"], &c.SpeakerA)
 		json.Unmarshal(r.Conversation["speaker_b"], &c.SpeakerB)

@@ -105,13 +105,19 @@ func TestBadInputs(t *testing.T) {
 			t.Fatalf("category %s reports recall@10 without k 10", c)
 		}
 	}
-	for _, data := range []string{`[{}]`, `[{"sample_id":"a","conversation":{},"qa":[]}]`} {
+	for _, data := range []string{`[{"sample_id":"a"}]`, `[{"sample_id":"a","conversation":{},"qa":[]}]`} {
 		cs, err := Parse([]byte(data))
 		if err != nil {
 			t.Fatalf("%s: %v", data, err)
 		}
 		if _, err := Run(context.Background(), cs, Options{}); !errors.Is(err, ErrNoQuestions) {
 			t.Fatalf("%s: err %v, want ErrNoQuestions", data, err)
+		}
+	}
+	for data, want := range map[string]string{`[{}]`: "conversation 1 has no sample_id",
+		`[{"sample_id":"a"},{"sample_id":"a"}]`: `sample_id "a" appears twice`} {
+		if _, err := Parse([]byte(data)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: error %v, want %q", data, err, want)
 		}
 	}
 	for _, data := range []string{`{}`, `[1,2]`} {

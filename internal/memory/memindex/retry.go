@@ -73,10 +73,14 @@ func (r *EmbedRetry) Failed(actor string, again func(actor string)) time.Duratio
 }
 
 // Succeeded resets actor's back-off after a pass whose calls all
-// succeeded.
+// succeeded, and cancels its pending retry (a write embedded it first).
 func (r *EmbedRetry) Succeeded(actor string) {
 	r.mu.Lock()
 	delete(r.fails, actor)
+	if t, ok := r.timers[actor]; ok {
+		t.Stop()
+		delete(r.timers, actor)
+	}
 	r.mu.Unlock()
 }
 

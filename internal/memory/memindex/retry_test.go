@@ -43,6 +43,11 @@ func TestEmbedRetryBacksOff(t *testing.T) {
 	if r2.Retrying() != 1 {
 		t.Fatalf("retrying %d, want 1", r2.Retrying())
 	}
+	r2.Succeeded("b") // embedded by another pass: the retry is not needed
+	if r2.Retrying() != 0 {
+		t.Fatal("a success left the actor's retry pending")
+	}
+	r2.Failed("b", again)
 	r2.Stop()
 	if r2.Retrying() != 0 {
 		t.Fatal("Stop left a retry pending")
