@@ -321,7 +321,7 @@ func (d *doctor) model(ctx context.Context, ref string) (status, detail string) 
 // embedder checks memory.embedder (EMBEDDING_MODEL_ID) as serve builds it
 // and probes its provider's endpoint as for a model; unset, no check.
 func (d *doctor) embedder(ctx context.Context) {
-	ref := d.cfg.Memory.Embedder
+	ref := strings.TrimSpace(d.cfg.Memory.Embedder) // as embed.New reads it
 	if ref == "" {
 		return
 	}

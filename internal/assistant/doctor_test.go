@@ -442,7 +442,7 @@ func TestDoctorEmbedder(t *testing.T) {
 			t.Fatalf("%q: a failed embedder check must clear OK", bad)
 		}
 	}
-	cfg.Memory.Embedder = "ollama/nomic-embed-text"
+	cfg.Memory.Embedder = " ollama/nomic-embed-text " // serve trims it, so doctor does
 	rep := Doctor(context.Background(), cfg, DoctorOptions{HTTPClient: srv.Client(), Timeout: 5 * time.Second})
 	if c := one(t, rep, "embedder ollama/nomic-embed-text"); c.Status != CheckOK || !strings.Contains(c.Detail, "reachable") {
 		t.Fatalf("ollama embedder %+v", c)

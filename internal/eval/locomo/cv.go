@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/tendrilai/tendril/internal/memory/search"
 )
@@ -388,11 +390,15 @@ func (cv *CVReport) WriteText(w io.Writer) {
 			return Metrics{}, false
 		})
 	}
-	fmt.Fprintf(w, "%-22s", "recall@5 / @20 / @50")
-	for _, c := range cols {
-		fmt.Fprintf(w, " %5.3f/%.3f/%.3f", c.r.Overall.Recall[5], c.r.Overall.Recall[20], c.r.Overall.Recall[50])
+	if len(cols) > 0 {
+		writeOtherKs(w, cols[0].r.Ks, func(yield func(*Report) bool) {
+			for _, c := range cols {
+				if !yield(c.r) {
+					return
+				}
+			}
+		})
 	}
-	fmt.Fprintln(w)
 	fmt.Fprintln(w, "\nchoices per fold (trained on the other folds):")
 	for _, f := range cv.Choices {
 		fmt.Fprintf(w, "  held out %v: %s (train objective %.4f; held-out objective %.4f, default %.4f)\n", f.HeldOut, f.Candidate, f.TrainScore, f.TestScore, f.DefaultTestScore)
@@ -461,3 +467,31 @@ func (cv *CVReport) JSON() any {
 }
 
 func mkdir(d string) error { return os.MkdirAll(d, 0o755) }
+
+// writeOtherKs prints overall recall at each measured k but 10 (shown
+// above it), one column per report: the row names the ks it holds, so
+// that a --k without 5, 20 or 50 prints no figure it never measured.
+func writeOtherKs(w io.Writer, ks []int, reports iter.Seq[*Report]) {
+	var other []int
+	for _, k := range ks {
+		if k != 10 {
+			other = append(other, k)
+		}
+	}
+	if len(other) == 0 {
+		return
+	}
+	label := make([]string, len(other))
+	for i, k := range other {
+		label[i] = fmt.Sprintf("@%d", k)
+	}
+	fmt.Fprintf(w, "%-22s", "recall"+strings.Join(label, " / "))
+	for r := range reports {
+		vals := make([]string, len(other))
+		for i, k := range other {
+			vals[i] = fmt.Sprintf("%.3f", r.Overall.Recall[k])
+		}
+		fmt.Fprintf(w, " %5s", strings.Join(vals, "/"))
+	}
+	fmt.Fprintln(w)
+}

@@ -244,11 +244,7 @@ func (cv *RerankCV) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "   %.4f / %.4f", r.Categories[1].Recall[10], r.Categories[1].All[10])
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "%-22s", "recall@5 / @20 / @50")
-	for _, r := range []*Report{cv.FirstStage, cv.CrossValidated, cv.InSample} {
-		fmt.Fprintf(w, " %5.3f/%.3f/%.3f", r.Overall.Recall[5], r.Overall.Recall[20], r.Overall.Recall[50])
-	}
-	fmt.Fprintln(w)
+	writeOtherKs(w, cv.CrossValidated.Ks, slices.Values([]*Report{cv.FirstStage, cv.CrossValidated, cv.InSample}))
 	names := strings.Join(search.FeatureNames[:], " ")
 	fmt.Fprintf(w, "\nweights (%s):\n", names)
 	for _, f := range cv.Folds {
