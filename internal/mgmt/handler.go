@@ -165,6 +165,10 @@ func (h *api) memoryActors(w http.ResponseWriter, r *http.Request) (any, error) 
 
 func (h *api) memorySearch(w http.ResponseWriter, r *http.Request) (any, error) {
 	q := r.URL.Query()
+	if strings.TrimSpace(q.Get("q")) == "" {
+		// it listed every record with score 0; listing is GET /memory/records
+		return nil, fmt.Errorf("%w: q: search needs words to rank by; GET %s/memory/records lists an actor's records", assistant.ErrInvalid, Prefix)
+	}
 	var k int
 	if v := q.Get("k"); v != "" {
 		var err error

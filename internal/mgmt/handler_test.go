@@ -66,6 +66,17 @@ func TestMemorySearchK(t *testing.T) {
 			t.Errorf("k=%s: %d %s, want 400 INVALID_REQUEST naming k", k, st, body)
 		}
 	}
+	for _, q := range []string{"", "%20%20"} {
+		res, err := http.Get(srv.URL + Prefix + "/memory/search?actor=api:k&q=" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "/memory/records") {
+			t.Errorf("q=%q: %d %s, want 400 pointing at /memory/records", q, res.StatusCode, b)
+		}
+	}
 	for k, want := range map[string]int{"none": 10, "0": 10, "3": 3, "1000": 12} {
 		st, body := get(k)
 		var hits []memory.Hit
