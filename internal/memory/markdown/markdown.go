@@ -153,6 +153,12 @@ type eventMeta struct {
 	Metadata  map[string]any `json:"metadata,omitempty"`
 }
 
+var (
+	knownStatus   = map[memory.Status]bool{memory.StatusActive: true, memory.StatusStaged: true, memory.StatusSuperseded: true, memory.StatusRejected: true}
+	knownStrategy = map[memory.Strategy]bool{memory.StrategyUserPreference: true, memory.StrategySemantic: true, memory.StrategySummary: true,
+		memory.StrategyProcedural: true, memory.StrategyEpisodic: true}
+)
+
 type recordMeta struct {
 	ID         string          `json:"id"`
 	Namespace  string          `json:"namespace"`
@@ -436,6 +442,18 @@ func Parse(data []byte, d Defaults) Parsed {
 			var m recordMeta
 			if err := json.Unmarshal([]byte(e.meta), &m); err != nil || m.ID == "" {
 				p.Warnings = append(p.Warnings, fmt.Sprintf("%s:%d: unreadable record metadata, entry skipped", d.File, e.lineNum))
+				continue
+			}
+			// A hand edit's "Active" or " semantic" means the known value;
+			// an unknown one would index a record no listing shows.
+			m.Status = memory.Status(strings.ToLower(strings.TrimSpace(string(m.Status))))
+			m.Strategy = memory.Strategy(strings.ToLower(strings.TrimSpace(string(m.Strategy))))
+			if m.Status != "" && !knownStatus[m.Status] {
+				p.Warnings = append(p.Warnings, fmt.Sprintf("%s:%d: unknown status %q (want active, staged, superseded or rejected), entry skipped", d.File, e.lineNum, m.Status))
+				continue
+			}
+			if m.Strategy != "" && !knownStrategy[m.Strategy] {
+				p.Warnings = append(p.Warnings, fmt.Sprintf("%s:%d: unknown strategy %q, entry skipped", d.File, e.lineNum, m.Strategy))
 				continue
 			}
 			if text == "" && ei == len(entries)-1 && !bytes.HasSuffix(data, []byte("\n\n")) {

@@ -95,3 +95,33 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// A hand edit of a record's status or strategy: a case or space slip
+// means the known value; an unknown value is a warning and the entry is
+// skipped (before, it was indexed under a status no listing shows).
+func TestHandEditedStatusAndStrategy(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 9, 30, 0, 0, time.UTC)
+	recs := []memory.Record{
+		{ID: "mem_1", Namespace: "/main/u1/long_term/", Strategy: memory.StrategySemantic, Content: "is allergic to bees", CreatedAt: t0, UpdatedAt: t0, Status: memory.StatusActive},
+		{ID: "mem_2", Namespace: "/main/u1/long_term/", Strategy: memory.StrategySemantic, Content: "has a fig tree", CreatedAt: t0, UpdatedAt: t0, Status: memory.StatusActive},
+		{ID: "mem_3", Namespace: "/main/u1/long_term/", Strategy: memory.StrategySemantic, Content: "waters on sundays", CreatedAt: t0, UpdatedAt: t0, Status: memory.StatusActive},
+	}
+	for rel, data := range Render("u1", recs, nil, nil) {
+		s := string(data)
+		s = strings.Replace(s, `"status":"active"`, `"status":" Active"`, 1)
+		s = strings.Replace(s, `"status":"active"`, `"status":"bogus"`, 1)
+		s = strings.Replace(s, `"strategy":"semantic"`, `"strategy":"Semantic"`, 1)
+		s = strings.Replace(s, `"strategy":"semantic","status":"active"`, `"strategy":"weird","status":"active"`, 1)
+		p := Parse([]byte(s), Defaults{File: rel, Namespace: "/main/u1/long_term/"})
+		var got []string
+		for _, r := range p.Records {
+			got = append(got, r.ID+":"+string(r.Strategy)+"/"+string(r.Status))
+		}
+		if !reflect.DeepEqual(got, []string{"mem_1:semantic/active"}) {
+			t.Fatalf("records %v from\n%s", got, s)
+		}
+		if len(p.Warnings) != 2 || !strings.Contains(strings.Join(p.Warnings, "\n"), `unknown status "bogus"`) || !strings.Contains(strings.Join(p.Warnings, "\n"), `unknown strategy "weird"`) {
+			t.Fatalf("warnings %q", p.Warnings)
+		}
+	}
+}
