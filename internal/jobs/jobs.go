@@ -192,6 +192,9 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Queue, error) 
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open jobs %s: %w", path, err)
 	}
+	if err := createSQLiteFile(path); err != nil {
+		return nil, fmt.Errorf("open jobs %s: %w", path, err)
+	}
 	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -203,6 +206,37 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Queue, error) 
 		return nil, fmt.Errorf("open jobs %s: %w", path, err)
 	}
 	return newQueue(BackendSQLite, db, nil, opts), nil
+}
+
+// SQLitePageSize is the page size of a new SQLite job database (bytes).
+// Each commit appends every page it changed to the write-ahead log, and a
+// job's life (insert, fetch, completion, deletion by River's cleaner)
+// changes a few pages of river_job and each of its four indexes per step,
+// so the log's bytes per job scale with the page size: 1 KiB instead of
+// SQLite's default 4 KiB cut what a turn writes (docs/bench/soak.md, stop
+// 16). An existing file keeps the page size it was created with.
+const SQLitePageSize = 1024
+
+// createSQLiteFile creates an empty job database at path with
+// SQLitePageSize pages and WAL journaling; an existing file is left alone.
+// The page size must be set before the first page is written, and the
+// driver applies a DSN's _pragma values in lexical order (journal_mode
+// before page_size), so this runs on a connection of its own.
+func createSQLiteFile(path string) error {
+	if _, err := os.Stat(path); err == nil || !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(fmt.Sprintf(`PRAGMA page_size=%d`, SQLitePageSize)); err != nil {
+		return err
+	}
+	_, err = db.Exec(`PRAGMA journal_mode=WAL`)
+	return err
 }
 
 // OpenPostgres returns a Queue on the shared pool and applies River's
