@@ -398,3 +398,31 @@ func TestCacheStats(t *testing.T) {
 		t.Fatalf("a cached actor loaded again: %+v then %+v", st, again)
 	}
 }
+
+// TestIndexPragmas: the index runs in WAL mode with indexPageSize pages
+// and checkpoints at walAutoCheckpoint pages, also when reopened (the
+// checkpoint size is a setting of the connection, not of the file).
+func TestIndexPragmas(t *testing.T) {
+	home := t.TempDir()
+	for i := 0; i < 2; i++ {
+		s, err := Open(home, Options{SyncInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mode string
+		var pageSize, ckpt int
+		if err := s.db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.db.QueryRow(`PRAGMA page_size`).Scan(&pageSize); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.db.QueryRow(`PRAGMA wal_autocheckpoint`).Scan(&ckpt); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if mode != "wal" || pageSize != indexPageSize || ckpt != walAutoCheckpoint {
+			t.Fatalf("open %d: journal_mode %q, page_size %d, wal_autocheckpoint %d; want wal, %d, %d", i, mode, pageSize, ckpt, indexPageSize, walAutoCheckpoint)
+		}
+	}
+}
