@@ -228,3 +228,51 @@ func hangulBigrams(t string) []string {
 	}
 	return out
 }
+
+// CountTerms analyses text as Terms does and returns how many terms it
+// holds (len(Terms(text))), adding to counts[t] one per occurrence of each
+// term t already a key of counts. It allocates nothing for a term that is
+// not wanted: an ASCII token is stemmed only when its first byte begins a
+// wanted term (Snowball's English stemmer, and americanize, keep a word's
+// first letter: "dying" is "die", so the second may change).
+func (a Analyzer) CountTerms(text string, counts map[string]int) int {
+	var first [256]bool
+	for t := range counts {
+		if t != "" {
+			first[t[0]] = true
+		}
+	}
+	n := 0
+	scanTokens(text, func(t string, owned bool) {
+		if !a.KeepStopWords && IsStopWord(t) {
+			return
+		}
+		ascii := !owned || isASCIIWord(t)
+		if !ascii && isHangul(t) {
+			n++
+			if _, ok := counts[t]; ok {
+				counts[t]++
+			}
+			if !a.NoBigrams {
+				for _, g := range hangulBigrams(t) {
+					n++
+					if _, ok := counts[g]; ok {
+						counts[g]++
+					}
+				}
+			}
+			return
+		}
+		n++
+		if a.Stem && ascii {
+			if !first[t[0]] {
+				return
+			}
+			t = stem(t)
+		}
+		if _, ok := counts[t]; ok {
+			counts[t]++
+		}
+	})
+	return n
+}

@@ -133,3 +133,42 @@ func TestAddAnalyzedSame(t *testing.T) {
 		}
 	}
 }
+
+// TestCountTermsSameAsTerms: CountTerms counts what Terms returns, for
+// English (stemmed and not), Korean (bigrams) and mixed text, whichever
+// terms are wanted.
+func TestCountTermsSameAsTerms(t *testing.T) {
+	texts := []string{
+		"Caroline's watering the tomatoes; she watered them yesterday and waters daily.",
+		"I'm fertilising the roses with organic fertilizers — the fertiliser is organic!",
+		"저는 유기농 비료만 사용해요. 화학 비료는 절대 안 써요.",
+		"Skies, skis, dying, lying, gently, ugly, early, only: Snowball's exceptions. A b c x.",
+		"Café crème at the Zoë's 42nd birthday; running ran runs.",
+		"",
+	}
+	for _, an := range []Analyzer{{Stem: true}, {}, {Stem: true, KeepStopWords: true}, {Stem: true, NoBigrams: true}} {
+		for _, text := range texts {
+			terms := an.Terms(text)
+			want := map[string]int{}
+			for _, term := range terms {
+				want[term]++
+			}
+			counts := map[string]int{}
+			for term := range want {
+				counts[term] = 0
+			}
+			counts["zzznotthere"] = 0
+			if n := an.CountTerms(text, counts); n != len(terms) {
+				t.Errorf("%+v %q: %d terms, Terms has %d", an, text, n, len(terms))
+			}
+			for term, c := range want {
+				if counts[term] != c {
+					t.Errorf("%+v %q: %q counted %d, Terms has %d", an, text, term, counts[term], c)
+				}
+			}
+			if counts["zzznotthere"] != 0 {
+				t.Errorf("unwanted term counted")
+			}
+		}
+	}
+}

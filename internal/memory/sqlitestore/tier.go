@@ -456,29 +456,31 @@ func sessionsIn(sessions []string) (string, []any) {
 	return `session IN (` + strings.TrimSuffix(strings.Repeat("?,", len(sessions)), ",") + `)`, args
 }
 
-// Cold candidate terms. A cold search costs FTS5 one bm25() per matching
-// row, so its words are chosen under a budget: rarest first (by their
-// document frequency in the warm index, scaled by the full-text rows
-// (every actor's, Store.ftsRows: FTS5 walks the words' postings of every
-// actor, even when the query names its actor, ftsScoped) ÷ warm events
-// to estimate the rows each one matches), while the estimated matches
-// stay within coldMatchBudget, at most coldMaxTerms words; none when even
-// the rarest would pass the budget alone (the cold search is then
-// skipped: a cold event holding only such words cannot score above the
-// warm ones by much, and finding it would cost a read of a share of the
-// whole history). This is the common-terms cutoff of Lucene's CommonTermsQuery
-// and Elasticsearch's cutoff_frequency: frequent words contribute little
-// to BM25 (low idf) and would make every search cost in proportion to the
-// actor's history.
+// Cold candidate terms. A cold search reads every cold row of the actor
+// that holds one of its words, so its words are chosen under a budget:
+// rarest first (by their document frequency in the warm index, scaled by
+// the full-text rows (every actor's, Store.ftsRows: FTS5 walks the words'
+// postings of every actor, even when the query names its actor,
+// ftsScoped) ÷ warm events to estimate the rows each one matches), while
+// the estimated matches stay within coldMatchBudget, at most coldMaxTerms
+// words; none when even the rarest would pass the budget alone (the cold
+// search is then skipped: a cold event holding only such words cannot
+// score above the warm ones by much, and finding it would cost a read of
+// a share of the whole history). This is the common-terms cutoff of
+// Lucene's CommonTermsQuery and Elasticsearch's cutoff_frequency: frequent
+// words contribute little to BM25 (low idf) and would make every search
+// cost in proportion to the actor's history. coldReadMax caps the rows
+// one search reads when the estimate is far off (the newest are read).
 const (
 	coldMatchBudget = 128
 	coldMaxTerms    = 8
+	coldReadMax     = 8 * coldMatchBudget
 )
 
-// coldQuery is the FTS5 query of a cold search over about coldN
+// coldWords returns the words of a cold search over about coldN
 // full-text rows: the text's words chosen as above, stop words left out,
-// lower-cased, quoted and OR-ed; "" when none is left.
-func coldQuery(x *actorIndex, text string, coldN int) string {
+// lower-cased; nil when none is left.
+func coldWords(x *actorIndex, text string, coldN int) []string {
 	words := strings.FieldsFunc(text, func(r rune) bool {
 		return !unicode.IsLetter(r) && !unicode.IsNumber(r) && !unicode.IsMark(r)
 	})
@@ -508,31 +510,127 @@ func coldQuery(x *actorIndex, text string, coldN int) string {
 		cand = append(cand, word{w, df})
 	}
 	sort.SliceStable(cand, func(i, j int) bool { return cand[i].df < cand[j].df })
-	var terms []string
+	var out []string
 	est := 0.0
 	for _, c := range cand {
 		// a word unseen in the warm events is counted as one cold match
 		e := max(1, float64(c.df)*scale)
-		if len(terms) == coldMaxTerms || est+e > coldMatchBudget {
+		if len(out) == coldMaxTerms || est+e > coldMatchBudget {
 			break
 		}
 		est += e
-		terms = append(terms, `"`+strings.ReplaceAll(c.w, `"`, `""`)+`"`)
+		out = append(out, c.w)
 	}
-	return strings.Join(terms, " OR ")
+	return out
+}
+
+// coldQuery is the FTS5 query of words: each quoted, OR-ed.
+func coldQuery(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = `"` + strings.ReplaceAll(w, `"`, `""`) + `"`
+	}
+	return strings.Join(q, " OR ")
 }
 
 // coldExplain starts the explanation of a cold hit.
-const coldExplain = "older than the in-memory window: fts5 bm25="
+const coldExplain = "older than the in-memory window: bm25="
 
-// searchCold ranks a's cold events allowed by c for text with FTS5
-// bm25() over the query's rarer words (coldQuery; score -bm25, the
-// same Okapi BM25 family as the in-memory first stage, whose scale the
-// re-ranked hits keep), at most k, each scoring above floor (the k-th warm
-// hit's score when there are k, so that only cold events that can enter
-// the merged list are read). FTS5 returns its best 4k + 32 rows of the
-// actor before the condition is applied, so a condition that rejects most
-// cold events may return fewer than k.
+// coldBM25B is Okapi BM25's length normalisation b for cold rows (FTS5's
+// bm25() and Lucene use 0.75 too).
+const coldBM25B = 0.75
+
+// coldRow is one cold full-text row a search read, with its score.
+type coldRow struct {
+	id    string
+	score float64
+}
+
+// scoreCold ranks the cold rows a full-text query matched (id and
+// indexed text each) for words with Okapi BM25 (Robertson et al., TREC-3)
+// over the text as the warm index analyses it (an), so the warm and cold
+// scores are one family: idf = ln(1 + (N − n + 0.5)/(n + 0.5)), the warm
+// index's (Lucene's), with N the actor's cold rows (coldN, at least the
+// rows read) and n the rows read that hold the word, which are all the
+// cold rows holding it unless the read stopped at coldReadMax; tf the
+// word's occurrences (a word the analyzer splits, as Hangul bigrams, counts
+// its least frequent part); k1 the warm index's, b coldBM25B, and the
+// average length that of the rows read. Rows scoring 0 are dropped; the
+// rest are returned best first (equal scores newest first, the order
+// read).
+func scoreCold(an search.Analyzer, k1 float64, words []string, ids, texts []string, coldN int) []coldRow {
+	stems := make([][]string, len(words))
+	counts := map[string]int{}
+	for i, w := range words {
+		stems[i] = an.Terms(w)
+		for _, t := range stems[i] {
+			counts[t] = 0
+		}
+	}
+	type doc struct {
+		tf  []int // per word
+		len int
+	}
+	docs := make([]doc, len(texts))
+	df := make([]int, len(words))
+	total := 0
+	for d, text := range texts {
+		for t := range counts {
+			counts[t] = 0
+		}
+		dl := an.CountTerms(text, counts)
+		tf := make([]int, len(words))
+		for i, ss := range stems {
+			n := math.MaxInt
+			for _, t := range ss {
+				n = min(n, counts[t])
+			}
+			if n == math.MaxInt {
+				n = 0
+			}
+			tf[i] = n
+			if n > 0 {
+				df[i]++
+			}
+		}
+		docs[d] = doc{tf, dl}
+		total += dl
+	}
+	if len(texts) == 0 {
+		return nil
+	}
+	n := float64(max(coldN, len(texts)))
+	avg := max(1, float64(total)/float64(len(texts)))
+	idf := make([]float64, len(words))
+	for i := range words {
+		idf[i] = math.Log(1 + (n-float64(df[i])+0.5)/(float64(df[i])+0.5))
+	}
+	out := make([]coldRow, 0, len(texts))
+	for d, dc := range docs {
+		s := 0.0
+		norm := k1 * (1 - coldBM25B + coldBM25B*float64(dc.len)/avg)
+		for i, tf := range dc.tf {
+			if tf > 0 {
+				s += idf[i] * float64(tf) * (k1 + 1) / (float64(tf) + norm)
+			}
+		}
+		if s > 0 {
+			out = append(out, coldRow{ids[d], s})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].score > out[j].score })
+	return out
+}
+
+// searchCold ranks a's cold events allowed by c for text: FTS5 finds the
+// cold rows of the actor holding the query's rarer words (coldWords; the
+// newest coldReadMax at most), scoreCold ranks them with BM25 in Go (no
+// bm25() in SQLite: its statistics are every actor's, and computing them
+// walked the whole posting list of each query phrase, the actor key's
+// included, on every search), and at most k are returned, each scoring
+// above floor (the k-th warm hit's score when there are k, so that only
+// cold events that can enter the merged list are read). A condition that
+// rejects most cold events may return fewer than k.
 func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, text string, k int, floor float64, explain bool) ([]memory.Hit, error) {
 	a.mu.RLock()
 	sessions, err := s.coldScope(ctx, a, c)
@@ -545,25 +643,33 @@ func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, 
 	a.mu.RUnlock()
 	scoped := s.ftsScope(coldN)
 	x, done := s.readIndex(ctx, a)
-	q := coldQuery(x, text, max(coldN, int(min(s.ftsRows.Load(), math.MaxInt32))))
+	words := coldWords(x, text, max(coldN, int(min(s.ftsRows.Load(), math.MaxInt32))))
+	p := x.ix.Params()
 	done()
-	if q == "" {
+	if len(words) == 0 {
 		return nil, nil
 	}
 	if k <= 0 {
 		k = memory.DefaultTopK
 	}
-	st, err := s.stmt(ctx, `SELECT d.id, `+ftsBM25+` FROM memory_fts JOIN fts_docs d ON d.rowid=memory_fts.rowid WHERE memory_fts MATCH ? AND d.actor=? ORDER BY `+ftsBM25+` LIMIT ?`)
+	st, err := s.stmt(ctx, `SELECT d.id, d.content FROM memory_fts JOIN fts_docs d ON d.rowid=memory_fts.rowid WHERE memory_fts MATCH ? AND d.actor=? ORDER BY memory_fts.rowid DESC LIMIT ?`)
 	if err != nil {
 		return nil, fmt.Errorf("memory full-text search: %w", err)
 	}
+	q := coldQuery(words)
 	if scoped {
 		q = ftsScoped(a.id, q)
 	}
-	rows, err := st.QueryContext(ctx, q, a.id, 4*k+32)
-	all, err := scanBM25(rows, err, func(raw float64) bool { return -raw > floor })
+	ids, texts, err := scanIDText(st.QueryContext(ctx, q, a.id, coldReadMax))
 	if err != nil {
 		return nil, err
+	}
+	all := scoreCold(p.Analyzer, p.K1, words, ids, texts, coldN)
+	for i, f := range all {
+		if f.score <= floor {
+			all = all[:i]
+			break
+		}
 	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
@@ -571,7 +677,7 @@ func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, 
 	// Rows are read k candidates at a time, best first, until k pass.
 	for start := 0; start < len(all) && len(hits) < k; {
 		var want []string
-		var raws []float64
+		var scores []float64
 		for ; start < len(all) && len(want) < k; start++ {
 			f := all[start]
 			if _, ok := a.records[f.id]; ok {
@@ -580,7 +686,7 @@ func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, 
 			if _, ok := a.events[f.id]; ok { // warm: ranked by the index
 				continue
 			}
-			want, raws = append(want, f.id), append(raws, f.raw)
+			want, scores = append(want, f.id), append(scores, f.score)
 		}
 		evs, err := s.coldByID(ctx, a, want)
 		if err != nil {
@@ -595,9 +701,9 @@ func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, 
 			if !c.MatchEvent(e, ns) {
 				continue
 			}
-			h := memory.Hit{Record: memindex.EventRecord(e, ns), Score: -raws[i]}
+			h := memory.Hit{Record: memindex.EventRecord(e, ns), Score: scores[i]}
 			if explain {
-				h.Explain = fmt.Sprintf("%s%.6g", coldExplain, raws[i])
+				h.Explain = fmt.Sprintf("%s%.6g", coldExplain, scores[i])
 			}
 			hits = append(hits, h)
 			if len(hits) == k {
@@ -605,7 +711,7 @@ func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, 
 			}
 		}
 	}
-	// FTS5 orders by bm25 alone; equal scores go in index order.
+	// Equal scores go in event order.
 	sort.SliceStable(hits, func(i, j int) bool {
 		if hits[i].Score != hits[j].Score {
 			return hits[i].Score > hits[j].Score
@@ -614,6 +720,26 @@ func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, 
 			memindex.EventKey(memory.Event{Timestamp: hits[j].Record.CreatedAt, ID: hits[j].Record.Sources[0]})
 	})
 	return hits, nil
+}
+
+// scanIDText reads the (id, text) rows of a query (qerr is the query's
+// own error).
+func scanIDText(rows *sql.Rows, qerr error) (ids, texts []string, err error) {
+	if qerr != nil {
+		return nil, nil, fmt.Errorf("memory full-text search: %w", qerr)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, text string
+		if err := rows.Scan(&id, &text); err != nil {
+			return nil, nil, fmt.Errorf("memory full-text search: %w", err)
+		}
+		ids, texts = append(ids, id), append(texts, text)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("memory full-text search: %w", err)
+	}
+	return ids, texts, nil
 }
 
 // mergeHits merges two lists each sorted by score (best first) into one
