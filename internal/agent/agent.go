@@ -187,16 +187,29 @@ func (a *Agent) observeTurn(channel string, start time.Time, err error) {
 	outcome := "ok"
 	if err != nil {
 		outcome = ErrorCode(err)
-		a.opt.Metrics.Errors.WithLabelValues(outcome).Inc()
+		if outcome != CodeCanceled { // a Stop is not an error
+			a.opt.Metrics.Errors.WithLabelValues(outcome).Inc()
+		}
 	}
 	a.opt.Metrics.TurnDuration.WithLabelValues(channel, outcome).Observe(time.Since(start).Seconds())
 }
 
-// ErrorCode maps an Invoke error to the SPEC §1 error code.
+// CodeCanceled is ErrorCode's code for a turn its caller canceled (the
+// dashboard's Stop, a client that closed a CLI chat): the turn ended on
+// request, not because the model failed, so it counts in
+// tendril_turn_duration_seconds{outcome="CANCELED"} and not in
+// tendril_errors_total.
+const CodeCanceled = "CANCELED"
+
+// ErrorCode maps an Invoke error to the SPEC §1 error code, or
+// CodeCanceled for a turn whose context was canceled (a turn that ran
+// past its deadline is MODEL_ERROR).
 func ErrorCode(err error) string {
 	switch {
 	case err == nil:
 		return ""
+	case errors.Is(err, context.Canceled):
+		return CodeCanceled
 	case errors.Is(err, ErrInvalidRequest):
 		return "INVALID_REQUEST"
 	case errors.Is(err, ErrInvalidActorID):
@@ -207,7 +220,7 @@ func ErrorCode(err error) string {
 		return "APPROVAL_PENDING"
 	case errors.Is(err, ErrForbidden):
 		return "FORBIDDEN"
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+	case errors.Is(err, context.DeadlineExceeded):
 		return "MODEL_ERROR"
 	}
 	var apiErr *model.APIError
@@ -370,10 +383,16 @@ const SessionSep = "~"
 
 // checkOwner refuses a session whose messages were written by another
 // actor: a session belongs to the actor that started it, and its history
-// must never reach another actor's model call.
-func checkOwner(history []session.Node, actorID string) error {
+// must never reach another actor's model call. When the two actors name
+// the same keys on channel (SessionOwner: "carol" and "api:carol" on api)
+// the error says so, since only the form of the ID differs.
+func checkOwner(history []session.Node, actorID, channel string) error {
 	for _, n := range history {
 		if owner, ok := n.Metadata["actorId"].(string); ok && owner != "" && owner != actorID {
+			if SessionOwner(owner, channel) == SessionOwner(actorID, channel) {
+				return fmt.Errorf("%w: session belongs to actor %q: on channel %q the actor IDs %q and %q name the same sessions; send one form of the ID, or another session_id",
+					ErrForbidden, owner, channel, owner, actorID)
+			}
 			return fmt.Errorf("%w: session belongs to another actor", ErrForbidden)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tendrilai/tendril/internal/approval"
 	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/metrics"
 	"github.com/tendrilai/tendril/internal/model"
 	"github.com/tendrilai/tendril/internal/session"
 	"github.com/tendrilai/tendril/internal/state"
@@ -893,5 +894,74 @@ func TestStateObservesEachUserTurn(t *testing.T) {
 	snap, err := eng.Snapshot(ctx, "api:u")
 	if err != nil || snap.Turns != 2 {
 		t.Fatalf("engine saw %d turns (%v), want 2 (cron turns are not observed)", snap.Turns, err)
+	}
+}
+
+// TestOwnerErrorNamesTheSharedKey: "carol" and "api:carol" on channel api
+// name the same session keys; the second actor is refused (the history is
+// the first one's) with an error that says why, while an actor of another
+// form gets the plain refusal.
+func TestOwnerErrorNamesTheSharedKey(t *testing.T) {
+	a, _ := newTestAgent(t, &scriptModel{}, Deps{})
+	ctx := context.Background()
+	if _, err := a.Invoke(ctx, Request{Message: "first", ActorID: "carol", Channel: "api"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Invoke(ctx, Request{Message: "second", ActorID: "api:carol", Channel: "api"})
+	if !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), `"carol" and "api:carol" name the same sessions`) {
+		t.Fatalf("err = %v, want a FORBIDDEN naming both forms", err)
+	}
+	if _, err := a.Invoke(ctx, Request{Message: "third", ActorID: "carol", Channel: "api"}); err != nil {
+		t.Fatalf("the owner itself: %v", err)
+	}
+}
+
+// TestCanceledTurnIsNotAnError: a turn whose caller cancels it while the
+// model answers (the dashboard's Stop) ends with CANCELED, is counted under
+// that outcome in the turn histogram and not in tendril_errors_total.
+func TestCanceledTurnIsNotAnError(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &scriptModel{script: []func(*model.Request) (*model.Response, error){
+		func(*model.Request) (*model.Response, error) {
+			cancel()
+			return nil, fmt.Errorf("%w: openai/fake: %w", errModel, context.Canceled)
+		},
+	}}
+	met := metrics.New()
+	st := newMemStore()
+	a, err := New(Options{AgentID: "main", MaxToolIterations: 4, Metrics: met},
+		Deps{Sessions: st, Models: m, Persona: Persona{Text: "You are Sprout."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Invoke(ctx, Request{Message: "slow please", ActorID: "web:u", Channel: "web"})
+	if got := ErrorCode(err); got != CodeCanceled {
+		t.Fatalf("code %q (%v), want %s", got, err, CodeCanceled)
+	}
+	mfs, err := met.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var canceled uint64
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range mt.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			switch mf.GetName() {
+			case "tendril_errors_total":
+				if mt.GetCounter().GetValue() != 0 {
+					t.Errorf("tendril_errors_total%v = %v after a canceled turn", labels, mt.GetCounter().GetValue())
+				}
+			case "tendril_turn_duration_seconds":
+				if labels["outcome"] == CodeCanceled {
+					canceled += mt.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	if canceled != 1 {
+		t.Fatalf("turn histogram outcome=CANCELED count %d, want 1", canceled)
 	}
 }

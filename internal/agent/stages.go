@@ -26,7 +26,7 @@ func (a *Agent) preTurn(ctx context.Context, req Request, key session.Key) (*tur
 	if err != nil {
 		return nil, fmt.Errorf("load session %s/%s: %w", key.Channel, key.ID, err)
 	}
-	if err := checkOwner(history, req.ActorID); err != nil {
+	if err := checkOwner(history, req.ActorID, req.Channel); err != nil {
 		return nil, err
 	}
 

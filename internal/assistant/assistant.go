@@ -184,8 +184,12 @@ func (a *Assistant) Invoke(ctx context.Context, req agent.Request) (*agent.Resul
 	res, err := a.agent.Invoke(lctx, req)
 	dunlock()
 	unlock()
-	if err != nil {
-		a.log.Warn("turn failed", "code", agent.ErrorCode(err), "channel", req.Channel, "actor", req.ActorID, "err", err)
+	switch code := agent.ErrorCode(err); code {
+	case "":
+	case agent.CodeCanceled:
+		a.log.Info("turn canceled", "channel", req.Channel, "actor", req.ActorID)
+	default:
+		a.log.Warn("turn failed", "code", code, "channel", req.Channel, "actor", req.ActorID, "err", err)
 	}
 	return res, err
 }
