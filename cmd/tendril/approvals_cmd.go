@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -26,6 +27,9 @@ func init() {
 	register(newApprovalsCmd)
 	register(newAuditCmd)
 }
+
+// yoloCap is approval.MaxYolo as the user would type it: "30m".
+var yoloCap = strings.TrimSuffix(approval.MaxYolo.String(), "0s")
 
 // operator names the person at the CLI for the ledger's "by" field.
 func operator() string {
@@ -111,7 +115,7 @@ paused turn at once, replying on its channel.`,
 	var off bool
 	yolo := &cobra.Command{
 		Use:   "yolo --for 10m | --off",
-		Short: "Treat ask as always for a while (capped at 30 minutes)",
+		Short: "Treat ask as always for a while (at most 30 minutes)",
 		Long: `yolo opens a window in which "ask" tools run without asking. It never relaxes "never",
 exec tools or the breaker, and ends at its wall-clock or monotonic end, whichever is first.`,
 		Args: cobra.NoArgs,
@@ -121,6 +125,9 @@ exec tools or the breaker, and ends at its wall-clock or monotonic end, whicheve
 			}
 			if dur < 0 {
 				return usagef("--for must be positive")
+			}
+			if dur > approval.MaxYolo {
+				return usagef("--for must be at most %s (the YOLO window's cap)", yoloCap)
 			}
 			return g.with(c, func(ctx context.Context, cn *conn) error {
 				var out struct {
@@ -134,15 +141,12 @@ exec tools or the breaker, and ends at its wall-clock or monotonic end, whicheve
 					fmt.Fprintln(w, "YOLO window closed")
 					return nil
 				}
-				if dur > approval.MaxYolo {
-					fmt.Fprintf(w, "capped at %s\n", approval.MaxYolo)
-				}
 				_, err := fmt.Fprintf(w, "YOLO window open until %s\n", out.Until.Local().Format(time.RFC3339))
 				return err
 			})
 		},
 	}
-	yolo.Flags().DurationVar(&dur, "for", 0, "window length, e.g. 10m (max 30m)")
+	yolo.Flags().DurationVar(&dur, "for", 0, "window length, e.g. 10m (max "+yoloCap+")")
 	yolo.Flags().BoolVar(&off, "off", false, "close the window now")
 
 	var reason string

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -61,8 +62,8 @@ an actor "telegram:123" default to telegram and 123.`,
 		Example: `  tendril cron add --name morning --cron "0 8 * * *" --tz Europe/Berlin --task "Check today's garden tasks" --actor telegram:123`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if spec.Task == "" || spec.ActorID == "" {
-				return usagef("cron add: --task and --actor are required")
+			if strings.TrimSpace(spec.Name) == "" || spec.Task == "" || spec.ActorID == "" {
+				return usagef("cron add: --name, --task and --actor are required")
 			}
 			n := 0
 			for _, v := range []string{spec.At, spec.Every, spec.Cron} {
@@ -81,7 +82,7 @@ an actor "telegram:123" default to telegram and 123.`,
 		},
 	}
 	f := add.Flags()
-	f.StringVar(&spec.Name, "name", "", "job name")
+	f.StringVar(&spec.Name, "name", "", "job name, unique per actor (required)")
 	f.StringVar(&spec.At, "at", "", "one-shot time: RFC 3339 or \"in 2h\"")
 	f.StringVar(&spec.Every, "every", "", "interval: 90m, 12h, 7d")
 	f.StringVar(&spec.Cron, "cron", "", "5-field cron expression")
@@ -95,7 +96,7 @@ an actor "telegram:123" default to telegram and 123.`,
 
 	ref := func(use, short, method, suffix, done string) *cobra.Command {
 		return &cobra.Command{
-			Use: use, Short: short, Args: cobra.ExactArgs(1),
+			Use: use, Short: short, Args: idArg("job ID or name"),
 			RunE: func(c *cobra.Command, args []string) error {
 				return g.with(c, func(ctx context.Context, cn *conn) error {
 					var j schedule.Job
@@ -117,7 +118,7 @@ an actor "telegram:123" default to telegram and 123.`,
 	history := &cobra.Command{
 		Use:   "history <id|name>",
 		Short: fmt.Sprintf("Show a job's last %d runs, newest first", schedule.MaxRuns),
-		Args:  cobra.ExactArgs(1),
+		Args:  idArg("job ID or name"),
 		RunE: func(c *cobra.Command, args []string) error {
 			return call(g, c, asJSON, "GET", "/jobs/"+url.PathEscape(args[0])+"/history", nil, nil, func(w io.Writer, runs []schedule.Run) error {
 				if len(runs) == 0 {

@@ -81,6 +81,21 @@ func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
+// idArg accepts exactly one argument, which must not be blank: an empty
+// ID would name the collection instead ("GET /memory/records/"). what
+// names it in the usage error: "record ID is required".
+func idArg(what string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if err := cobra.ExactArgs(1)(c, args); err != nil {
+			return err
+		}
+		if strings.TrimSpace(args[0]) == "" {
+			return usagef("%s is required", what)
+		}
+		return nil
+	}
+}
+
 // registry of subcommand constructors; each command file adds itself in init.
 var registry []func(*globals) *cobra.Command
 
@@ -150,7 +165,7 @@ func main() {
 	if errors.As(err, &se) {
 		os.Exit(max(se.code, 1))
 	}
-	fmt.Fprintln(os.Stderr, "tendril:", oneLine(err.Error()))
+	fmt.Fprintln(os.Stderr, "tendril:", errorText(err))
 	var ue usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
 		os.Exit(2)
@@ -177,15 +192,23 @@ func oneLine(s string) string {
 	return b.String()
 }
 
-// termWriter quotes control characters other than newline and tab, so
-// text a user sent (ANSI escapes, OSC titles, BEL) cannot drive the
-// operator's terminal. It wraps stdout only when stdout is a terminal;
-// piped output stays byte for byte.
-type termWriter struct{ w io.Writer }
+// errorText is err as main prints it: one line (oneLine), except cobra's
+// own unknown-command error, whose suggestions ("Did you mean
+// this?\n\tsession") are lines meant to be read as such; its other
+// control characters are still quoted (printable).
+func errorText(err error) string {
+	var ue usageError
+	if msg := err.Error(); !errors.As(err, &ue) && strings.HasPrefix(msg, "unknown command ") {
+		return printable(strings.TrimSpace(msg))
+	}
+	return oneLine(err.Error())
+}
 
-func (t termWriter) Write(p []byte) (int, error) {
+// printable quotes control characters other than newline and tab, and the
+// bidirectional controls (isBidi).
+func printable(s string) string {
 	var b strings.Builder
-	for _, r := range string(p) {
+	for _, r := range s {
 		if unicode.IsControl(r) && r != '\n' && r != '\t' {
 			fmt.Fprintf(&b, "\\x%02x", r)
 			continue
@@ -196,7 +219,17 @@ func (t termWriter) Write(p []byte) (int, error) {
 		}
 		b.WriteRune(r)
 	}
-	if _, err := io.WriteString(t.w, b.String()); err != nil {
+	return b.String()
+}
+
+// termWriter quotes control characters other than newline and tab, so
+// text a user sent (ANSI escapes, OSC titles, BEL) cannot drive the
+// operator's terminal. It wraps stdout only when stdout is a terminal;
+// piped output stays byte for byte.
+type termWriter struct{ w io.Writer }
+
+func (t termWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(t.w, printable(string(p))); err != nil {
 		return 0, err
 	}
 	return len(p), nil

@@ -171,7 +171,7 @@ LESS_THAN(_OR_EQUALS); up to 5, AND-ed.`,
 	show := &cobra.Command{
 		Use:   "show <id>",
 		Short: "Show one record or event with its metadata and provenance",
-		Args:  cobra.ExactArgs(1),
+		Args:  idArg("record ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			var r memory.Record
 			return api(c, "GET", "/memory/records/"+url.PathEscape(args[0]), nil, nil, &r, func(w io.Writer) error {

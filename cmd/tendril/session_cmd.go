@@ -71,7 +71,7 @@ $TENDRIL_HOME/agents/<agent>/sessions/, or in Redis when TENDRIL_REDIS_URL is se
 		Use:   "show <key>",
 		Short: "Show a session's active branch, or its whole tree with --tree",
 		Long:  "Show prints the active branch, root first; --tree draws every branch ('*' marks the active path).\n\n" + sessionKeyHelp,
-		Args:  cobra.ExactArgs(1),
+		Args:  idArg("session key"),
 		RunE: func(c *cobra.Command, args []string) error {
 			return g.with(c, func(ctx context.Context, cn *conn) error {
 				if asJSON {
@@ -101,9 +101,9 @@ $TENDRIL_HOME/agents/<agent>/sessions/, or in Redis when TENDRIL_REDIS_URL is se
 		Use:   "branch <key> --from <nodeId>",
 		Short: "Make a node the active leaf: the next message starts a new branch there",
 		Long:  "Branch makes <nodeId> the active leaf; the old branch stays and can be switched back to by naming its leaf.\n\n" + sessionKeyHelp,
-		Args:  cobra.ExactArgs(1),
+		Args:  idArg("session key"),
 		RunE: func(c *cobra.Command, args []string) error {
-			if from == "" {
+			if strings.TrimSpace(from) == "" {
 				return usagef("--from <nodeId> is required")
 			}
 			return g.with(c, func(ctx context.Context, cn *conn) error {
@@ -122,7 +122,7 @@ $TENDRIL_HOME/agents/<agent>/sessions/, or in Redis when TENDRIL_REDIS_URL is se
 	export := &cobra.Command{
 		Use:   "export <key> --format json|jsonl|md",
 		Short: "Export a session as JSON, JSON Lines or Markdown",
-		Args:  cobra.ExactArgs(1),
+		Args:  idArg("session key"),
 		RunE: func(c *cobra.Command, args []string) error {
 			switch format {
 			case session.FormatJSON, session.FormatJSONL, session.FormatMD:

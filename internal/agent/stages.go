@@ -566,7 +566,10 @@ func (a *Agent) postTurn(ctx context.Context, t *turn, res *Result) error {
 // whether the operator approved requestID; resume is the paused turn the
 // agent passed as approval.Call.Resume (with *approval.Gate, what
 // Gate.LoadResume returns for the request, not the stored reference). The completed turn is persisted and, when a Deliverer
-// is set, delivered on its channel.
+// is set, delivered on its channel. Of tendril_approvals_total the agent
+// counts only outcome "requested" (a call paused); Resume counts none,
+// since only its caller knows whether a request not approved was denied
+// or expired.
 func (a *Agent) Resume(ctx context.Context, requestID string, approved bool, reason string, resume json.RawMessage) (*Result, error) {
 	var t turn
 	if err := json.Unmarshal(resume, &t); err != nil {
@@ -620,9 +623,6 @@ func (a *Agent) Resume(ctx context.Context, requestID string, approved bool, rea
 			reason = "denied by the operator"
 		}
 		out, isErr = "not approved: "+reason, true
-		if a.opt.Metrics != nil {
-			a.opt.Metrics.Approvals.WithLabelValues("denied").Inc()
-		}
 	}
 	t.Results = append(t.Results, model.Block{Type: model.BlockToolResult, ToolUseID: use.ID, Text: out, IsError: isErr})
 	res, err := a.runLoop(ctx, &t)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"strings"
 	"sync"
 	"time"
 	"unicode"
@@ -509,6 +510,37 @@ func (g *Gate) Broken() *VerifyReport {
 	return &r
 }
 
+// MaxByBytes bounds a "by" value: who decided a request, saved rules,
+// opened a YOLO window, reset the ledger or forgot an actor.
+const MaxByBytes = 128
+
+// ErrInvalidBy is wrapped by every error ValidateBy returns, and so by
+// every refusal of a "by" value by Decide, SetRules, Yolo, Reset and
+// ForgetActor.
+var ErrInvalidBy = errors.New("approval: invalid 'by'")
+
+// ValidateBy checks a "by" value before it is written to the ledger (the
+// gate's writers call it; callers may too, to refuse early). by must be
+// non-blank, at most MaxByBytes bytes of valid UTF-8, and free of control
+// characters (newlines, escapes, NUL). The error wraps ErrInvalidBy and
+// says which rule failed, without repeating the value.
+func ValidateBy(by string) error {
+	switch {
+	case strings.TrimSpace(by) == "":
+		return fmt.Errorf("%w: it is required (who decides, e.g. \"cli:ana\")", ErrInvalidBy)
+	case len(by) > MaxByBytes:
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidBy, len(by), MaxByBytes)
+	case !utf8.ValidString(by):
+		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidBy)
+	}
+	for _, r := range by {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w: control character %U", ErrInvalidBy, r)
+		}
+	}
+	return nil
+}
+
 func validField(s string, max int) bool {
 	if len(s) > max || !utf8.ValidString(s) {
 		return false
@@ -673,8 +705,9 @@ func (g *Gate) requestLocked(rs *reqState) Request {
 }
 
 // Decide records an operator's decision on a pending request. by names the
-// operator ("cli", "telegram:123"). Errors: ErrInvalidID, ErrNotFound,
-// ErrAlreadyDecided, ErrExpired, ErrRulesChanged, ErrLedgerBroken.
+// operator ("cli", "telegram:123"; see ValidateBy). Errors: ErrInvalidID,
+// ErrInvalidBy, ErrNotFound, ErrAlreadyDecided, ErrExpired,
+// ErrRulesChanged, ErrLedgerBroken.
 func (g *Gate) Decide(ctx context.Context, requestID string, approve bool, by string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -682,8 +715,8 @@ func (g *Gate) Decide(ctx context.Context, requestID string, approve bool, by st
 	if !ValidRequestID(requestID) {
 		return fmt.Errorf("%w: %q", ErrInvalidID, requestID)
 	}
-	if by == "" || !validField(by, 128) {
-		return fmt.Errorf("approval: decision needs a valid 'by'")
+	if err := ValidateBy(by); err != nil {
+		return err
 	}
 	return g.withLockCtx(ctx, true, func() error {
 		if err := g.catchUp(); err != nil {
@@ -949,10 +982,15 @@ func (g *Gate) Rules() (map[string]Rule, int64) {
 	return copyRules(g.st.rules), g.st.rulesVersion
 }
 
-// SetRules saves rules to the ledger. Every open approval is invalidated,
-// even if the rules are unchanged: saving is the act that counts.
+// SetRules saves rules to the ledger, recording by (see ValidateBy; an
+// invalid one is an ErrInvalidBy and nothing is written). Every open
+// approval is invalidated, even if the rules are unchanged: saving is the
+// act that counts.
 func (g *Gate) SetRules(ctx context.Context, rules map[string]Rule, by string) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := ValidateBy(by); err != nil {
 		return err
 	}
 	for k, v := range rules {
@@ -973,7 +1011,8 @@ func (g *Gate) SetRules(ctx context.Context, rules map[string]Rule, by string) e
 
 // Yolo opens a YOLO window of d (capped at MaxYolo) in which ask is treated
 // as always; it never relaxes never, exec tools or the breaker. d ≤ 0 closes
-// the window. It returns the wall-clock end.
+// the window. It returns the wall-clock end. by is recorded (see
+// ValidateBy; an invalid one is an ErrInvalidBy and nothing is written).
 //
 // The window ends at the earlier of two deadlines: the wall-clock until
 // stored in the ledger, and a monotonic deadline. Monotonic clocks are
@@ -983,6 +1022,9 @@ func (g *Gate) SetRules(ctx context.Context, rules map[string]Rule, by string) e
 // therefore cannot extend the window, and stepping it forward ends it early.
 func (g *Gate) Yolo(ctx context.Context, d time.Duration, by string) (time.Time, error) {
 	if err := ctx.Err(); err != nil {
+		return time.Time{}, err
+	}
+	if err := ValidateBy(by); err != nil {
 		return time.Time{}, err
 	}
 	if d < 0 {
@@ -1064,13 +1106,17 @@ func (g *Gate) Verify(ctx context.Context) (VerifyReport, error) {
 // approval_ledger_archive under that name) and a new ledger starts with a
 // reset entry naming by, reason, the archive, its SHA-256, the first bad
 // line and the last good hash, carrying over the last good rules under a
-// new rules version. Every request of the old ledger stays rejected.
+// new rules version. Every request of the old ledger stays rejected. An
+// invalid by is an ErrInvalidBy (see ValidateBy).
 func (g *Gate) Reset(ctx context.Context, by, reason string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if by == "" || !validField(by, 128) || !validField(reason, 1024) {
-		return errors.New("approval: reset needs a valid 'by' and reason")
+	if err := ValidateBy(by); err != nil {
+		return err
+	}
+	if !validField(reason, 1024) {
+		return errors.New("approval: reset needs a valid reason")
 	}
 	return g.withLockCtx(ctx, true, func() error {
 		if err := g.catchUp(); err != nil {

@@ -808,3 +808,57 @@ func TestRefreshDetectsEarlierLineTamper(t *testing.T) {
 		t.Fatalf("closed gate verdict %v", dd.Verdict)
 	}
 }
+
+// Every writer of a "by" checks it with ValidateBy: a value too long, with
+// control characters, not UTF-8 or blank is an ErrInvalidBy and nothing
+// reaches the ledger.
+func TestInvalidByWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	c := newClocks()
+	g := open(t, dir, c, nil)
+	d, err := g.Check(ctx, writeCall(`{"a":1}`), state.Normal)
+	if err != nil || d.Request == nil {
+		t.Fatalf("check: %v %+v", err, d)
+	}
+	before, err := os.ReadFile(g.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := []string{"", "  ", strings.Repeat("a", MaxByBytes+1), strings.Repeat("a", 900<<10),
+		"\u001b[2J\u0000", "evil\n\u001b[31mRED\u0000", "x\x7f", "bad\xffutf8"}
+	for _, by := range bad {
+		label := fmt.Sprintf("%.40q", by)
+		if err := ValidateBy(by); !errors.Is(err, ErrInvalidBy) {
+			t.Errorf("ValidateBy(%s) = %v, want ErrInvalidBy", label, err)
+		}
+		if _, err := g.Yolo(ctx, time.Minute, by); !errors.Is(err, ErrInvalidBy) {
+			t.Errorf("Yolo by %s: %v, want ErrInvalidBy", label, err)
+		}
+		if err := g.Decide(ctx, d.Request.ID, true, by); !errors.Is(err, ErrInvalidBy) {
+			t.Errorf("Decide by %s: %v, want ErrInvalidBy", label, err)
+		}
+		if err := g.SetRules(ctx, map[string]Rule{}, by); !errors.Is(err, ErrInvalidBy) {
+			t.Errorf("SetRules by %s: %v, want ErrInvalidBy", label, err)
+		}
+		if _, err := g.ForgetActor(ctx, "telegram:1", by); !errors.Is(err, ErrInvalidBy) {
+			t.Errorf("ForgetActor by %s: %v, want ErrInvalidBy", label, err)
+		}
+		if err := g.Reset(ctx, by, "drill"); !errors.Is(err, ErrInvalidBy) {
+			t.Errorf("Reset by %s: %v, want ErrInvalidBy", label, err)
+		}
+	}
+	if after, _ := os.ReadFile(g.Path()); !bytes.Equal(before, after) {
+		t.Fatalf("the ledger changed:\n%s", after[len(before):])
+	}
+	if _, open := g.YoloUntil(); open {
+		t.Fatal("a YOLO window opened")
+	}
+	for _, by := range []string{"cli:ana", "telegram:123", "web:owner", strings.Repeat("é", MaxByBytes/2)} {
+		if err := ValidateBy(by); err != nil {
+			t.Errorf("ValidateBy(%q) = %v, want nil", by, err)
+		}
+	}
+	if _, err := g.Yolo(ctx, time.Minute, "cli:ana"); err != nil {
+		t.Fatalf("yolo by a valid name: %v", err)
+	}
+}

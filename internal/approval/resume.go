@@ -184,7 +184,7 @@ func (g *Gate) DropResume(req Request) {
 // other actors and their files are untouched. On a broken ledger nothing
 // can be denied (every request is rejected already); the files of the
 // requests before the first bad line are still deleted. Errors: an invalid
-// actorID or by, ctx's error, or the first I/O or ledger error (the rest
+// actorID (ErrInvalidCall) or by (ErrInvalidBy), ctx's error, or the first I/O or ledger error (the rest
 // is still attempted).
 func (g *Gate) ForgetActor(ctx context.Context, actorID, by string) (denied int, err error) {
 	if err := ctx.Err(); err != nil {
@@ -193,8 +193,8 @@ func (g *Gate) ForgetActor(ctx context.Context, actorID, by string) (denied int,
 	if actorID == "" || !validField(actorID, 256) {
 		return 0, fmt.Errorf("%w: actor id %q", ErrInvalidCall, actorID)
 	}
-	if by == "" || !validField(by, 128) {
-		return 0, fmt.Errorf("approval: forget needs a valid 'by'")
+	if err := ValidateBy(by); err != nil {
+		return 0, err
 	}
 	err = g.withLockCtx(ctx, true, func() error {
 		if err := g.catchUp(); err != nil {

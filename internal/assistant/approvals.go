@@ -51,11 +51,11 @@ func (a *Assistant) onDecision(req approval.Request, approved bool) {
 	if len(req.Resume) == 0 {
 		return
 	}
-	reason := ""
+	reason, outcome := "", outcomeApproved
 	if !approved {
-		reason = "denied by " + req.DecidedBy
+		reason, outcome = "denied by "+req.DecidedBy, outcomeDenied
 	}
-	a.resume(req, approved, reason)
+	a.resume(req, approved, reason, outcome)
 }
 
 // Deliver implements agent.Deliverer for turns that finish outside the

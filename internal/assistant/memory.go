@@ -346,6 +346,8 @@ func (a *Assistant) Forget(ctx context.Context, req ForgetRequest) (ForgetReport
 		return rep, fmt.Errorf("forget state: %w", err)
 	}
 	n, err := a.gate.ForgetActor(ctx, req.ActorID, "forget")
+	// Their paused turns are gone, so resume never counts these denials.
+	a.metrics.Approvals.WithLabelValues(outcomeDenied).Add(float64(n))
 	if err != nil {
 		return rep, fmt.Errorf("forget approvals: %w", err)
 	}

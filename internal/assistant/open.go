@@ -114,10 +114,11 @@ func (a *Assistant) openStores(ctx context.Context, opts Options) error {
 		return err
 	}
 	if opts.Owner && cfg.RedisURL == "" && cfg.DatabaseURL == "" {
-		ret, err := jsonl.ParseRetention(cfg.Session.Retention.MaxAge, cfg.Session.Retention.MaxSize, cfg.Session.Retention.Delete)
+		maxAge, maxSize, err := cfg.Session.Retention.Limits()
 		if err != nil {
-			return fmt.Errorf("session.retention: %w", err)
+			return err
 		}
+		ret := jsonl.RetentionOptions{MaxAge: maxAge, MaxSize: maxSize, Delete: cfg.Session.Retention.Delete}
 		rep, err := jsonl.Archive(filepath.Join(cfg.Home, "agents"), ret, time.Now())
 		if err != nil {
 			a.log.Warn("session retention failed; continuing", "err", err)

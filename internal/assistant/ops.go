@@ -80,6 +80,16 @@ type SessionTree struct {
 // ErrNoSession: the session has no nodes.
 var ErrNoSession = errors.New("no such session")
 
+// ErrNoNode: the session exists but has no node with the ID given. It
+// also matches session.ErrNotFound, so callers that map "not found" to
+// 404 keep doing so.
+var ErrNoNode error = noNodeError{}
+
+type noNodeError struct{}
+
+func (noNodeError) Error() string        { return "no such node" }
+func (noNodeError) Is(target error) bool { return target == session.ErrNotFound }
+
 // Session returns a session's tree. Errors: ErrNoSession, ErrInvalid.
 func (a *Assistant) Session(ctx context.Context, k session.Key) (SessionTree, error) {
 	nodes, err := a.sessions.Nodes(ctx, k)
@@ -108,7 +118,7 @@ func (a *Assistant) Session(ctx context.Context, k session.Key) (SessionTree, er
 // message starts a new branch there (or switches to an existing leaf). A
 // turn of the session in flight (here or on another instance) finishes
 // first, on the branch it was answered from: the branch takes the turn
-// locks, as a turn does.
+// locks, as a turn does. Errors: ErrNoSession, ErrNoNode.
 func (a *Assistant) BranchFrom(ctx context.Context, k session.Key, nodeID string) error {
 	channel := k.Channel
 	if channel == "" {
@@ -129,7 +139,7 @@ func (a *Assistant) BranchFrom(ctx context.Context, k session.Key, nodeID string
 		if _, serr := a.Session(ctx, k); serr != nil {
 			return serr
 		}
-		return fmt.Errorf("%w: session %s has no node %q (see tendril session show --tree)", ErrNoSession, k, nodeID)
+		return fmt.Errorf("%w: session %s has no node %q (see tendril session show --tree)", ErrNoNode, k, nodeID)
 	}
 	return err
 }
@@ -179,13 +189,19 @@ func (a *Assistant) Jobs(ctx context.Context, actorID string) ([]schedule.Job, e
 	return jobs, err
 }
 
-// AddJob adds a job. Channel and chat default from the actor; a name is
-// unique per actor. Errors: ErrInvalid (bad spec, duplicate name).
+// AddJob adds a job. A name is required and unique per actor; the actor
+// must be one /invocations accepts (agent.ValidateActorID), or every run
+// would fail. Channel and chat default from the actor. Errors: ErrInvalid
+// (bad spec, duplicate name).
 func (a *Assistant) AddJob(ctx context.Context, spec schedule.JobSpec) (schedule.Job, error) {
+	spec.Name = strings.TrimSpace(spec.Name)
+	if spec.Name == "" {
+		return schedule.Job{}, invalidf("a name is required")
+	}
 	if spec.Task == "" {
 		return schedule.Job{}, invalidf("a task is required")
 	}
-	if err := agent.ValidateID(spec.ActorID); err != nil {
+	if err := agent.ValidateActorID(spec.ActorID); err != nil {
 		return schedule.Job{}, invalidf("actor %v", err)
 	}
 	if c, id, ok := strings.Cut(spec.ActorID, ":"); ok && (c == "" || id == "") {
@@ -201,14 +217,12 @@ func (a *Assistant) AddJob(ctx context.Context, spec schedule.JobSpec) (schedule
 	if spec.Source == "" {
 		spec.Source = schedule.SourceCLI
 	}
-	if spec.Name != "" {
-		same, err := a.scheduler.List(ctx, schedule.Filter{ActorID: spec.ActorID, Name: spec.Name})
-		if err != nil {
-			return schedule.Job{}, err
-		}
-		if len(same) > 0 {
-			return schedule.Job{}, invalidf("%s already has a job named %q (%s); remove it first or pick another name", spec.ActorID, spec.Name, same[0].ID)
-		}
+	same, err := a.scheduler.List(ctx, schedule.Filter{ActorID: spec.ActorID, Name: spec.Name})
+	if err != nil {
+		return schedule.Job{}, err
+	}
+	if len(same) > 0 {
+		return schedule.Job{}, invalidf("%s already has a job named %q (%s); remove it first or pick another name", spec.ActorID, spec.Name, same[0].ID)
 	}
 	j, err := a.scheduler.Add(ctx, spec)
 	if errors.Is(err, schedule.ErrBadSpec) {

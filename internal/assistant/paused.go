@@ -162,17 +162,40 @@ func (a *Assistant) markClosed(id string) {
 	a.closedIDs[id] = true
 }
 
-// closePaused ends a paused turn whose request can no longer be approved:
-// the pending call gets the tool result "not approved: <why>" and the
-// model finishes the turn.
+// Outcomes of tendril_approvals_total{outcome} counted by the assistant
+// (the agent counts "requested" when a call pauses). Each request is
+// counted once, by the instance that resumes or closes its paused turn,
+// whichever process recorded the decision; a request forgotten with its
+// actor counts as denied when Forget denies it.
+const (
+	outcomeApproved = "approved" // an operator approved it
+	outcomeDenied   = "denied"   // an operator denied it, or Forget did
+	outcomeExpired  = "expired"  // it expired undecided
+	outcomeRefused  = "refused"  // the gate can no longer honour it: rules changed since, or the ledger is broken
+)
+
+// closeOutcome is the outcome of a request closed without a decision.
+func closeOutcome(s approval.Status) string {
+	if s == approval.StatusExpired {
+		return outcomeExpired
+	}
+	return outcomeRefused
+}
+
+// closePaused ends a paused turn whose request can no longer be approved
+// (expired, invalidated or rejected, as req.Status says): the pending call
+// gets the tool result "not approved: <why>" and the model finishes the
+// turn.
 func (a *Assistant) closePaused(req approval.Request, why string) {
-	a.resume(req, false, why)
+	a.resume(req, false, why, closeOutcome(req.Status))
 }
 
 // resume continues (approved) or closes (not approved, with reason) the
 // paused turn of req on a goroutine the assistant owns; a request is
 // resumed at most once at a time, and its saved turn is dropped after.
-func (a *Assistant) resume(req approval.Request, approved bool, reason string) {
+// The instance that takes the paused turn counts outcome in
+// tendril_approvals_total, once per request.
+func (a *Assistant) resume(req approval.Request, approved bool, reason, outcome string) {
 	payload, err := a.gate.LoadResume(req)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
@@ -203,6 +226,7 @@ func (a *Assistant) resume(req approval.Request, approved bool, reason string) {
 		if payload, err = a.gate.LoadResume(req); err != nil {
 			return // resumed or closed by another instance meanwhile
 		}
+		a.metrics.Approvals.WithLabelValues(outcome).Inc()
 		res, err := a.agent.Resume(lctx, req.ID, approved, reason, payload)
 		if err != nil {
 			a.log.Warn("paused turn did not resume", "request", req.ID, "code", agent.ErrorCode(err), "err", err)

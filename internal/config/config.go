@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/tailscale/hujson"
 )
@@ -201,9 +202,98 @@ type CompactionConfig struct {
 
 // RetentionConfig archives old session files at start-up.
 type RetentionConfig struct {
-	MaxAge  string `json:"maxAge"`  // "30d"
-	MaxSize string `json:"maxSize"` // "100mb"
+	MaxAge  string `json:"maxAge"`  // "30d" (ParseAge)
+	MaxSize string `json:"maxSize"` // "100mb" (ParseSize)
 	Delete  bool   `json:"delete"`
+}
+
+// Limits parses MaxAge (ParseAge) and MaxSize (ParseSize, bytes); ""
+// leaves that limit off (0). An error names the key at fault
+// (session.retention.maxAge or session.retention.maxSize).
+func (r RetentionConfig) Limits() (maxAge time.Duration, maxSize int64, err error) {
+	if r.MaxAge != "" {
+		if maxAge, err = ParseAge(r.MaxAge); err != nil {
+			return 0, 0, fmt.Errorf("session.retention.maxAge: %w", err)
+		}
+	}
+	if r.MaxSize != "" {
+		if maxSize, err = ParseSize(r.MaxSize); err != nil {
+			return 0, 0, fmt.Errorf("session.retention.maxSize: %w", err)
+		}
+	}
+	return maxAge, maxSize, nil
+}
+
+// ParseAge parses a positive age: "30d", "2w", "12h", "1d12h" or any
+// time.ParseDuration form; d is 24h and w is 7d.
+func ParseAge(s string) (time.Duration, error) {
+	orig := s
+	s = strings.ToLower(strings.TrimSpace(s))
+	var total time.Duration
+	for s != "" {
+		i := 0
+		for i < len(s) && (s[i] == '.' || unicode.IsDigit(rune(s[i]))) {
+			i++
+		}
+		j := i
+		for j < len(s) && unicode.IsLetter(rune(s[j])) {
+			j++
+		}
+		if i == 0 || j == i {
+			return 0, fmt.Errorf("bad age %q: want e.g. 30d, 2w, 12h", orig)
+		}
+		n, err := strconv.ParseFloat(s[:i], 64)
+		if err != nil {
+			return 0, fmt.Errorf("bad age %q: %w", orig, err)
+		}
+		var unit time.Duration
+		switch s[i:j] {
+		case "w":
+			unit = 7 * 24 * time.Hour
+		case "d":
+			unit = 24 * time.Hour
+		default:
+			d, err := time.ParseDuration(s[:j])
+			if err != nil {
+				return 0, fmt.Errorf("bad age %q: %w", orig, err)
+			}
+			total += d
+			s = s[j:]
+			continue
+		}
+		total += time.Duration(n * float64(unit))
+		s = s[j:]
+	}
+	if total <= 0 {
+		return 0, fmt.Errorf("bad age %q: must be positive", orig)
+	}
+	return total, nil
+}
+
+// ParseSize parses a positive byte size: "100mb", "1.5GB", "512kb", "2
+// MiB" or a plain number of bytes. Multiples are binary: 1kb = 1024
+// bytes, 1mb = 1024 kb, 1gb = 1024 mb.
+func ParseSize(s string) (int64, error) {
+	orig := s
+	s = strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), " ", ""))
+	i := 0
+	for i < len(s) && (s[i] == '.' || unicode.IsDigit(rune(s[i]))) {
+		i++
+	}
+	if i == 0 {
+		return 0, fmt.Errorf("bad size %q: want e.g. 100mb", orig)
+	}
+	n, err := strconv.ParseFloat(s[:i], 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad size %q: %w", orig, err)
+	}
+	mult := map[string]float64{"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
+		"m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+		"t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}[s[i:]]
+	if mult == 0 || n <= 0 {
+		return 0, fmt.Errorf("bad size %q: want e.g. 100mb", orig)
+	}
+	return int64(n * mult), nil
 }
 
 // IndexedKey declares a filterable metadata key.
@@ -784,6 +874,9 @@ func (c *Config) validate() error {
 	case "", "always", "batch", "never":
 	default:
 		return fmt.Errorf("session.fsync %q: want always, batch or never", c.Session.Fsync)
+	}
+	if _, _, err := c.Session.Retention.Limits(); err != nil {
+		return err
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestNonsenseValuesAreErrors: values that cannot mean anything are
@@ -25,6 +26,12 @@ func TestNonsenseValuesAreErrors(t *testing.T) {
 		{`{"maxBodyBytes": -1}`, "maxBodyBytes is negative"},
 		{`{"addr": "notanaddr"}`, `addr (TENDRIL_ADDR) "notanaddr": missing port`},
 		{`{"authToken": "  "}`, "authToken (TENDRIL_AUTH_TOKEN) is blank"},
+		// what serve's session retention refuses, Load refuses, so doctor does too
+		{`{"session": {"retention": {"maxAge": "30x"}}}`, `session.retention.maxAge: bad age "30x"`},
+		{`{"session": {"retention": {"maxAge": "-3d"}}}`, `session.retention.maxAge: bad age "-3d"`},
+		{`{"session": {"retention": {"maxAge": " "}}}`, `session.retention.maxAge: bad age " "`},
+		{`{"session": {"retention": {"maxSize": "lots"}}}`, `session.retention.maxSize: bad size "lots"`},
+		{`{"session": {"retention": {"maxSize": "0"}}}`, `session.retention.maxSize: bad size "0"`},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			home := t.TempDir()
@@ -40,9 +47,44 @@ func TestNonsenseValuesAreErrors(t *testing.T) {
 	// The edges stay valid: 0 (the default) and exactly 1.
 	home := t.TempDir()
 	t.Setenv("TENDRIL_HOME", home)
-	os.WriteFile(filepath.Join(home, "tendril.json"), []byte(`{"memory": {"blockShare": 1, "topK": 0}, "session": {"fsync": "batch"}, "model": {"maxRetries": 0}}`), 0o600)
-	if c, err := Load(""); err != nil || c.Memory.BlockShare != 1 || c.Session.Fsync != "batch" {
+	os.WriteFile(filepath.Join(home, "tendril.json"), []byte(`{"memory": {"blockShare": 1, "topK": 0}, "session": {"fsync": "batch", "retention": {"maxAge": "", "maxSize": "2 MiB"}}, "model": {"maxRetries": 0}}`), 0o600)
+	c, err := Load("")
+	if err != nil || c.Memory.BlockShare != 1 || c.Session.Fsync != "batch" {
 		t.Fatalf("edge values: %v", err)
+	}
+	if age, size, err := c.Session.Retention.Limits(); age != 0 || size != 2<<20 || err != nil {
+		t.Fatalf("retention limits %v %d %v, want no age limit and 2 MiB", age, size, err)
+	}
+}
+
+func TestParseAgeAndSize(t *testing.T) {
+	ages := []struct {
+		in   string
+		want time.Duration
+		bad  bool
+	}{
+		{"30d", 30 * 24 * time.Hour, false}, {"2w", 14 * 24 * time.Hour, false}, {"12h", 12 * time.Hour, false},
+		{"1d12h", 36 * time.Hour, false}, {"90m", 90 * time.Minute, false}, {"", 0, true}, {"d", 0, true}, {"5x", 0, true}, {"-1d", 0, true},
+	}
+	for _, c := range ages {
+		got, err := ParseAge(c.in)
+		if (err != nil) != c.bad || got != c.want {
+			t.Errorf("ParseAge(%q) = %v, %v", c.in, got, err)
+		}
+	}
+	sizes := []struct {
+		in   string
+		want int64
+		bad  bool
+	}{
+		{"100mb", 100 << 20, false}, {"100MB", 100 << 20, false}, {"1.5gb", 3 << 29, false}, {"512kb", 512 << 10, false},
+		{"2 MiB", 2 << 20, false}, {"123", 123, false}, {"mb", 0, true}, {"10pb", 0, true}, {"0", 0, true},
+	}
+	for _, c := range sizes {
+		got, err := ParseSize(c.in)
+		if (err != nil) != c.bad || got != c.want {
+			t.Errorf("ParseSize(%q) = %v, %v", c.in, got, err)
+		}
 	}
 }
 

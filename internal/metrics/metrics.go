@@ -26,8 +26,16 @@ type Metrics struct {
 	Errors            *prometheus.CounterVec   // labels: code
 	RetrievalDuration prometheus.Histogram
 	RetrievalTimeouts prometheus.Counter     // timeouts and errors that fell back to no memory
-	Approvals         *prometheus.CounterVec // labels: outcome (requested|approved|denied|expired|refused)
 	ToolCalls         *prometheus.CounterVec // labels: tool, outcome
+
+	// Approvals (tendril_approvals_total, label outcome) counts approval
+	// requests: "requested" when a tool call pauses for approval, then once
+	// more by how it ended, counted by the instance that resumes or closes
+	// the paused turn (whichever process recorded the decision):
+	// "approved" or "denied" by an operator ("denied" also when forgetting
+	// the actor denies it), "expired" when it expired undecided, "refused"
+	// when a rule change or a broken ledger voided it first.
+	Approvals *prometheus.CounterVec
 
 	// TurnsInFlight (tendril_turns_in_flight) is the number of turns
 	// currently running. The application layer calls Inc when a turn starts

@@ -24,6 +24,7 @@ import (
 	"github.com/tendrilai/tendril/internal/assistant"
 	"github.com/tendrilai/tendril/internal/channel/telegram"
 	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/runtime"
 	"github.com/tendrilai/tendril/internal/schedule"
 	"github.com/tendrilai/tendril/internal/session"
 )
@@ -94,6 +95,9 @@ func Handler(a *assistant.Assistant) http.Handler {
 
 	mux.HandleFunc("GET "+Prefix+"/deliveries", h.deliveries)
 	mux.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
+		if runtime.MethodNotAllowed(w, r, mux) {
+			return
+		}
 		writeJSON(w, http.StatusNotFound, errorBody("NOT_FOUND", "no such endpoint: "+r.Method+" "+r.URL.Path))
 	})
 	return mux
@@ -115,12 +119,13 @@ func status(err error) (int, string) {
 	switch {
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, "INVALID_REQUEST"
-	case errors.Is(err, assistant.ErrInvalid), errors.Is(err, approval.ErrInvalidID), errors.Is(err, errBadBody):
+	case errors.Is(err, assistant.ErrInvalid), errors.Is(err, approval.ErrInvalidID), errors.Is(err, approval.ErrInvalidBy),
+		errors.Is(err, errBadBody):
 		return http.StatusBadRequest, "INVALID_REQUEST"
 	case errors.Is(err, assistant.ErrNotYours):
 		return http.StatusForbidden, "FORBIDDEN"
 	case errors.Is(err, memory.ErrNotFound), errors.Is(err, schedule.ErrNotFound), errors.Is(err, approval.ErrNotFound),
-		errors.Is(err, assistant.ErrNoSession), errors.Is(err, session.ErrNotFound), errors.Is(err, telegram.ErrPairingNotFound):
+		errors.Is(err, assistant.ErrNoSession), errors.Is(err, assistant.ErrNoNode), errors.Is(err, session.ErrNotFound), errors.Is(err, telegram.ErrPairingNotFound):
 		return http.StatusNotFound, "NOT_FOUND"
 	case errors.Is(err, approval.ErrAlreadyDecided), errors.Is(err, approval.ErrExpired), errors.Is(err, approval.ErrLedgerBroken),
 		errors.Is(err, approval.ErrNotBroken), errors.Is(err, approval.ErrRulesChanged), errors.Is(err, approval.ErrConsumed),
@@ -272,7 +277,10 @@ func (h *api) approvalsList(w http.ResponseWriter, r *http.Request) (any, error)
 	return out, err
 }
 
-// Decision is the body of POST /approvals/{id}/approve|deny.
+// Decision is the body of POST /approvals/{id}/approve|deny. By names who
+// decides ("cli:ana"), as approval.ValidateBy requires (non-blank, at most
+// approval.MaxByBytes bytes, no control characters); another value is a
+// 400 INVALID_REQUEST and nothing is written.
 type Decision struct {
 	By string `json:"by"`
 }
@@ -287,15 +295,17 @@ func (h *api) decide(approve bool) func(w http.ResponseWriter, r *http.Request) 
 		if !approval.ValidRequestID(id) {
 			return nil, fmt.Errorf("%w: %q is not a request ID", approval.ErrInvalidID, id)
 		}
-		if strings.TrimSpace(d.By) == "" {
-			return nil, fmt.Errorf("%w: by (who decides) is required", assistant.ErrInvalid)
+		if err := approval.ValidateBy(d.By); err != nil {
+			return nil, err
 		}
 		return h.a.Decide(r.Context(), id, approve, d.By, "")
 	}
 }
 
 // YoloRequest is the body of POST /approvals/yolo: seconds from 0 to
-// approval.MaxYolo (1,800); 0 closes the window.
+// approval.MaxYolo (1,800); 0 closes the window. By names who opens or
+// closes it, checked like Decision.By. Either out of range is a 400
+// INVALID_REQUEST and nothing is written.
 type YoloRequest struct {
 	Seconds float64 `json:"seconds"`
 	By      string  `json:"by"`
@@ -306,9 +316,12 @@ func (h *api) yolo(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err := decode(r, &y); err != nil {
 		return nil, err
 	}
-	if !(y.Seconds >= 0 && y.Seconds <= approval.MaxYolo.Seconds()) || y.By == "" {
+	if !(y.Seconds >= 0 && y.Seconds <= approval.MaxYolo.Seconds()) {
 		// checked before the conversion: 1e18 s overflows a Duration
-		return nil, fmt.Errorf("%w: seconds must be from 0 to %g (0 closes the window) and by is required", assistant.ErrInvalid, approval.MaxYolo.Seconds())
+		return nil, fmt.Errorf("%w: seconds must be from 0 to %g (0 closes the window)", assistant.ErrInvalid, approval.MaxYolo.Seconds())
+	}
+	if err := approval.ValidateBy(y.By); err != nil {
+		return nil, err
 	}
 	until, err := h.a.Yolo(r.Context(), time.Duration(y.Seconds*float64(time.Second)), y.By)
 	return map[string]any{"until": until, "open": y.Seconds > 0}, err
@@ -391,7 +404,10 @@ func (h *api) sessionsClear(w http.ResponseWriter, r *http.Request) (any, error)
 	if err := decode(r, &req); err != nil {
 		return nil, err
 	}
-	if (len(req.Keys) == 0) == !req.All {
+	switch {
+	case len(req.Keys) == 0 && !req.All:
+		return nil, fmt.Errorf("%w: give keys or all", assistant.ErrInvalid)
+	case len(req.Keys) > 0 && req.All:
 		return nil, fmt.Errorf("%w: give keys or all, not both", assistant.ErrInvalid)
 	}
 	var keys []session.Key
@@ -410,10 +426,23 @@ func (h *api) jobsList(w http.ResponseWriter, r *http.Request) (any, error) {
 	return h.a.Jobs(r.Context(), r.URL.Query().Get("actor"))
 }
 
+// jobsAdd records where the job came from: the CLI when the request
+// arrived on the local socket (or in-process), else the HTTP API, which
+// may not claim another source.
 func (h *api) jobsAdd(w http.ResponseWriter, r *http.Request) (any, error) {
 	var spec schedule.JobSpec
 	if err := decode(r, &spec); err != nil {
 		return nil, err
+	}
+	switch {
+	case runtime.IsLocal(r.Context()):
+		if spec.Source == "" {
+			spec.Source = schedule.SourceCLI
+		}
+	case spec.Source == "" || spec.Source == schedule.SourceAPI:
+		spec.Source = schedule.SourceAPI
+	default:
+		return nil, fmt.Errorf("%w: source %q: a job added over the HTTP API has source %q", assistant.ErrInvalid, spec.Source, schedule.SourceAPI)
 	}
 	return h.a.AddJob(r.Context(), spec)
 }

@@ -1,19 +1,25 @@
 package mgmt
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tendrilai/tendril/internal/approval"
 	"github.com/tendrilai/tendril/internal/assistant"
 	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/state"
+	"github.com/tendrilai/tendril/internal/tool"
 )
 
 func openAssistant(t *testing.T) *assistant.Assistant {
@@ -117,5 +123,63 @@ func TestYoloSeconds(t *testing.T) {
 	}
 	if st, out := post(`{"seconds":0,"by":"x"}`); st != http.StatusOK || out["open"] != false {
 		t.Fatalf("close: %d %v", st, out)
+	}
+}
+
+// TestApprovalsByIsValidated: the approve, deny and yolo routes check "by"
+// with approval.ValidateBy, the check the ledger's writers use: a value
+// of 900 KB, with control characters or blank is a 400 INVALID_REQUEST
+// naming by, and the ledger is left as it was.
+func TestApprovalsByIsValidated(t *testing.T) {
+	a := openAssistant(t)
+	ctx := context.Background()
+	g := a.Gate()
+	d, err := g.Check(ctx, approval.Call{AgentID: "main", ActorID: "api:me", SessionID: "s1", Channel: "api", Tool: "notes",
+		Class: tool.ClassWrite, Args: json.RawMessage(`{"text":"x"}`)}, state.Normal)
+	if err != nil || d.Request == nil {
+		t.Fatalf("check: %v %+v", err, d)
+	}
+	before, err := os.ReadFile(g.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(a))
+	defer srv.Close()
+	post := func(path string, body any) (int, map[string]any) {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		res, err := http.Post(srv.URL+Prefix+path, "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var out map[string]any
+		json.NewDecoder(res.Body).Decode(&out)
+		return res.StatusCode, out
+	}
+	for _, by := range []string{strings.Repeat("a", 900<<10), "\u001b[2J\u0000", "evil\n\u001b[31mRED\u0000", "", "   "} {
+		label := fmt.Sprintf("%.30q", by)
+		for _, path := range []string{"/approvals/" + d.Request.ID + "/approve", "/approvals/" + d.Request.ID + "/deny"} {
+			st, out := post(path, Decision{By: by})
+			if msg, _ := out["message"].(string); st != http.StatusBadRequest || out["error"] != "INVALID_REQUEST" || !strings.Contains(msg, "'by'") {
+				t.Errorf("%s by %s: %d %v, want 400 INVALID_REQUEST naming by", path, label, st, out)
+			}
+		}
+		st, out := post("/approvals/yolo", YoloRequest{Seconds: 60, By: by})
+		if msg, _ := out["message"].(string); st != http.StatusBadRequest || out["error"] != "INVALID_REQUEST" || !strings.Contains(msg, "'by'") {
+			t.Errorf("yolo by %s: %d %v, want 400 INVALID_REQUEST naming by", label, st, out)
+		}
+	}
+	if after, _ := os.ReadFile(g.Path()); !bytes.Equal(before, after) {
+		t.Fatalf("the ledger changed:\n%.2000s", after[len(before):])
+	}
+	if _, open := g.YoloUntil(); open {
+		t.Fatal("a YOLO window opened")
+	}
+	if r, _ := g.Get(ctx, d.Request.ID); r.Status != approval.StatusPending {
+		t.Fatalf("request is %s, want pending", r.Status)
+	}
+	if st, out := post("/approvals/"+d.Request.ID+"/approve", Decision{By: "cli:ana"}); st != http.StatusOK || out["decided_by"] != "cli:ana" {
+		t.Fatalf("approve by cli:ana: %d %v", st, out)
 	}
 }

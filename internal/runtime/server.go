@@ -69,6 +69,7 @@ type Options struct {
 type Server struct {
 	opt   Options
 	mux   *http.ServeMux
+	root  http.Handler // mux behind the JSON 405 of the API routes
 	http  *http.Server
 	local *http.Server
 }
@@ -108,13 +109,21 @@ func New(opt Options) (*Server, error) {
 		return nil, ErrUnsafeAddr
 	}
 	s := &Server{opt: opt, mux: http.NewServeMux()}
+	// The API's routes answer a wrong method here, in JSON, before the
+	// dashboard's catch-all "/" could answer it with an HTML page.
+	s.root = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if MethodNotAllowed(w, r, s.mux) {
+			return
+		}
+		s.mux.ServeHTTP(w, r)
+	})
 	s.mux.HandleFunc("GET /ping", s.handlePing)
 	s.mux.Handle("POST /invocations", s.contract(http.HandlerFunc(s.handleInvocations)))
 	s.mux.Handle("GET /ws", s.contract(http.HandlerFunc(s.handleWS)))
 	if opt.Metrics != nil {
 		s.Mount("GET /metrics", opt.Metrics.Handler(), true)
 	}
-	s.http = &http.Server{Addr: opt.Addr, Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
+	s.http = &http.Server{Addr: opt.Addr, Handler: s.root, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
 
@@ -187,7 +196,42 @@ func (s *Server) contract(h http.Handler) http.Handler {
 }
 
 // Handler returns the root handler (for tests).
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s.root }
+
+// routeMethods are the methods MethodNotAllowed tries, in the order an
+// Allow header lists them.
+var routeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+// MethodNotAllowed answers r with a JSON 405 METHOD_NOT_ALLOWED and an
+// Allow header when mux routes r's path only under other methods, and
+// reports whether it did. Only patterns with a method ("POST
+// /invocations") count: a catch-all without one ("/", "/api/v1/")
+// matches every method and so says nothing about which are allowed.
+func MethodNotAllowed(w http.ResponseWriter, r *http.Request, mux *http.ServeMux) bool {
+	if _, p := mux.Handler(r); hasMethod(p) {
+		return false
+	}
+	var allow []string
+	for _, m := range routeMethods {
+		// mux.Handler reads only the method, host and URL.
+		if _, p := mux.Handler(&http.Request{Method: m, Host: r.Host, URL: r.URL}); hasMethod(p) {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		return false
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
+	return true
+}
+
+// hasMethod reports whether a ServeMux pattern ("[METHOD ][HOST]/[PATH]")
+// names a method.
+func hasMethod(pattern string) bool {
+	sp := strings.IndexByte(pattern, ' ')
+	return sp >= 0 && sp < strings.IndexByte(pattern, '/')
+}
 
 // Serve accepts connections on l until Shutdown.
 func (s *Server) Serve(l net.Listener) error {
@@ -207,8 +251,15 @@ type localKey struct{}
 // skipped because the caller already has the home's files.
 func (s *Server) LocalHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), localKey{}, true)))
+		s.root.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), localKey{}, true)))
 	})
+}
+
+// IsLocal reports whether a request (by its context) came through
+// LocalHandler: the management socket or the CLI's in-process client.
+func IsLocal(ctx context.Context) bool {
+	local, _ := ctx.Value(localKey{}).(bool)
+	return local
 }
 
 // ServeLocal serves LocalHandler on l (a unix socket) until Shutdown.
@@ -242,7 +293,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // could reach the API through DNS rebinding or a cross-site form post.
 func (s *Server) auth(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if local, _ := r.Context().Value(localKey{}).(bool); local {
+		if IsLocal(r.Context()) {
 			h.ServeHTTP(w, r)
 			return
 		}

@@ -4,9 +4,9 @@
 // claimed atomically with a lease so that several instances sharing a store
 // fire each run exactly once.
 //
-// Definitions come from three sources: tendril.json (SyncConfigJobs), the
-// CLI (`tendril cron ...`) and the `reminders` tool (package
-// schedule/reminders).
+// Definitions come from tendril.json (SyncConfigJobs), the CLI (`tendril
+// cron ...`), the management API (POST /api/v1/jobs), the dashboard and
+// the `reminders` tool (package schedule/reminders); Job.Source says which.
 //
 // Run semantics:
 //   - A run calls Runner.RunJob (package schedule/agentrunner makes it an
@@ -76,6 +76,7 @@ const (
 	SourceCLI    Source = "cli"    // tendril cron add
 	SourceTool   Source = "tool"   // the reminders tool
 	SourceWeb    Source = "web"    // the dashboard's Schedules form
+	SourceAPI    Source = "api"    // POST /api/v1/jobs over HTTP
 )
 
 // NothingDue is the reply with which a run says there is nothing to tell the
@@ -181,7 +182,7 @@ func newJob(spec JobSpec, now time.Time, requireFuture bool) (Job, error) {
 		j.Source = SourceCLI
 	}
 	switch j.Source {
-	case SourceConfig, SourceCLI, SourceTool, SourceWeb:
+	case SourceConfig, SourceCLI, SourceTool, SourceWeb, SourceAPI:
 	default:
 		return Job{}, badSpec("unknown source %q", j.Source)
 	}

@@ -8,13 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
-	"unicode"
 )
 
-// RetentionOptions configure Archive (sessions.retention in tendril.json).
+// RetentionOptions configure Archive (session.retention in tendril.json,
+// parsed by config.RetentionConfig.Limits).
 type RetentionOptions struct {
 	// MaxAge archives a session file whose last append (mtime) is older; 0
 	// means no age limit.
@@ -33,96 +31,6 @@ type ArchiveReport struct {
 	Archived []string `json:"archived"` // the .jsonl.gz files written
 	Deleted  []string `json:"deleted"`  // files removed (Delete only)
 	Bytes    int64    `json:"bytes"`    // uncompressed bytes moved out
-}
-
-// ParseRetention parses the config strings, e.g. "30d" and "100mb" (see
-// ParseAge and ParseSize); "" leaves a limit off.
-func ParseRetention(maxAge, maxSize string, del bool) (RetentionOptions, error) {
-	o := RetentionOptions{Delete: del}
-	var err error
-	if maxAge != "" {
-		if o.MaxAge, err = ParseAge(maxAge); err != nil {
-			return o, err
-		}
-	}
-	if maxSize != "" {
-		if o.MaxSize, err = ParseSize(maxSize); err != nil {
-			return o, err
-		}
-	}
-	return o, nil
-}
-
-// ParseAge parses "30d", "2w", "12h", "1d12h" or any time.ParseDuration
-// form; d is 24h and w is 7d.
-func ParseAge(s string) (time.Duration, error) {
-	orig := s
-	s = strings.ToLower(strings.TrimSpace(s))
-	var total time.Duration
-	for s != "" {
-		i := 0
-		for i < len(s) && (s[i] == '.' || unicode.IsDigit(rune(s[i]))) {
-			i++
-		}
-		j := i
-		for j < len(s) && unicode.IsLetter(rune(s[j])) {
-			j++
-		}
-		if i == 0 || j == i {
-			return 0, fmt.Errorf("bad age %q: want e.g. 30d, 2w, 12h", orig)
-		}
-		n, err := strconv.ParseFloat(s[:i], 64)
-		if err != nil {
-			return 0, fmt.Errorf("bad age %q: %w", orig, err)
-		}
-		var unit time.Duration
-		switch s[i:j] {
-		case "w":
-			unit = 7 * 24 * time.Hour
-		case "d":
-			unit = 24 * time.Hour
-		default:
-			d, err := time.ParseDuration(s[:j])
-			if err != nil {
-				return 0, fmt.Errorf("bad age %q: %w", orig, err)
-			}
-			total += d
-			s = s[j:]
-			continue
-		}
-		total += time.Duration(n * float64(unit))
-		s = s[j:]
-	}
-	if total <= 0 {
-		return 0, fmt.Errorf("bad age %q: must be positive", orig)
-	}
-	return total, nil
-}
-
-// ParseSize parses a byte size: "100mb", "1.5GB", "512kb", "2 MiB" or a
-// plain number of bytes. Multiples are binary: 1kb = 1024 bytes, 1mb =
-// 1024 kb, 1gb = 1024 mb.
-func ParseSize(s string) (int64, error) {
-	orig := s
-	s = strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), " ", ""))
-	i := 0
-	for i < len(s) && (s[i] == '.' || unicode.IsDigit(rune(s[i]))) {
-		i++
-	}
-	if i == 0 {
-		return 0, fmt.Errorf("bad size %q: want e.g. 100mb", orig)
-	}
-	n, err := strconv.ParseFloat(s[:i], 64)
-	if err != nil {
-		return 0, fmt.Errorf("bad size %q: %w", orig, err)
-	}
-	mult := map[string]float64{"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
-		"m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
-		"t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}[s[i:]]
-	if mult == 0 || n <= 0 {
-		return 0, fmt.Errorf("bad size %q: want e.g. 100mb", orig)
-	}
-	return int64(n * mult), nil
 }
 
 type sessionFile struct {

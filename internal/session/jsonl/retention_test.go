@@ -12,37 +12,6 @@ import (
 	"github.com/tendrilai/tendril/internal/session/jsonl"
 )
 
-func TestParse(t *testing.T) {
-	ages := []struct {
-		in   string
-		want time.Duration
-		bad  bool
-	}{
-		{"30d", 30 * 24 * time.Hour, false}, {"2w", 14 * 24 * time.Hour, false}, {"12h", 12 * time.Hour, false},
-		{"1d12h", 36 * time.Hour, false}, {"90m", 90 * time.Minute, false}, {"", 0, true}, {"d", 0, true}, {"5x", 0, true}, {"-1d", 0, true},
-	}
-	for _, c := range ages {
-		got, err := jsonl.ParseAge(c.in)
-		if (err != nil) != c.bad || got != c.want {
-			t.Errorf("ParseAge(%q) = %v, %v", c.in, got, err)
-		}
-	}
-	sizes := []struct {
-		in   string
-		want int64
-		bad  bool
-	}{
-		{"100mb", 100 << 20, false}, {"100MB", 100 << 20, false}, {"1.5gb", 3 << 29, false}, {"512kb", 512 << 10, false},
-		{"2 MiB", 2 << 20, false}, {"123", 123, false}, {"mb", 0, true}, {"10pb", 0, true}, {"0", 0, true},
-	}
-	for _, c := range sizes {
-		got, err := jsonl.ParseSize(c.in)
-		if (err != nil) != c.bad || got != c.want {
-			t.Errorf("ParseSize(%q) = %v, %v", c.in, got, err)
-		}
-	}
-}
-
 func TestArchive(t *testing.T) {
 	now := time.Unix(1800000000, 0)
 	cases := []struct {

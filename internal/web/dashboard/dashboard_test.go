@@ -1,16 +1,20 @@
 package dashboard
 
 import (
+	"bytes"
 	"context"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tendrilai/tendril/internal/approval"
 	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/schedule"
 	"github.com/tendrilai/tendril/internal/state"
@@ -289,5 +293,50 @@ func TestSchedulesPauseButtonsAndHistory(t *testing.T) {
 	}
 	if strings.Contains(body, `action="/schedules/`+a.ID+`/resume"`) || strings.Contains(body, `action="/schedules/`+b.ID+`/pause"`) {
 		t.Error("/schedules offers Resume for an active job or Pause for a paused one")
+	}
+}
+
+// A gate closed by a tampered ledger shows as closed on /approvals, with
+// the reason and the reset command, even when the file as it now is
+// verifies (its last line was cut off): never "verified".
+func TestApprovalsPageShowsClosedGate(t *testing.T) {
+	ap := newApp(t)
+	ctx := context.Background()
+	g := ap.a.Gate()
+	for _, d := range []time.Duration{time.Minute, 0} {
+		if _, err := g.Yolo(ctx, d, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(g.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := bytes.LastIndexByte(b[:len(b)-1], '\n')
+	if err := os.Truncate(g.Path(), int64(last+1)); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := approval.VerifyLedger(g.Path()); err != nil || !rep.OK {
+		t.Fatalf("the cut ledger should verify as a file: %+v %v", rep, err)
+	}
+	resp, body := get(t, noRedirect(nil), ap.srv.URL+"/approvals", map[string]string{"Accept-Language": "en"})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/approvals: %d %s", resp.StatusCode, body)
+	}
+	broken := g.Broken()
+	if broken == nil {
+		t.Fatal("the gate did not close")
+	}
+	for _, want := range []string{`id="ledger-broken"`, "Ledger broken — gate closed", html.EscapeString(broken.FirstBad.Reason),
+		"tendril approvals reset", `<strong class="error">BROKEN</strong>`, "Last good hash"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, ">verified<") || strings.Contains(body, "Head hash") {
+		t.Errorf("a closed gate is shown as verified:\n%s", body)
+	}
+	if t.Failed() {
+		t.Logf("page:\n%s", body)
 	}
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/tendrilai/tendril/internal/agent"
 	"github.com/tendrilai/tendril/internal/approval"
@@ -167,8 +170,7 @@ func (d *Dashboard) sessionExport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", ct)
-	name := strings.NewReplacer(":", "_", "~", "_", "/", "_").Replace(k.String())
-	w.Header().Set("Content-Disposition", `attachment; filename="`+name+"."+ext+`"`)
+	w.Header().Set("Content-Disposition", exportDisposition(k.String(), ext))
 	if err := d.a.ExportSession(r.Context(), k, format, w); err != nil {
 		d.log.Warn("session export failed midway", "key", k.String(), "err", err)
 	}
@@ -354,7 +356,7 @@ func (d *Dashboard) approvalsPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, 0, err)
 		return
 	}
-	data := approvalsData{Pending: pend, Broken: g.Broken(), Now: d.opt.Now()}
+	data := approvalsData{Pending: pend, Now: d.opt.Now()}
 	for i := len(all) - 1; i >= 0 && len(data.Recent) < 20; i-- {
 		if all[i].Status != approval.StatusPending {
 			data.Recent = append(data.Recent, all[i])
@@ -364,6 +366,7 @@ func (d *Dashboard) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	if data.Verify, err = g.Verify(r.Context()); err != nil {
 		data.VerifyErr = err.Error()
 	}
+	data.Broken = g.Broken() // after Verify, which closes the gate on a bad ledger
 	d.render(w, r, "approvals", "Approvals", data)
 }
 
@@ -657,3 +660,41 @@ func originOf(raw string) string {
 }
 
 var errNoLog = errors.New("the log tail is not connected in this process")
+
+// exportDisposition is the Content-Disposition of a session export
+// (RFC 6266). The file's name is the session key with every rune but
+// letters, digits, '-', '_' and '.' replaced by '_' (no quote, ';' or path
+// separator can reach the header or the saved name, whatever the key
+// holds); filename holds its ASCII form (other letters '_' too) and, when
+// that lost letters, filename* the whole name (RFC 8187 UTF-8
+// percent-encoding), which browsers prefer.
+func exportDisposition(key, ext string) string {
+	keep := func(r rune, ascii bool) rune {
+		if r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') ||
+			!ascii && r >= utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			return r
+		}
+		return '_'
+	}
+	name := strings.Map(func(r rune) rune { return keep(r, false) }, key) + "." + ext
+	plain := strings.Map(func(r rune) rune { return keep(r, true) }, key) + "." + ext
+	v := mime.FormatMediaType("attachment", map[string]string{"filename": plain})
+	if plain != name {
+		v += "; filename*=UTF-8''" + rfc8187(name)
+	}
+	return v
+}
+
+// rfc8187 percent-encodes every byte of s outside RFC 8187's attr-char.
+func rfc8187(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$&+-.^_`|~", c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}

@@ -67,10 +67,13 @@ func deltas(v state.Vector) string {
 	return strings.Join(parts, ", ")
 }
 
-// short is an ID's first 12 bytes.
+// short abbreviates an ID of more than 16 bytes to its first 8 and last
+// 6 around "…": a ULID's first characters are its timestamp, so IDs made
+// in the same second share them and only the tail tells them apart
+// ("msg_01M9…5AA3VT"). idCode shows it with the whole ID as a tooltip.
 func short(s string) string {
-	if len(s) > 12 {
-		return s[:12]
+	if len(s) > 16 {
+		return s[:8] + "…" + s[len(s)-6:]
 	}
 	return s
 }

@@ -158,7 +158,7 @@ func approvalCard(l, csrf string, r approval.Request, back string) g.Node {
 			h.Dt(g.Text(t(l, "Who asked"))), h.Dd(txt(r.Channel), g.Text(" · "), txt(r.AgentID)),
 			g.If(r.Reason != "", g.Group{h.Dt(g.Text(t(l, "Why it asks"))), h.Dd(g.Text(r.Reason))}),
 			h.Dt(g.Text(t(l, "Expires"))), h.Dd(h.Time(h.DateTime(when(r.ExpiresAt)), h.Data("expires", strconv.FormatInt(r.ExpiresAt.Unix(), 10)), g.Text(when(r.ExpiresAt)))),
-			h.Dt(g.Text("args_hash")), h.Dd(h.Code(g.Text(short(r.ArgsHash)))),
+			h.Dt(g.Text("args_hash")), h.Dd(idCode(r.ArgsHash)),
 		),
 		h.Div(h.Class("actions"),
 			postButton("/approvals/"+seg(r.ID)+"/approve", csrf, "", "ok", g.Text(t(l, "Approve")), hiddenInput("back", back)),
@@ -339,7 +339,7 @@ func treeNodeView(l, csrf, key string, n *treeNode) g.Node {
 	}
 	return h.Li(h.Class(cls), h.ID("n-"+n.ID),
 		h.Div(h.Class("msg "+n.Role),
-			h.Span(h.Class("who"), g.Text(n.Role)), g.Text(" "), h.Small(h.Code(g.Text(short(n.ID))), g.Text(" "+when(n.Timestamp))),
+			h.Span(h.Class("who"), g.Text(n.Role)), g.Text(" "), h.Small(idCode(n.ID), g.Text(" "+when(n.Timestamp))),
 			nodeBody(l, n.Node),
 			g.Text(" "), act,
 		),
@@ -356,7 +356,7 @@ func sourcesView(links []provLink) g.Node {
 		if k.URL != "" {
 			out = append(out, h.A(h.Href(localURL(k.URL)), h.Class("prov"), g.Text(short(k.ID))), g.Text(" "))
 		} else {
-			out = append(out, h.Code(g.Text(short(k.ID))), g.Text(" "))
+			out = append(out, idCode(k.ID), g.Text(" "))
 		}
 	}
 	return h.Span(h.Class("sources"), out)
@@ -478,22 +478,40 @@ func approvalsView(p pageData) g.Node {
 		g.If(d.YoloOpen, postButton("/approvals/yolo", csrf, "inline", "", g.Text(t(l, "Close")), hiddenInput("close", "1"))),
 		h.H2(g.Text(t(l, "Ledger"))),
 		g.If(d.VerifyErr != "", h.P(h.Class("error"), g.Text(d.VerifyErr))))
+	// The gate's own report wins: it is closed by what it saw (a truncated
+	// or replaced ledger, a failed append) even when the file as it is now
+	// verifies.
+	rep, broken := d.Verify, !d.Verify.OK
+	if d.Broken != nil {
+		broken = true
+		if d.Verify.OK || d.Verify.FirstBad == nil {
+			rep = *d.Broken
+		}
+	}
 	status := g.Group{h.Strong(h.Class("ok-text"), g.Text(t(l, "verified")))}
-	if !d.Verify.OK {
-		status = g.Group{h.Strong(h.Class("error"), g.Text(t(l, "BROKEN"))), g.Text(" "), g.Text(d.Verify.Summary())}
+	hashLabel := "Head hash"
+	if broken {
+		status = g.Group{h.Strong(h.Class("error"), g.Text(t(l, "BROKEN"))), g.Text(" "), g.Text(rep.Summary())}
+		hashLabel = "Last good hash"
+	}
+	if d.Broken != nil {
+		out = append(out, h.Div(h.Class("error"), h.ID("ledger-broken"), h.Role("alert"),
+			h.P(h.Strong(g.Text(t(l, "Ledger broken — gate closed"))), g.Text(": "), g.Text(d.Broken.Summary())),
+			h.P(g.Text(t(l, "Every tool call is refused and open requests are rejected. After investigating (tendril audit verify), reopen the gate with:")),
+				g.Text(" "), h.Code(g.Text(`tendril approvals reset --reason "…"`)))))
 	}
 	out = append(out, h.Dl(h.Class("kv ledger"),
 		h.Dt(g.Text(t(l, "Status"))), h.Dd(status),
-		h.Dt(g.Text(t(l, "entries"))), h.Dd(g.Text(fmt.Sprint(d.Verify.Entries)+" (seq "+fmt.Sprint(d.Verify.HeadSeq)+")")),
-		h.Dt(g.Text(t(l, "Head hash"))), h.Dd(h.Code(h.Class("hash"), txt(d.Verify.HeadHash))),
-		h.Dt(g.Text("path")), h.Dd(h.Code(txt(d.Verify.Path)))),
+		h.Dt(g.Text(t(l, "entries"))), h.Dd(g.Text(fmt.Sprint(rep.Entries)+" (seq "+fmt.Sprint(rep.HeadSeq)+")")),
+		h.Dt(g.Text(t(l, hashLabel))), h.Dd(h.Code(h.Class("hash"), txt(rep.HeadHash))),
+		h.Dt(g.Text("path")), h.Dd(h.Code(txt(rep.Path)))),
 		h.H2(g.Text(t(l, "Recent decisions"))))
 	if len(d.Recent) == 0 {
 		return append(out, h.P(h.Class("empty"), g.Text(t(l, "none"))))
 	}
 	var rows g.Group
 	for _, r := range d.Recent {
-		rows = append(rows, h.Tr(h.Td(h.Code(g.Text(short(r.ID)))), h.Td(g.Text(r.Tool)), h.Td(g.Text(r.ActorID)), h.Td(txt(r.Status)), h.Td(txt(r.DecidedBy))))
+		rows = append(rows, h.Tr(h.Td(idCode(r.ID)), h.Td(g.Text(r.Tool)), h.Td(g.Text(r.ActorID)), h.Td(txt(r.Status)), h.Td(txt(r.DecidedBy))))
 	}
 	return append(out, h.Div(h.Class("scroll"), h.Table(
 		h.THead(h.Tr(h.Th(g.Text("ID")), th(l, "Tool"), th(l, "Actor"), th(l, "Status"), th(l, "Decided by"))),
@@ -604,7 +622,7 @@ func schedulesView(p pageData) g.Node {
 			}
 			rows = append(rows,
 				h.Tr(h.Data("job", j.ID),
-					h.Td(g.Text(j.Name), h.Br(), h.Small(h.Code(g.Text(short(j.ID))), g.Text(" "), txt(j.Source))),
+					h.Td(g.Text(j.Name), h.Br(), h.Small(idCode(j.ID), g.Text(" "), txt(j.Source))),
 					h.Td(txt(j.Kind)),
 					h.Td(h.Code(g.Text(j.Spec)), g.If(j.TZ != "", g.Text(" "+j.TZ))),
 					h.Td(g.Text(j.Task)),
@@ -627,7 +645,7 @@ func schedulesView(p pageData) g.Node {
 	}
 	return append(out, h.H2(g.Text(t(l, "Add a job"))),
 		h.Form(h.Method("post"), h.Action("/schedules"), h.Class("stack"), csrfInput(csrf),
-			h.Label(h.For("name"), g.Text(t(l, "Name"))), h.Input(h.ID("name"), h.Name("name")),
+			h.Label(h.For("name"), g.Text(t(l, "Name"))), h.Input(h.ID("name"), h.Name("name"), h.Required()),
 			h.Label(h.For("kind"), g.Text(t(l, "Kind"))), h.Select(h.ID("kind"), h.Name("kind"),
 				h.Option(g.Text("at")), h.Option(h.Selected(), g.Text("every")), h.Option(g.Text("cron"))),
 			h.Label(h.For("spec"), g.Text(t(l, "Spec"))), h.Input(h.ID("spec"), h.Name("spec"), h.Required(), h.Placeholder("90m")),
@@ -713,4 +731,10 @@ func errorView(p pageData) g.Node {
 		h.P(h.Class("error"), h.Role("alert"), h.Strong(g.Text(strconv.Itoa(d.Status))), g.Text(" "+d.Message)),
 		h.P(h.A(h.Href(localURL(d.Back)), g.Text(t(p.Lang, "Back")))),
 	}
+}
+
+// idCode shows an ID abbreviated (short) in <code>, with the whole ID as
+// its title so it can be read and copied (`tendril session branch --from`).
+func idCode(id string) g.Node {
+	return h.Code(h.TitleAttr(id), g.Text(short(id)))
 }
