@@ -2,24 +2,12 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
-
-func runApprovalsCLI(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	root := newRoot()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.ExecuteContext(context.Background())
-	return out.String(), err
-}
 
 // "approvals yolo --for" beyond the cap is a usage error in the CLI's
 // terms (the flag, in minutes), not the API's "seconds … by is required",
@@ -29,7 +17,7 @@ func TestApprovalsYoloForCap(t *testing.T) {
 	t.Setenv("TENDRIL_HOME", home)
 	ledger := filepath.Join(home, "approvals", "ledger.jsonl")
 	for _, d := range []string{"10h", "31m", "30m1s"} {
-		out, err := runApprovalsCLI(t, "--home", home, "approvals", "yolo", "--for", d)
+		out, err := runRoot(t, "--home", home, "approvals", "yolo", "--for", d)
 		var ue usageError
 		if !errors.As(err, &ue) || err.Error() != "--for must be at most 30m (the YOLO window's cap)" {
 			t.Fatalf("--for %s: %v (%T), want the usage error \"--for must be at most 30m …\"\n%s", d, err, err, out)
@@ -41,7 +29,7 @@ func TestApprovalsYoloForCap(t *testing.T) {
 			t.Fatalf("--for %s wrote a YOLO entry:\n%s", d, b)
 		}
 	}
-	out, err := runApprovalsCLI(t, "--home", home, "approvals", "yolo", "--for", "30m")
+	out, err := runRoot(t, "--home", home, "approvals", "yolo", "--for", "30m")
 	if err != nil || !strings.Contains(out, "YOLO window open until") || strings.Contains(out, "capped") {
 		t.Fatalf("--for 30m: %v\n%s", err, out)
 	}
