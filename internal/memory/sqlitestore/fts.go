@@ -374,7 +374,7 @@ func (s *Store) searchFTS(ctx context.Context, a *actorState, c memindex.Cond, t
 	if s.ftsScope(own) {
 		q = ftsScoped(a.id, q)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT d.id, `+ftsBM25+` FROM memory_fts JOIN fts_docs d ON d.rowid=memory_fts.rowid WHERE memory_fts MATCH ? AND d.actor=?`, q, a.id)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT d.id, `+ftsBM25+` FROM memory_fts JOIN fts_docs d ON d.rowid=memory_fts.rowid WHERE memory_fts MATCH ? AND d.actor=?`, q, a.id)
 	found, err := scanBM25(rows, err, func(float64) bool { return true })
 	if err != nil {
 		return nil, err

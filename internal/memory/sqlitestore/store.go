@@ -123,9 +123,13 @@ const DefaultCacheBytes = 32 << 20
 // actor's work or for any fsync.
 type Store struct {
 	home, dir string
-	db        *sql.DB
-	opts      Options
-	params    search.Params
+	// db is the index's one writer connection; rdb is a pool of
+	// query_only connections for the searches and checks on a turn's path
+	// (cold search, owners), which in WAL mode read the last committed
+	// snapshot without waiting for the writer (https://sqlite.org/wal.html#concurrency).
+	db, rdb *sql.DB
+	opts    Options
+	params  search.Params
 	// legacy drops the ranking index on every write and lists through it
 	// (the behaviour before incremental indexing), for benchmarks.
 	legacy bool
@@ -133,10 +137,11 @@ type Store struct {
 	gate   sync.RWMutex
 	closed bool // written under gate exclusively
 
-	// stmts holds the prepared statements of the short queries run on
-	// every turn (owners), by text.
+	// stmts and rstmts hold the prepared statements of the short queries
+	// run on every turn, by text, on db and rdb.
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt
+	rstmts map[string]*sql.Stmt
 
 	// emb is the background embedding worker (nil without an Embedder).
 	emb *embedWorker
@@ -402,29 +407,48 @@ func Open(home string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("create memory index: %w", err)
 	}
-	s.db = db
-	if err := s.createFTS(context.Background()); err != nil {
+	rdb, err := sql.Open("sqlite", dsn+fmt.Sprintf("&_pragma=query_only(1)&_pragma=cache_size(%d)", readCacheKiB))
+	if err != nil {
 		db.Close()
+		return nil, fmt.Errorf("open memory index: %w", err)
+	}
+	rdb.SetMaxOpenConns(readConns)
+	rdb.SetMaxIdleConns(readConns)
+	s.db, s.rdb = db, rdb
+	closeDBs := func() { db.Close(); rdb.Close() }
+	if err := s.createFTS(context.Background()); err != nil {
+		closeDBs()
 		return nil, err
 	}
 	var rows int64
 	if err := db.QueryRow(`SELECT count(*) FROM fts_docs`).Scan(&rows); err != nil {
-		db.Close()
+		closeDBs()
 		return nil, fmt.Errorf("memory index: %w", err)
 	}
 	s.ftsRows.Store(rows)
 	if err := s.Sync(context.Background()); err != nil {
-		db.Close()
+		closeDBs()
 		return nil, err
 	}
 	if opts.Embedder != nil {
 		if err := s.startEmbedWorker(); err != nil {
-			db.Close()
+			closeDBs()
 			return nil, err
 		}
 	}
 	return s, nil
 }
+
+// readConns is the size of the index's read pool (Store.rdb): searches
+// of different actors run side by side on it, at most this many at once.
+// readCacheKiB is each read connection's page cache (SQLite cache_size,
+// negative KiB; the writer keeps the default 2,000 KiB): a cold search
+// reads a few FTS5 pages and rows, and the operating system's page cache
+// holds the rest.
+const (
+	readConns    = 4
+	readCacheKiB = -512
+)
 
 // walAutoCheckpoint is the index's write-ahead log size, in pages, at
 // which a commit checkpoints it into memory.db (SQLite's
@@ -477,8 +501,14 @@ func (s *Store) Close() error {
 	for _, st := range s.stmts {
 		st.Close()
 	}
-	s.stmts = nil
+	for _, st := range s.rstmts {
+		st.Close()
+	}
+	s.stmts, s.rstmts = nil, nil
 	s.stmtMu.Unlock()
+	if cerr := s.rdb.Close(); err == nil {
+		err = cerr
+	}
 	if cerr := s.db.Close(); err == nil {
 		err = cerr
 	}
@@ -1200,22 +1230,33 @@ func (s *Store) appendActorEvents(ctx context.Context, actor string, b *evBatch)
 	return b.err
 }
 
-// stmt returns the prepared statement of query q, preparing it on first
-// use. The statements are closed by Close.
+// stmt returns the prepared statement of query q on the writer
+// connection, preparing it on first use. The statements are closed by
+// Close.
 func (s *Store) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	return s.prepared(ctx, s.db, &s.stmts, q)
+}
+
+// rstmt is stmt on the read pool, for a read-only query that may run
+// beside the writer and other readers.
+func (s *Store) rstmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	return s.prepared(ctx, s.rdb, &s.rstmts, q)
+}
+
+func (s *Store) prepared(ctx context.Context, db *sql.DB, cache *map[string]*sql.Stmt, q string) (*sql.Stmt, error) {
 	s.stmtMu.Lock()
 	defer s.stmtMu.Unlock()
-	if st, ok := s.stmts[q]; ok {
+	if st, ok := (*cache)[q]; ok {
 		return st, nil
 	}
-	st, err := s.db.PrepareContext(ctx, q)
+	st, err := db.PrepareContext(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	if s.stmts == nil {
-		s.stmts = map[string]*sql.Stmt{}
+	if *cache == nil {
+		*cache = map[string]*sql.Stmt{}
 	}
-	s.stmts[q] = st
+	(*cache)[q] = st
 	return st, nil
 }
 
@@ -1235,11 +1276,11 @@ func (s *Store) owners(ctx context.Context, ids []string) (map[string]string, er
 		var err error
 		if len(chunk) <= 8 { // a turn's few IDs: prepared once
 			var st *sql.Stmt
-			if st, err = s.stmt(ctx, q); err == nil {
+			if st, err = s.rstmt(ctx, q); err == nil {
 				rows, err = st.QueryContext(ctx, args...)
 			}
 		} else {
-			rows, err = s.db.QueryContext(ctx, q, args...)
+			rows, err = s.rdb.QueryContext(ctx, q, args...)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("memory index: %w", err)

@@ -203,7 +203,7 @@ func (s *Store) coldByID(ctx context.Context, a *actorState, ids []string) (map[
 		return out, nil
 	}
 	arr, _ := json.Marshal(ids)
-	st, err := s.stmt(ctx, `SELECT rowid,actor,id,session,role,text,ts,metadata FROM events WHERE id IN (SELECT value FROM json_each(?))`)
+	st, err := s.rstmt(ctx, `SELECT rowid,actor,id,session,role,text,ts,metadata FROM events WHERE id IN (SELECT value FROM json_each(?))`)
 	if err != nil {
 		return nil, fmt.Errorf("memory index: %w", err)
 	}
@@ -397,7 +397,7 @@ func (s *Store) coldScope(ctx context.Context, a *actorState, c memindex.Cond) (
 	a.coldNSMu.Lock()
 	defer a.coldNSMu.Unlock()
 	if a.coldNS == nil {
-		rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT session, json_extract(metadata,'$.agentId') FROM events WHERE actor=? AND rowid<=?`, a.id, a.coldTo)
+		rows, err := s.rdb.QueryContext(ctx, `SELECT DISTINCT session, json_extract(metadata,'$.agentId') FROM events WHERE actor=? AND rowid<=?`, a.id, a.coldTo)
 		if err != nil {
 			return nil, fmt.Errorf("memory index: %w", err)
 		}
@@ -652,7 +652,7 @@ func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, 
 	if k <= 0 {
 		k = memory.DefaultTopK
 	}
-	st, err := s.stmt(ctx, `SELECT d.id, d.content FROM memory_fts JOIN fts_docs d ON d.rowid=memory_fts.rowid WHERE memory_fts MATCH ? AND d.actor=? ORDER BY memory_fts.rowid DESC LIMIT ?`)
+	st, err := s.rstmt(ctx, `SELECT d.id, d.content FROM memory_fts JOIN fts_docs d ON d.rowid=memory_fts.rowid WHERE memory_fts MATCH ? AND d.actor=? ORDER BY memory_fts.rowid DESC LIMIT ?`)
 	if err != nil {
 		return nil, fmt.Errorf("memory full-text search: %w", err)
 	}

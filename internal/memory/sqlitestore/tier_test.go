@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -382,4 +383,51 @@ func shareTheBudget(t *testing.T, records int, within float64) {
 			t.Fatalf("%s: oldest events not found: %v %v", actor, hitIDs(hits), err)
 		}
 	}
+}
+
+// TestColdSearchBesideWriter holds the index's one writer connection (as a
+// long write transaction of another actor would) and searches the cold
+// tier: the search reads on the read pool and answers. Before the pool it
+// queued behind the writer until its context ended.
+func TestColdSearchBesideWriter(t *testing.T) {
+	now := tierT0.Add(40 * time.Hour)
+	s, err := Open(t.TempDir(), Options{EventWindow: 8, SyncInterval: -1, EventExpiryDays: 30, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tierFill(t, s, 40)
+	conn, err := s.db.Conn(bg) // the writer's only connection
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(bg, `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			conn.ExecContext(bg, `ROLLBACK`)
+			conn.Close()
+		}
+	}
+	defer release() // before s.Close, which waits for the connection
+	// The deadline only ends a search that waits for the writer; it
+	// measures nothing.
+	ctx, cancel := context.WithTimeout(bg, 20*time.Second)
+	defer cancel()
+	hits, err := s.Search(ctx, memory.Query{NamespacePath: "/main/u/", Text: "marker3", TopK: 1})
+	if err != nil {
+		t.Fatalf("cold search beside the writer: %v", err)
+	}
+	if len(hits) != 1 || hits[0].Record.ID != "ev-003" || !strings.HasPrefix(hits[0].Explain, coldExplain) {
+		t.Fatalf("cold hit: %v", hitIDs(hits))
+	}
+	// The read pool is query_only: a write through it fails.
+	if _, err := s.rdb.ExecContext(bg, `DELETE FROM events`); err == nil {
+		t.Fatal("write through the read pool succeeded")
+	}
+	release()
+	tierFinds(t, s, 3, 39)
 }
