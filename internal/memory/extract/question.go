@@ -144,11 +144,101 @@ var contractedWh = map[string]bool{"what's": true, "where's": true, "who's": tru
 // question mark is still a question by its form (reAskEN, askWh,
 // reEmbeddedEN, reTagEN after any reLeadEN lead-in; reAskKO), so that the
 // rules read it as no statement about the speaker.
+//
+// It runs on every clause the rules read, so the patterns that Go's
+// regexp would try at every position of the clause (the end-anchored
+// reAskKO and reTagEN, the unanchored reEmbeddedEN) run only when a
+// necessary condition holds (askKO, mayTagEN, mayEmbedEN); the result is
+// the patterns' (TestInterrogativeSameAsPatterns).
 func Interrogative(clause string) bool {
 	c := strings.TrimSpace(strings.TrimRight(strings.TrimSpace(clause), ".!?？"))
-	if reAskKO.MatchString(c) {
+	if askKO(c) {
 		return true
 	}
-	c = strings.TrimSpace(reLeadEN.ReplaceAllString(c, ""))
-	return reAskEN.MatchString(c) || askWh(strings.ToLower(c)) || reEmbeddedEN.MatchString(c) || reTagEN.MatchString(c)
+	if mayLeadEN(c) {
+		c = strings.TrimSpace(reLeadEN.ReplaceAllString(c, ""))
+	}
+	return reAskEN.MatchString(c) || askWh(strings.ToLower(c)) ||
+		mayEmbedEN(c) && reEmbeddedEN.MatchString(c) || mayTagEN(c) && reTagEN.MatchString(c)
+}
+
+// askKOEndings are reAskKO's endings, and askKO is reAskKO without the
+// regexp: an ending at the end of c, or 혹시 and RE2's \s ([\t\n\f\r ])
+// at its start.
+var askKOEndings = []string{"나요", "까요", "습니까", "입니까", "을까", "할까", "는지요", "인지요", "였지", "었지", "았지", "뭐지", "뭐야", "뭐예요", "뭐에요", "어디야", "어디예요", "언제야", "누구야", "인가요", "은가요", "는가요", "던가요", "던가", "뭔가요", "였더라", "었더라", "뭐더라", "뭐니", "뭐냐"}
+
+func askKO(c string) bool {
+	if rest, ok := strings.CutPrefix(c, "혹시"); ok && rest != "" && strings.IndexByte("\t\n\f\r ", rest[0]) >= 0 {
+		return true
+	}
+	if len(c) < 3 || c[len(c)-1] < 0x80 { // every ending is Hangul
+		return false
+	}
+	for _, e := range askKOEndings {
+		if strings.HasSuffix(c, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayLeadEN: reLeadEN matches only at a letter that starts one of its
+// lead-ins (s, a, b, t, u, e, h, o, w, q, j, n) or at a byte outside ASCII.
+func mayLeadEN(c string) bool {
+	if c == "" {
+		return false
+	}
+	switch c[0] | 0x20 {
+	case 's', 'a', 'b', 't', 'u', 'e', 'h', 'o', 'w', 'q', 'j', 'n':
+		return true
+	}
+	return c[0] >= 0x80 // ſ (U+017F) and K (U+212A) fold to s and k
+}
+
+// mayTagEN: every reTagEN tag ends in t or i (right, correct, isn't it,
+// don't i, am i not …), neither of which has another case fold.
+func mayTagEN(c string) bool {
+	if c == "" {
+		return false
+	}
+	b := c[len(c)-1] | 0x20
+	return b == 't' || b == 'i'
+}
+
+// mayEmbedEN: reEmbeddedEN's first branch needs "if" or "whether", and its
+// second (anchored) a clause that opens with p, t, r or s (or ſ, outside
+// ASCII) and holds "me"; none of these letters but s folds outside ASCII.
+func mayEmbedEN(c string) bool {
+	if containsFold(c, "if") || containsFold(c, "whether") {
+		return true
+	}
+	if c == "" {
+		return false
+	}
+	switch c[0] | 0x20 {
+	case 'p', 't', 'r', 's':
+	default:
+		if c[0] < 0x80 {
+			return false
+		}
+	}
+	return containsFold(c, "me")
+}
+
+// containsFold reports whether s contains the lower-case ASCII word w in
+// any ASCII case.
+func containsFold(s, w string) bool {
+	for i := 0; i+len(w) <= len(s); i++ {
+		if s[i]|0x20 != w[0] {
+			continue
+		}
+		j := 1
+		for j < len(w) && s[i+j]|0x20 == w[j] {
+			j++
+		}
+		if j == len(w) {
+			return true
+		}
+	}
+	return false
 }
