@@ -27,8 +27,10 @@ persist across restarts; a run missed while the server was down runs once at sta
 	var actor string
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List scheduled jobs, earliest next run first",
-		Args:  cobra.NoArgs,
+		Short: "List scheduled jobs, earliest next run first, then fired one-shots (status done)",
+		Long: `List scheduled jobs, earliest next run first. A one-shot (--at) job that fired is listed
+last with status done and no next run: it will not fire again, and "cron history" shows its runs.`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return call(g, c, asJSON, "GET", "/jobs", url.Values{"actor": {actor}}, nil, func(w io.Writer, jobs []schedule.Job) error {
 				if len(jobs) == 0 {
@@ -42,8 +44,12 @@ persist across restarts; a run missed while the server was down runs once at sta
 					if j.Attempts > 0 {
 						status += fmt.Sprintf(" (retry %d)", j.Attempts)
 					}
+					next := localTime(j.NextRun, j.TZ)
+					if j.Status == schedule.StatusDone {
+						next, status = "-", "done "+localTime(j.LastRun, j.TZ)
+					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\n", j.ID, clip(j.Name, 24), j.Kind, j.Spec, j.TZ,
-						localTime(j.NextRun, j.TZ), status, j.Source, j.ActorID, clip(j.Task, 40))
+						next, status, j.Source, j.ActorID, clip(j.Task, 40))
 				}
 				return tw.Flush()
 			})
@@ -118,13 +124,21 @@ an actor "telegram:123" default to telegram and 123.`,
 	history := &cobra.Command{
 		Use:   "history <id|name>",
 		Short: fmt.Sprintf("Show a job's last %d runs, newest first", schedule.MaxRuns),
-		Args:  idArg("job ID or name"),
+		Long: fmt.Sprintf(`Show a job's last %d runs, newest first: when each started and finished, whether it
+delivered (ok) or failed (error), and what was delivered or the error. A one-shot job's runs
+stay after it fired (it is listed as done); each actor keeps its newest %d done one-shots.`, schedule.MaxRuns, schedule.MaxDone),
+		Args: idArg("job ID or name"),
 		RunE: func(c *cobra.Command, args []string) error {
 			return call(g, c, asJSON, "GET", "/jobs/"+url.PathEscape(args[0])+"/history", nil, nil, func(w io.Writer, runs []schedule.Run) error {
 				if len(runs) == 0 {
 					fmt.Fprintln(w, "no runs yet")
 					return nil
 				}
+				head := "job " + runs[0].JobID
+				if r := runs[0]; r.Name != "" || r.ActorID != "" {
+					head += fmt.Sprintf(" %q of %s", clip(r.Name, 60), r.ActorID)
+				}
+				fmt.Fprintln(w, head)
 				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "STARTED\tFINISHED\tOUTCOME\tDETAIL")
 				for _, r := range runs {

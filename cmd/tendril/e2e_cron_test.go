@@ -53,17 +53,64 @@ func TestE2ECronDeliversToTelegram(t *testing.T) {
 	if cronReq == nil {
 		t.Fatal("the model never saw the task")
 	}
-	// A one-shot job deletes itself after success.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		list, _, _ := runCLI(t, p.Home, nil, "cron", "list", "--json")
-		if !strings.Contains(list, job.ID) {
+	// A fired one-shot is done: listed last with no next run, never due
+	// again, and its run stays in `cron history` (by id or name) with the
+	// outcome, the times, what was delivered, the job's name and actor.
+	var listed []struct {
+		ID      string    `json:"id"`
+		Status  string    `json:"status"`
+		LastRun time.Time `json:"last_run"`
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, stderr, code := runCLI(t, p.Home, nil, "cron", "list", "--json")
+		if code != 0 {
+			t.Fatalf("cron list: exit %d %s", code, stderr)
+		}
+		if err := json.Unmarshal([]byte(out), &listed); err != nil {
+			t.Fatalf("cron list --json: %q: %v", out, err)
+		}
+		if len(listed) == 1 && listed[0].Status == "done" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("one-shot job still listed:\n%s", list)
+			t.Fatalf("the one-shot is not listed as done:\n%s", out)
 		}
-		time.Sleep(200 * time.Millisecond)
+	}
+	if listed[0].ID != job.ID || listed[0].LastRun.IsZero() {
+		t.Fatalf("listed %+v, want job %s done with its last run", listed[0], job.ID)
+	}
+	if out, _, _ := runCLI(t, p.Home, nil, "cron", "list"); !strings.Contains(out, "done") || !strings.Contains(out, "figs") {
+		t.Fatalf("cron list table: %q", out)
+	}
+	for _, ref := range []string{job.ID, "figs"} {
+		out, stderr, code := runCLI(t, p.Home, nil, "cron", "history", ref, "--json")
+		if code != 0 {
+			t.Fatalf("cron history %s: exit %d %s", ref, code, stderr)
+		}
+		var runs []struct {
+			JobID    string    `json:"job_id"`
+			Name     string    `json:"name"`
+			ActorID  string    `json:"actor_id"`
+			Started  time.Time `json:"started"`
+			Finished time.Time `json:"finished"`
+			Outcome  string    `json:"outcome"`
+			Detail   string    `json:"detail"`
+		}
+		if err := json.Unmarshal([]byte(out), &runs); err != nil {
+			t.Fatalf("cron history %s --json: %q: %v", ref, out, err)
+		}
+		if len(runs) != 1 {
+			t.Fatalf("history of the fired one-shot = %+v, want its run", runs)
+		}
+		r := runs[0]
+		if r.JobID != job.ID || r.Name != "figs" || r.ActorID != "telegram:7101" || r.Outcome != "ok" ||
+			r.Detail != "Time to water the figs!" || r.Started.IsZero() || r.Finished.Before(r.Started) {
+			t.Fatalf("history of the fired one-shot = %+v", r)
+		}
+	}
+	out, stderr, code = runCLI(t, p.Home, nil, "cron", "history", "figs")
+	if code != 0 || !strings.Contains(out, `"figs" of telegram:7101`) || !strings.Contains(out, "OUTCOME") || !strings.Contains(out, "Time to water the figs!") {
+		t.Fatalf("cron history table: exit %d %q %s", code, out, stderr)
 	}
 }
 

@@ -88,3 +88,55 @@ func TestPauseResumeJobAndHistory(t *testing.T) {
 		t.Fatalf("PauseJob of an unknown job: %v, want ErrNotFound", err)
 	}
 }
+
+// A fired one-shot (done) keeps its name for its history only: the same
+// name can be scheduled again, the live job wins a lookup by name, and
+// once it is removed the name finds the fired job's history.
+func TestFiredOneShotNameReused(t *testing.T) {
+	fake := modeltest.NewOpenAI(t)
+	fake.Otherwise(func(modeltest.Seen) modeltest.Reply { return modeltest.Reply{Text: "reminded"} })
+	a := openTestApp(t, fake)
+	ctx := context.Background()
+	if err := a.Start(ctx, StartOptions{Scheduler: true}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := a.AddJob(ctx, schedule.JobSpec{Name: "figs", At: "in 1h", Task: "water the figs", ActorID: "api:figs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.RunJobNow(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		j, err := a.ResolveJob(ctx, "figs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Status == schedule.StatusDone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the one-shot never fired: %+v", j)
+		}
+	}
+	second, err := a.AddJob(ctx, schedule.JobSpec{Name: "figs", At: "in 2h", Task: "water the figs again", ActorID: "api:figs"})
+	if err != nil {
+		t.Fatalf("adding a name a fired one-shot keeps: %v", err)
+	}
+	if _, err := a.AddJob(ctx, schedule.JobSpec{Name: "figs", At: "in 3h", Task: "a third", ActorID: "api:figs"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a second live job of the same name: %v, want ErrInvalid", err)
+	}
+	if j, err := a.ResolveJob(ctx, "figs"); err != nil || j.ID != second.ID {
+		t.Fatalf("ResolveJob(figs) = %s, %v; want the live job %s", j.ID, err, second.ID)
+	}
+	if _, err := a.RemoveJob(ctx, second.ID); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := a.ResolveJob(ctx, "figs"); err != nil || j.ID != first.ID {
+		t.Fatalf("ResolveJob(figs) = %s, %v; want the fired job %s", j.ID, err, first.ID)
+	}
+	runs, err := a.JobHistory(ctx, "figs")
+	if err != nil || len(runs) != 1 || runs[0].JobID != first.ID {
+		t.Fatalf("history by name = %+v, %v", runs, err)
+	}
+}

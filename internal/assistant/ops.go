@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -221,7 +222,8 @@ func (a *Assistant) AddJob(ctx context.Context, spec schedule.JobSpec) (schedule
 	if err != nil {
 		return schedule.Job{}, err
 	}
-	if len(same) > 0 {
+	same = slices.DeleteFunc(same, func(j schedule.Job) bool { return j.Status == schedule.StatusDone })
+	if len(same) > 0 { // a fired one-shot (done) keeps its name for its history only
 		return schedule.Job{}, invalidf("%s already has a job named %q (%s); remove it first or pick another name", spec.ActorID, spec.Name, same[0].ID)
 	}
 	j, err := a.scheduler.Add(ctx, spec)
@@ -242,13 +244,38 @@ func (a *Assistant) ResolveJob(ctx context.Context, ref string) (schedule.Job, e
 	if err != nil {
 		return schedule.Job{}, err
 	}
-	switch len(named) {
-	case 0:
+	if len(named) == 0 {
 		return schedule.Job{}, fmt.Errorf("%w: no job with id or name %q", schedule.ErrNotFound, ref)
-	case 1:
-		return named[0], nil
 	}
-	return schedule.Job{}, invalidf("%d jobs are named %q; give the id", len(named), ref)
+	// A name may be shared by one live job and fired one-shots (done) of
+	// the same actor: the live job wins, then the last one to fire.
+	live := slices.DeleteFunc(slices.Clone(named), func(j schedule.Job) bool { return j.Status == schedule.StatusDone })
+	switch {
+	case len(live) == 1:
+		return live[0], nil
+	case len(live) == 0:
+		last := named[0]
+		for _, j := range named[1:] {
+			if j.LastRun.After(last.LastRun) {
+				last = j
+			}
+		}
+		if n := len(named); n > 1 && !sameActor(named) {
+			return schedule.Job{}, invalidf("%d fired jobs of different actors are named %q; give the id", n, ref)
+		}
+		return last, nil
+	}
+	return schedule.Job{}, invalidf("%d jobs are named %q; give the id", len(live), ref)
+}
+
+// sameActor reports whether jobs all belong to one actor.
+func sameActor(jobs []schedule.Job) bool {
+	for _, j := range jobs[1:] {
+		if j.ActorID != jobs[0].ActorID {
+			return false
+		}
+	}
+	return true
 }
 
 // RemoveJob removes a job by ID or unique name and returns it.

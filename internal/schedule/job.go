@@ -19,7 +19,10 @@
 //     300s (Options.Backoff), but never later than the next regular slot.
 //     After the last retry the job waits for its next regular slot; an `at`
 //     job becomes StatusFailed (it stays listed; `tendril cron run` retries).
-//   - An `at` job is deleted after a successful run.
+//   - An `at` job becomes StatusDone after a successful run: it never fires
+//     again but stays listed, with its run history, so that `tendril cron
+//     history` shows when it fired and what it delivered. Each actor keeps
+//     its newest MaxDone done jobs; older ones go, with their runs.
 //   - A run is claimed in the store with a lease before it starts; only the
 //     claimer runs it, so instances sharing a store fire each run once. If
 //     an instance dies mid-run the run is retried after the lease expires.
@@ -43,8 +46,8 @@ import (
 type Kind string
 
 const (
-	// KindAt runs once at an instant (Spec is RFC 3339). The job is deleted
-	// after a successful run.
+	// KindAt runs once at an instant (Spec is RFC 3339). After a successful
+	// run the job is StatusDone (kept, with its history, but never due).
 	KindAt Kind = "at"
 	// KindEvery runs at a fixed interval (Spec is a Go duration or "30d").
 	KindEvery Kind = "every"
@@ -66,6 +69,11 @@ const (
 	// schedules the next slot after the time of resuming; slots that passed
 	// while paused are not run.
 	StatusPaused Status = "paused"
+	// StatusDone is an `at` job that ran successfully: it never runs again
+	// by itself (Scheduler.RunNow runs it again) and stays listed, with its
+	// run history, until removed, its actor is removed, or it is among an
+	// actor's done jobs beyond the newest MaxDone (Store.Finish).
+	StatusDone Status = "done"
 )
 
 // Source says where a job definition came from.

@@ -26,7 +26,9 @@ func (s *Scheduler) Get(ctx context.Context, id string) (Job, error) {
 	return s.store.Get(ctx, id)
 }
 
-// List returns the jobs matching f, earliest NextRun first.
+// List returns the jobs matching f, earliest NextRun first; done one-shot
+// jobs (StatusDone) come last, so that their history can still be found
+// by name.
 func (s *Scheduler) List(ctx context.Context, f Filter) ([]Job, error) {
 	return s.store.List(ctx, f)
 }
@@ -87,9 +89,9 @@ func (s *Scheduler) Due(ctx context.Context) (int, error) {
 // RunNow makes the job due at once: NextRun = now, Attempts = 0, status
 // active, and queues that run; River hands it to a started instance (this
 // one or another on the same queue) at once; after that run the job
-// continues on its regular schedule (an `at` job is deleted on success).
-// While a run of the job is in flight, the request is absorbed by that run.
-// A paused job is resumed by it.
+// continues on its regular schedule (an `at` job is done again on
+// success). While a run of the job is in flight, the request is absorbed by
+// that run. A paused, failed or done job is made active by it.
 func (s *Scheduler) RunNow(ctx context.Context, id string) (Job, error) {
 	j, err := s.store.Get(ctx, id)
 	if err != nil {
@@ -113,8 +115,10 @@ func (s *Scheduler) RunNow(ctx context.Context, id string) (Job, error) {
 //   - an unchanged one keeps its NextRun, so a run missed while the server
 //     was down still runs once;
 //   - a config job whose name is gone is deleted;
-//   - an `at` job whose time has passed and that is not stored (it already
-//     ran and deleted itself) is skipped, not re-created.
+//   - an `at` job whose time has passed and that is not stored (it was
+//     removed, or trimmed as an old done job) is skipped, not re-created;
+//     one that ran and is stored as done is unchanged, so it does not run
+//     again.
 //
 // Every spec must have a unique, non-empty Name. Invalid specs are reported
 // (joined, each wrapping ErrBadSpec) and skipped; the valid ones are still
@@ -203,14 +207,15 @@ func sameDefinition(a, b Job) bool {
 // Pause stops the job with id from firing: its status becomes StatusPaused,
 // so its queued River run is skipped when it comes due and no instance
 // claims it. A run already in flight completes and is recorded, and the
-// job stays paused. Pausing a paused job changes nothing. It fails with
+// job stays paused (unless that run completes a one-shot, which is then
+// done). Pausing a paused or done job changes nothing. It fails with
 // ErrNotFound for an unknown id.
 func (s *Scheduler) Pause(ctx context.Context, id string) (Job, error) {
 	j, err := s.store.Get(ctx, id)
 	if err != nil {
 		return Job{}, err
 	}
-	if j.Status == StatusPaused {
+	if j.Status == StatusPaused || j.Status == StatusDone {
 		return j, nil
 	}
 	j.Status = StatusPaused
@@ -250,10 +255,12 @@ func (s *Scheduler) Resume(ctx context.Context, id string) (Job, error) {
 	return j, nil
 }
 
-// History returns the job's last runs (at most MaxRuns), newest first. It
-// fails with ErrNotFound for an unknown id.
+// History returns the job's last runs (at most MaxRuns), newest first,
+// each with the job's Name and ActorID. A done one-shot job keeps its runs
+// (see MaxDone). It fails with ErrNotFound for an unknown id.
 func (s *Scheduler) History(ctx context.Context, id string) ([]Run, error) {
-	if _, err := s.store.Get(ctx, id); err != nil {
+	j, err := s.store.Get(ctx, id)
+	if err != nil {
 		return nil, err
 	}
 	runs, err := s.store.Runs(ctx, id)
@@ -262,6 +269,9 @@ func (s *Scheduler) History(ctx context.Context, id string) ([]Run, error) {
 	}
 	if runs == nil {
 		runs = []Run{}
+	}
+	for i := range runs {
+		runs[i].Name, runs[i].ActorID = j.Name, j.ActorID
 	}
 	return runs, nil
 }

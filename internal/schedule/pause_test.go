@@ -76,8 +76,12 @@ func TestResumeOneShotPastItsTime(t *testing.T) {
 	if n := e.runDue(t); n != 1 {
 		t.Fatalf("ran %d, want 1", n)
 	}
-	if _, err := e.s.Get(ctx, j.ID); !errors.Is(err, schedule.ErrNotFound) {
-		t.Fatalf("one-shot after its run: %v, want deleted", err)
+	if got, err := e.s.Get(ctx, j.ID); err != nil || got.Status != schedule.StatusDone {
+		t.Fatalf("one-shot after its run: %+v, %v; want done", got, err)
+	}
+	e.clock.Advance(time.Hour)
+	if n := e.runDue(t); n != 0 {
+		t.Fatalf("a done one-shot ran again: %d", n)
 	}
 }
 

@@ -594,7 +594,9 @@ func (s *Scheduler) outcome(j Job, now time.Time, err error, log *slog.Logger) O
 	slot := j.NextRun
 	if err == nil {
 		if j.Kind == KindAt {
-			return Outcome{Delete: true}
+			// Done, not deleted: the job and its runs stay for `cron
+			// history`; Store.Finish bounds how many done jobs are kept.
+			return Outcome{NextRun: slot, LastRun: now, Status: StatusDone}
 		}
 		next, nerr := j.nextAfter(slot, now)
 		if nerr != nil {

@@ -240,14 +240,14 @@ func TestMissedRunsRunOnceAfterDowntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait (in real time) until the start-up runs of all three have
-	// finished: the one-shot is gone and the others moved past now.
+	// finished: the one-shot is done and the others moved past now.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		runs, _ := e.log.snapshot()
-		_, onceErr := e.store.Get(ctx, once.ID)
+		o, _ := e.store.Get(ctx, once.ID)
 		h, _ := e.store.Get(ctx, hourly.ID)
 		d, _ := e.store.Get(ctx, daily.ID)
-		if len(runs) >= 3 && errors.Is(onceErr, schedule.ErrNotFound) && h.NextRun.After(e.clock.Now()) && d.NextRun.After(e.clock.Now()) {
+		if len(runs) >= 3 && o.Status == schedule.StatusDone && h.NextRun.After(e.clock.Now()) && d.NextRun.After(e.clock.Now()) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -282,8 +282,8 @@ func TestMissedRunsRunOnceAfterDowntime(t *testing.T) {
 	if want := time.Date(2026, 5, 7, 8, 0, 0, 0, ber); !d.NextRun.Equal(want) || !d.NextRun.After(now) {
 		t.Errorf("daily next run %v, want %v", d.NextRun, want)
 	}
-	if _, err := e.store.Get(ctx, once.ID); !errors.Is(err, schedule.ErrNotFound) {
-		t.Errorf("one-shot after its run: %v, want deleted", err)
+	if o, err := e.store.Get(ctx, once.ID); err != nil || o.Status != schedule.StatusDone {
+		t.Errorf("one-shot after its run: %+v, %v; want done", o, err)
 	}
 }
 
@@ -351,12 +351,12 @@ func TestRetryNeverPassesNextRegularSlot(t *testing.T) {
 
 func TestOneShot(t *testing.T) {
 	start := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-	t.Run("deleted after success", func(t *testing.T) {
+	t.Run("done after success, history kept", func(t *testing.T) {
 		e := newEnv(t, start)
 		if _, err := e.s.Add(context.Background(), schedule.JobSpec{At: "2026-06-01T14:00:00+02:00", Task: "x", ActorID: "a"}); !errors.Is(err, schedule.ErrBadSpec) {
 			t.Fatalf("at == now accepted: %v", err)
 		}
-		j := e.add(t, schedule.JobSpec{At: "2026-06-01T14:00:00+01:00"})
+		j := e.add(t, schedule.JobSpec{Name: "tomatoes", At: "2026-06-01T14:00:00+01:00"})
 		if !j.NextRun.Equal(start.Add(time.Hour)) {
 			t.Fatalf("next run %v", j.NextRun)
 		}
@@ -364,14 +364,40 @@ func TestOneShot(t *testing.T) {
 		if n := e.runDue(t); n != 1 {
 			t.Fatalf("ran %d", n)
 		}
-		if _, err := e.store.Get(context.Background(), j.ID); !errors.Is(err, schedule.ErrNotFound) {
-			t.Fatalf("one-shot after success: %v, want deleted", err)
+		got, err := e.store.Get(context.Background(), j.ID)
+		if err != nil || got.Status != schedule.StatusDone || !got.LastRun.Equal(j.NextRun) || got.Attempts != 0 || got.LastError != "" {
+			t.Fatalf("one-shot after success: %+v, %v; want done, last run at its slot", got, err)
 		}
 		if n := e.runDue(t); n != 0 {
 			t.Fatalf("ran again: %d", n)
 		}
+		e.clock.Advance(48 * time.Hour)
+		if n := e.runDue(t); n != 0 {
+			t.Fatalf("ran again two days later: %d", n)
+		}
+		if _, ok, err := e.store.NextWake(context.Background()); err != nil || ok {
+			t.Fatalf("a done job wakes the scheduler: %v %v", ok, err)
+		}
+		h, err := e.s.History(context.Background(), j.ID)
+		if err != nil || len(h) != 1 {
+			t.Fatalf("History = %+v, %v; want the one run", h, err)
+		}
+		if r := h[0]; r.JobID != j.ID || r.Result != schedule.RunOK || r.Detail != "done: water the tomatoes" || !r.Started.Equal(j.NextRun) || r.ActorID != "telegram:7" || r.Name != "tomatoes" {
+			t.Fatalf("run = %+v", r)
+		}
+		// Pause and Resume leave a done job alone; it is listed last.
+		if p, err := e.s.Pause(context.Background(), j.ID); err != nil || p.Status != schedule.StatusDone {
+			t.Fatalf("Pause of a done job = %+v, %v", p, err)
+		}
+		if r, err := e.s.Resume(context.Background(), j.ID); err != nil || r.Status != schedule.StatusDone {
+			t.Fatalf("Resume of a done job = %+v, %v", r, err)
+		}
+		later := e.add(t, schedule.JobSpec{Name: "later", Every: "1h"})
+		if all, err := e.s.List(context.Background(), schedule.Filter{}); err != nil || len(all) != 2 || all[0].ID != later.ID || all[1].ID != j.ID {
+			t.Fatalf("List = %+v, %v; want the scheduled job, then the done one", all, err)
+		}
 	})
-	t.Run("deleted after a retried success", func(t *testing.T) {
+	t.Run("done after a retried success", func(t *testing.T) {
 		e := newEnv(t, start)
 		e.log.reply = func(_ schedule.Job, n int) (string, error) {
 			if n == 0 {
@@ -388,8 +414,14 @@ func TestOneShot(t *testing.T) {
 		if len(delivered) != 1 || delivered[0] != "telegram:7 Time to water the tomatoes." {
 			t.Fatalf("delivered %q", delivered)
 		}
-		if _, err := e.store.Get(context.Background(), j.ID); !errors.Is(err, schedule.ErrNotFound) {
-			t.Fatalf("one-shot after success: %v", err)
+		if got, err := e.store.Get(context.Background(), j.ID); err != nil || got.Status != schedule.StatusDone {
+			t.Fatalf("one-shot after success: %+v, %v", got, err)
+		}
+		// The failed attempt and the delivery that followed, newest first.
+		h, err := e.s.History(context.Background(), j.ID)
+		if err != nil || len(h) != 2 || h[0].Result != schedule.RunOK || h[0].Detail != "Time to water the tomatoes." ||
+			h[1].Result != schedule.RunError || !strings.Contains(h[1].Detail, "transient") {
+			t.Fatalf("History = %+v, %v; want ok then the error", h, err)
 		}
 	})
 	t.Run("failed after retries", func(t *testing.T) {
@@ -410,8 +442,11 @@ func TestOneShot(t *testing.T) {
 		if n := e.runDue(t); n != 1 {
 			t.Fatalf("RunNow then RunDue ran %d", n)
 		}
-		if _, err := e.store.Get(context.Background(), j.ID); !errors.Is(err, schedule.ErrNotFound) {
-			t.Fatalf("after manual success: %v", err)
+		if got, err := e.store.Get(context.Background(), j.ID); err != nil || got.Status != schedule.StatusDone {
+			t.Fatalf("after manual success: %+v, %v; want done", got, err)
+		}
+		if h, err := e.s.History(context.Background(), j.ID); err != nil || len(h) != 5 || h[0].Result != schedule.RunOK {
+			t.Fatalf("History = %+v, %v; want 4 failures and the manual success", h, err)
 		}
 	})
 }

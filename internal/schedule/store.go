@@ -16,7 +16,8 @@ type Store interface {
 	Create(ctx context.Context, j Job) error
 	// Get returns the job with id, or ErrNotFound.
 	Get(ctx context.Context, id string) (Job, error)
-	// List returns the jobs matching f, ordered by NextRun then ID.
+	// List returns the jobs matching f: jobs that are not StatusDone first,
+	// ordered by NextRun then ID, then the done jobs in the same order.
 	List(ctx context.Context, f Filter) ([]Job, error)
 	// Update replaces every field of the stored job j.ID except the lease,
 	// or fails with ErrNotFound (ErrExists if it would duplicate a config
@@ -50,13 +51,19 @@ type Store interface {
 	// Finish records the outcome of a claimed run and frees the lease. It
 	// fails with ErrLeaseLost unless c.Owner still holds the lease. A job
 	// paused while its run was in flight stays StatusPaused (the outcome's
-	// Status is not applied). When o.Run is set it is added to the job's
-	// run history in the same transaction, keeping the newest MaxRuns.
+	// Status is not applied), except for an outcome of StatusDone: that
+	// run did fire, so the job is done. When o.Run is set it is added to
+	// the job's run history in the same transaction, keeping the newest
+	// MaxRuns. When o.Status is StatusDone the same transaction removes,
+	// with their runs, the done jobs of the job's actor beyond the newest
+	// MaxDone (by LastRun, then ID), so that history stays bounded.
 	Finish(ctx context.Context, id, owner string, o Outcome) error
 	// Runs returns the run history of job id (table schedule_runs), newest
 	// first (by Finished, then insertion), at most MaxRuns; empty, not an
-	// error, for an unknown job. Delete, DeleteActor and a deleting Finish
-	// remove the job's runs with it.
+	// error, for an unknown job. Only JobID of the job's fields is set.
+	// The runs stay while the job does (a done job included); Delete,
+	// DeleteActor, a deleting Finish and the MaxDone trim remove them with
+	// the job.
 	Runs(ctx context.Context, id string) ([]Run, error)
 
 	// Close releases the store's resources.
@@ -81,7 +88,9 @@ type Claim struct {
 
 // Outcome is what Store.Finish writes after a run.
 type Outcome struct {
-	// Delete removes the job instead of updating it (a one-shot success).
+	// Delete removes the job, with its runs, instead of updating it. The
+	// Scheduler does not use it: a one-shot success is Status StatusDone,
+	// which keeps the job and its history.
 	Delete    bool
 	NextRun   time.Time
 	LastRun   time.Time
@@ -95,6 +104,11 @@ type Outcome struct {
 
 // MaxRuns is how many runs of each job the history keeps.
 const MaxRuns = 20
+
+// MaxDone is how many done one-shot jobs (StatusDone), each with its run
+// history, every actor keeps: the same bound on a one-shot's history as
+// MaxRuns puts on a recurring job's. Store.Finish removes the oldest.
+const MaxDone = MaxRuns
 
 // MaxRunDetail bounds Run.Detail of a successful run (the delivered
 // text), in characters (runes); an error's text keeps up to 1000.
@@ -118,6 +132,10 @@ type Run struct {
 	// MaxRunDetail characters of what was delivered, or NothingDue when
 	// nothing was sent.
 	Detail string `json:"detail,omitempty"`
+	// Name and ActorID are the job's (Scheduler.History sets them; a
+	// Store leaves them empty).
+	Name    string `json:"name,omitempty"`
+	ActorID string `json:"actor_id,omitempty"`
 }
 
 // truncRunes cuts s to at most max runes.

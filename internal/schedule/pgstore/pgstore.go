@@ -151,7 +151,7 @@ func (s *Store) query(ctx context.Context, q string, args ...any) ([]schedule.Jo
 func (s *Store) List(ctx context.Context, f schedule.Filter) ([]schedule.Job, error) {
 	jobs, err := s.query(ctx, `SELECT `+cols+` FROM schedule_jobs
 		WHERE ($1 = '' OR actor_id = $1) AND ($2 = '' OR source = $2) AND ($3 = '' OR name = $3)
-		ORDER BY next_run, id`, f.ActorID, string(f.Source), f.Name)
+		ORDER BY status = 'done', next_run, id`, f.ActorID, string(f.Source), f.Name)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -263,9 +263,9 @@ func (s *Store) Finish(ctx context.Context, id, owner string, o schedule.Outcome
 	}
 	defer tx.Rollback(ctx)
 	tag, err := tx.Exec(ctx, `UPDATE schedule_jobs SET next_run = $1, last_run = $2, attempts = $3,
-		status = CASE WHEN status = 'paused' THEN status ELSE $4 END,
+		status = CASE WHEN status = 'paused' AND $4::text <> 'done' THEN status ELSE $4::text END,
 		last_error = $5, lease_owner = '', lease_until = NULL WHERE id = $6 AND lease_owner = $7`,
-		o.NextRun, nullTime(o.LastRun), o.Attempts, o.Status, o.LastError, id, owner)
+		o.NextRun, nullTime(o.LastRun), o.Attempts, string(o.Status), o.LastError, id, owner)
 	if err := affected(tag, err, "finish job "+id, schedule.ErrLeaseLost); err != nil {
 		return err
 	}
@@ -278,6 +278,16 @@ func (s *Store) Finish(ctx context.Context, id, owner string, o schedule.Outcome
 			(SELECT seq FROM schedule_runs WHERE job_id = $1 ORDER BY finished DESC, seq DESC LIMIT $2)`,
 			id, schedule.MaxRuns); err != nil {
 			return fmt.Errorf("finish job %s: trim runs: %w", id, err)
+		}
+	}
+	if o.Status == schedule.StatusDone {
+		// Keep the actor's newest MaxDone done jobs; older ones go with
+		// their runs (ON DELETE CASCADE).
+		if _, err := tx.Exec(ctx, `DELETE FROM schedule_jobs WHERE status = 'done'
+			AND actor_id = (SELECT actor_id FROM schedule_jobs WHERE id = $1)
+			AND id NOT IN (SELECT id FROM schedule_jobs WHERE status = 'done' AND actor_id = (SELECT actor_id FROM schedule_jobs WHERE id = $1)
+				ORDER BY last_run DESC NULLS LAST, id DESC LIMIT $2)`, id, schedule.MaxDone); err != nil {
+			return fmt.Errorf("finish job %s: trim done jobs: %w", id, err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {

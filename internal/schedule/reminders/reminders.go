@@ -26,7 +26,9 @@ type Jobs interface {
 
 // Options configures the tool. Zero fields take the defaults noted.
 type Options struct {
-	// MaxPerActor caps the jobs one actor may hold (default 50).
+	// MaxPerActor caps the jobs one actor may hold (default 50), not
+	// counting done one-shots (schedule.StatusDone), which the store
+	// bounds by schedule.MaxDone.
 	MaxPerActor int
 }
 
@@ -61,7 +63,8 @@ action=create needs text (what to remind about or do) and exactly one of:
   every: an interval ("12h", "7d");
   cron: a 5-field cron expression ("0 8 * * 1-5") with tz, an IANA zone ("Europe/Berlin"; default UTC).
 At run time you are asked to carry out the text; reply NOTHING_DUE if there is nothing to tell the user.
-action=list shows this user's reminders with their ids; action=cancel removes the one with id.`
+action=list shows this user's reminders with their ids; a one-off that already fired has status "done" and its last_run;
+action=cancel removes the one with id.`
 }
 
 var schema = json.RawMessage(`{
@@ -161,7 +164,13 @@ func (t *Tool) create(ctx context.Context, call tool.Call, actor string, a Args)
 	if err != nil {
 		return "", fmt.Errorf("reminders: %w", err)
 	}
-	if len(mine) >= t.max {
+	live := 0
+	for _, j := range mine {
+		if j.Status != schedule.StatusDone {
+			live++
+		}
+	}
+	if live >= t.max {
 		return "", fmt.Errorf("reminders: limit of %d reminders reached; cancel some first", t.max)
 	}
 	channel, chat := ChatOf(call)

@@ -189,6 +189,37 @@ func TestPerActorLimit(t *testing.T) {
 	run(t, tl, call("telegram:2", `{"action":"create","text":"x","every":"1h"}`)) // others unaffected
 }
 
+// A reminder that fired is listed as done with when it ran, and does not
+// count toward the per-actor limit (the store bounds done ones).
+func TestFiredReminderListedAsDone(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "jobs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	clock := scheduletest.NewClock(now)
+	runner := schedule.RunnerFunc(func(context.Context, schedule.Job) (string, error) { return "Call mum now.", nil })
+	s := schedule.New(st, runner, schedule.Options{Clock: clock})
+	t.Cleanup(func() { s.Close() })
+	tl := reminders.New(s, reminders.Options{MaxPerActor: 1})
+	var created reminders.Reminder
+	json.Unmarshal(run(t, tl, call("telegram:1", `{"action":"create","text":"call mum","at":"in 1h"}`))["created"], &created)
+	clock.Set(now.Add(time.Hour))
+	if n, err := s.RunDue(ctx); err != nil || n != 1 {
+		t.Fatalf("RunDue = %d, %v", n, err)
+	}
+	var list []reminders.Reminder
+	json.Unmarshal(run(t, tl, call("telegram:1", `{"action":"list"}`))["reminders"], &list)
+	if len(list) != 1 || list[0].ID != created.ID || list[0].Status != "done" || list[0].LastRun != "2026-06-01T13:00:00Z" {
+		t.Fatalf("list after it fired = %+v, want it done with its last run", list)
+	}
+	run(t, tl, call("telegram:1", `{"action":"create","text":"call dad","at":"in 1h"}`))
+	if _, err := tl.Run(ctx, call("telegram:1", `{"action":"create","text":"x","every":"1h"}`)); err == nil || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("second live reminder over a limit of 1: %v", err)
+	}
+}
+
 func TestChatOf(t *testing.T) {
 	tests := []struct{ channel, actor, wantChannel, wantChat string }{
 		{"telegram", "telegram:123", "telegram", "123"},

@@ -483,6 +483,264 @@ func Exercise(t *testing.T, newStore func(t *testing.T) schedule.Store) {
 		}
 	})
 
+	// A fired one-shot is done: never due again, listed after the
+	// scheduled jobs, and its runs stay (SPEC §7.2; `tendril cron history`).
+	t.Run("OneShotDoneKeepsHistory", func(t *testing.T) {
+		s, ctx := open(t)
+		at := func(t *testing.T, name string, slot time.Time) schedule.Job {
+			t.Helper()
+			j, err := schedule.NewJob(schedule.JobSpec{Name: name, At: slot.Format(time.RFC3339Nano), Task: "remind me: " + name, ActorID: "telegram:1", Channel: "telegram", ChatID: "1", Source: schedule.SourceTool}, slot.Add(-time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return j
+		}
+		once, later := at(t, "figs", t0), job(t, "later", t0.Add(time.Hour))
+		mustCreate(t, s, once)
+		mustCreate(t, s, later)
+		fired := t0.Add(2 * time.Second)
+		if ok, err := s.Claim(ctx, schedule.Claim{ID: once.ID, NextRun: once.NextRun, Owner: "a", Now: t0, Until: t0.Add(time.Minute)}); err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		run := schedule.Run{JobID: once.ID, Started: t0, Finished: fired, Result: schedule.RunOK, Detail: "Time to water the figs!"}
+		if err := s.Finish(ctx, once.ID, "a", schedule.Outcome{NextRun: once.NextRun, LastRun: fired, Status: schedule.StatusDone, Run: &run}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Get(ctx, once.ID)
+		if err != nil {
+			t.Fatalf("a fired one-shot is gone: %v", err)
+		}
+		want := once
+		want.Status, want.LastRun = schedule.StatusDone, fired
+		if !equalJob(got, want) {
+			t.Fatalf("after its run:\n got %+v\nwant %+v", got, want)
+		}
+		runs, err := s.Runs(ctx, once.ID)
+		if err != nil || len(runs) != 1 {
+			t.Fatalf("Runs = %+v, %v; want the one run", runs, err)
+		}
+		if r := runs[0]; r.JobID != once.ID || !r.Started.Equal(run.Started) || !r.Finished.Equal(run.Finished) || r.Result != run.Result || r.Detail != run.Detail {
+			t.Fatalf("run = %+v, want %+v", r, run)
+		}
+		// Never due, never claimable, never a wake-up.
+		for _, now := range []time.Time{t0, t0.Add(time.Hour), t0.Add(1000 * time.Hour)} {
+			due, err := s.Due(ctx, now, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range due {
+				if d.ID == once.ID {
+					t.Fatalf("Due(%v) lists the done one-shot", now)
+				}
+			}
+			if n, err := s.CountDue(ctx, now); err != nil || n != len(due) {
+				t.Fatalf("CountDue(%v) = %d, %v; Due lists %v", now, n, err, names(due))
+			}
+		}
+		if w, ok, err := s.NextWake(ctx); err != nil || !ok || !w.Equal(later.NextRun) {
+			t.Fatalf("NextWake = %v %v %v, want only the scheduled job's %v", w, ok, err, later.NextRun)
+		}
+		if ok, err := s.Claim(ctx, schedule.Claim{ID: once.ID, NextRun: once.NextRun, Owner: "b", Now: t0.Add(time.Hour), Until: t0.Add(2 * time.Hour)}); err != nil || ok {
+			t.Fatalf("claim of a done one-shot: %v %v", ok, err)
+		}
+		// Listed, after the scheduled jobs though its slot is earlier; and
+		// found by name and by actor.
+		all, err := s.List(ctx, schedule.Filter{})
+		if err != nil || strings.Join(jobIDs(all), ",") != later.ID+","+once.ID {
+			t.Fatalf("List = %v, %v; want [later figs]", names(all), err)
+		}
+		if named, err := s.List(ctx, schedule.Filter{Name: "figs", ActorID: "telegram:1"}); err != nil || len(named) != 1 || named[0].Status != schedule.StatusDone {
+			t.Fatalf("List by name = %+v, %v", named, err)
+		}
+		// Paused while its run was in flight: the run fired, so it is done.
+		mid := at(t, "mid", t0.Add(time.Minute))
+		mustCreate(t, s, mid)
+		if ok, err := s.Claim(ctx, schedule.Claim{ID: mid.ID, NextRun: mid.NextRun, Owner: "a", Now: t0.Add(time.Minute), Until: t0.Add(time.Hour)}); err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		paused := mid
+		paused.Status = schedule.StatusPaused
+		if err := s.Update(ctx, paused); err != nil {
+			t.Fatal(err)
+		}
+		midRun := schedule.Run{JobID: mid.ID, Started: t0.Add(time.Minute), Finished: t0.Add(2 * time.Minute), Result: schedule.RunOK, Detail: schedule.NothingDue}
+		if err := s.Finish(ctx, mid.ID, "a", schedule.Outcome{NextRun: mid.NextRun, LastRun: midRun.Finished, Status: schedule.StatusDone, Run: &midRun}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Get(ctx, mid.ID); err != nil || got.Status != schedule.StatusDone {
+			t.Fatalf("one-shot paused mid-run: %+v, %v; want done", got, err)
+		}
+		if runs, err := s.Runs(ctx, mid.ID); err != nil || len(runs) != 1 {
+			t.Fatalf("Runs of the one-shot paused mid-run = %d, %v", len(runs), err)
+		}
+		// Made active again (Scheduler.RunNow) it is due and claimable.
+		again := got // the first one-shot, done
+		again.Status, again.NextRun = schedule.StatusActive, t0.Add(3*time.Hour)
+		if err := s.Update(ctx, again); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.Claim(ctx, schedule.Claim{ID: once.ID, NextRun: again.NextRun, Owner: "a", Now: again.NextRun, Until: again.NextRun.Add(time.Minute)}); err != nil || !ok {
+			t.Fatalf("claim after run-now: %v %v", ok, err)
+		}
+		// Removing the job removes its history.
+		if err := s.Delete(ctx, once.ID); err != nil {
+			t.Fatal(err)
+		}
+		if runs, err := s.Runs(ctx, once.ID); err != nil || len(runs) != 0 {
+			t.Fatalf("Runs after Delete = %d, %v", len(runs), err)
+		}
+	})
+
+	// History stays bounded: each actor keeps its newest MaxDone done
+	// jobs, each with its runs; older done jobs go with their runs, and
+	// nothing else is touched.
+	t.Run("DoneRetention", func(t *testing.T) {
+		s, ctx := open(t)
+		fire := func(t *testing.T, actor string, i int) schedule.Job {
+			t.Helper()
+			slot := t0.Add(time.Duration(i) * time.Minute)
+			j, err := schedule.NewJob(schedule.JobSpec{Name: fmt.Sprint("once ", i), At: slot.Format(time.RFC3339), Task: "t", ActorID: actor}, slot.Add(-time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustCreate(t, s, j)
+			if ok, err := s.Claim(ctx, schedule.Claim{ID: j.ID, NextRun: j.NextRun, Owner: "a", Now: slot, Until: slot.Add(time.Minute)}); err != nil || !ok {
+				t.Fatalf("claim %d: %v %v", i, ok, err)
+			}
+			r := schedule.Run{JobID: j.ID, Started: slot, Finished: slot.Add(time.Second), Result: schedule.RunOK, Detail: fmt.Sprint("fired ", i)}
+			if i%3 == 0 {
+				r.Result, r.Detail = schedule.RunError, fmt.Sprint("delivery failed ", i)
+			}
+			if err := s.Finish(ctx, j.ID, "a", schedule.Outcome{NextRun: j.NextRun, LastRun: r.Finished, Status: schedule.StatusDone, Run: &r}); err != nil {
+				t.Fatalf("finish %d: %v", i, err)
+			}
+			return j
+		}
+		// Actor A's jobs that are not done must survive the trim.
+		keep := []schedule.Job{job(t, "hourly", t0), job(t, "failed", t0), job(t, "paused", t0)}
+		keep[1].Status, keep[2].Status = schedule.StatusFailed, schedule.StatusPaused
+		for _, j := range keep {
+			mustCreate(t, s, j)
+		}
+		other := fire(t, "telegram:2", 0)
+		const extra = 3
+		var mine []schedule.Job
+		for i := range schedule.MaxDone + extra {
+			mine = append(mine, fire(t, "telegram:1", i+1))
+		}
+		for k, j := range mine {
+			runs, err := s.Runs(ctx, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, gerr := s.Get(ctx, j.ID)
+			if k < extra {
+				if !errors.Is(gerr, schedule.ErrNotFound) || len(runs) != 0 {
+					t.Errorf("old done job %d: Get %v, %d runs; want trimmed with its runs", k, gerr, len(runs))
+				}
+				continue
+			}
+			want := fmt.Sprint("fired ", k+1)
+			if (k+1)%3 == 0 {
+				want = fmt.Sprint("delivery failed ", k+1)
+			}
+			if gerr != nil || len(runs) != 1 || runs[0].Detail != want {
+				t.Errorf("done job %d: Get %v, runs %+v; want kept with its run %q", k, gerr, runs, want)
+			}
+		}
+		mineNow, err := s.List(ctx, schedule.Filter{ActorID: "telegram:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := 0
+		for _, j := range mineNow {
+			if j.Status == schedule.StatusDone {
+				done++
+			}
+		}
+		if done != schedule.MaxDone || len(mineNow) != schedule.MaxDone+len(keep) {
+			t.Fatalf("actor keeps %d done of %d jobs, want %d done and %d others", done, len(mineNow), schedule.MaxDone, len(keep))
+		}
+		for _, j := range keep {
+			if got, err := s.Get(ctx, j.ID); err != nil || !equalJob(got, j) {
+				t.Errorf("job %s changed by the trim: %+v %v", j.Name, got, err)
+			}
+		}
+		if runs, err := s.Runs(ctx, other.ID); err != nil || len(runs) != 1 {
+			t.Fatalf("another actor's done job: %d runs, %v; want kept", len(runs), err)
+		}
+	})
+
+	// The same through the Scheduler: a reminder fires once, is then done
+	// and never runs again, and History shows each attempt with its
+	// outcome, time, name and actor, a failed delivery included.
+	t.Run("FiredOneShotInHistory", func(t *testing.T) {
+		st, ctx := open(t)
+		clock := NewClock(t0)
+		var mu sync.Mutex
+		var sent []string
+		failNext := true
+		deliver := schedule.DelivererFunc(func(ctx context.Context, j schedule.Job, text string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if failNext {
+				failNext = false
+				return errors.New("telegram: 502 bad gateway")
+			}
+			sent = append(sent, text)
+			return nil
+		})
+		runner := schedule.RunnerFunc(func(ctx context.Context, j schedule.Job) (string, error) {
+			return "Reminder: " + j.Task, nil
+		})
+		s := schedule.New(st, runner, schedule.Options{Clock: clock, Deliverer: deliver, InstanceID: "a"})
+		t.Cleanup(func() { s.Close() })
+		j, err := s.Add(ctx, schedule.JobSpec{Name: "figs", At: "in 2h", Task: "water the figs", ActorID: "telegram:1", Channel: "telegram", ChatID: "1", Source: schedule.SourceTool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.Set(j.NextRun)
+		if n, err := s.RunDue(ctx); err != nil || n != 1 {
+			t.Fatalf("RunDue at the slot = %d, %v", n, err)
+		}
+		cur, err := s.Get(ctx, j.ID)
+		if err != nil || cur.Status != schedule.StatusActive || cur.Attempts != 1 {
+			t.Fatalf("after a failed delivery: %+v, %v; want active with a retry", cur, err)
+		}
+		clock.Set(cur.NextRun)
+		if n, err := s.RunDue(ctx); err != nil || n != 1 {
+			t.Fatalf("RunDue at the retry = %d, %v", n, err)
+		}
+		done, err := s.Get(ctx, j.ID)
+		if err != nil || done.Status != schedule.StatusDone || !done.LastRun.Equal(normMS(cur.NextRun)) || done.LastError != "" {
+			t.Fatalf("after the delivery: %+v, %v; want done", done, err)
+		}
+		clock.Advance(30 * 24 * time.Hour)
+		if n, err := s.RunDue(ctx); err != nil || n != 0 {
+			t.Fatalf("a done one-shot ran again: %d, %v", n, err)
+		}
+		mu.Lock()
+		if len(sent) != 1 || sent[0] != "Reminder: water the figs" {
+			t.Errorf("delivered %q, want the reminder once", sent)
+		}
+		mu.Unlock()
+		h, err := s.History(ctx, j.ID)
+		if err != nil || len(h) != 2 {
+			t.Fatalf("History = %+v, %v; want the failed and the delivered run", h, err)
+		}
+		if r := h[0]; r.JobID != j.ID || r.Name != "figs" || r.ActorID != "telegram:1" || r.Result != schedule.RunOK ||
+			r.Detail != "Reminder: water the figs" || !r.Started.Equal(normMS(cur.NextRun)) {
+			t.Errorf("newest run = %+v, want ok at the retry with the delivered text, name and actor", r)
+		}
+		if r := h[1]; r.JobID != j.ID || r.Name != "figs" || r.ActorID != "telegram:1" || r.Result != schedule.RunError ||
+			!strings.Contains(r.Detail, "502 bad gateway") || !r.Started.Equal(j.NextRun) {
+			t.Errorf("first run = %+v, want the delivery error at the slot, with name and actor", r)
+		}
+		if list, err := s.List(ctx, schedule.Filter{ActorID: "telegram:1", Name: "figs"}); err != nil || len(list) != 1 || list[0].Status != schedule.StatusDone {
+			t.Fatalf("List by name = %+v, %v; want the done job", list, err)
+		}
+	})
+
 	t.Run("ConcurrentClaims", func(t *testing.T) {
 		s, ctx := open(t)
 		const jobs, claimers = 10, 8
@@ -523,6 +781,9 @@ func Exercise(t *testing.T, newStore func(t *testing.T) schedule.Store) {
 		}
 	})
 }
+
+// normMS is a time as stores keep it: UTC, millisecond precision.
+func normMS(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
 
 func equalJob(a, b schedule.Job) bool {
 	return a.ID == b.ID && a.Name == b.Name && a.Kind == b.Kind && a.Spec == b.Spec && a.TZ == b.TZ &&

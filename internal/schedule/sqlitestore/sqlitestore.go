@@ -209,7 +209,7 @@ func (s *Store) List(ctx context.Context, f schedule.Filter) ([]schedule.Job, er
 		q += ` AND name = ?`
 		args = append(args, f.Name)
 	}
-	jobs, err := s.query(ctx, q+` ORDER BY next_run, id`, args...)
+	jobs, err := s.query(ctx, q+` ORDER BY status = 'done', next_run, id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -328,9 +328,9 @@ func (s *Store) Finish(ctx context.Context, id, owner string, o schedule.Outcome
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, `UPDATE jobs SET next_run = ?, last_run = ?, attempts = ?,
-		status = CASE WHEN status = 'paused' THEN status ELSE ? END,
+		status = CASE WHEN status = 'paused' AND ? <> 'done' THEN status ELSE ? END,
 		last_error = ?, lease_owner = '', lease_until = 0 WHERE id = ? AND lease_owner = ?`,
-		ms(o.NextRun), ms(o.LastRun), o.Attempts, o.Status, o.LastError, id, owner)
+		ms(o.NextRun), ms(o.LastRun), o.Attempts, o.Status, o.Status, o.LastError, id, owner)
 	if err := affected(res, err, "finish job "+id, schedule.ErrLeaseLost); err != nil {
 		return err
 	}
@@ -343,6 +343,16 @@ func (s *Store) Finish(ctx context.Context, id, owner string, o schedule.Outcome
 			(SELECT seq FROM schedule_runs WHERE job_id = ? ORDER BY finished DESC, seq DESC LIMIT ?)`,
 			id, id, schedule.MaxRuns); err != nil {
 			return fmt.Errorf("finish job %s: trim runs: %w", id, err)
+		}
+	}
+	if o.Status == schedule.StatusDone {
+		// Keep the actor's newest MaxDone done jobs; older ones go with
+		// their runs (ON DELETE CASCADE).
+		if _, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE status = 'done'
+			AND actor_id = (SELECT actor_id FROM jobs WHERE id = ?)
+			AND id NOT IN (SELECT id FROM jobs WHERE status = 'done' AND actor_id = (SELECT actor_id FROM jobs WHERE id = ?)
+				ORDER BY last_run DESC, id DESC LIMIT ?)`, id, id, schedule.MaxDone); err != nil {
+			return fmt.Errorf("finish job %s: trim done jobs: %w", id, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {

@@ -212,6 +212,7 @@ var ko = map[string]string{
 	"active":       "활성",
 	"paused":       "일시 중지됨",
 	"failed":       "실패",
+	"done":         "완료",
 	"Run history":  "실행 기록",
 	"Started":      "시작",
 	"Finished":     "종료",

@@ -604,8 +604,14 @@ func schedulesView(p pageData) g.Node {
 		for _, j := range d.Jobs {
 			status := fmt.Sprint(j.Status)
 			pause := postButton("/schedules/"+seg(j.ID)+"/pause", csrf, "", "", g.Text(t(l, "Pause")))
-			if status == "paused" {
+			next := when(j.NextRun)
+			switch status {
+			case "paused":
 				pause = postButton("/schedules/"+seg(j.ID)+"/resume", csrf, "", "", g.Text(t(l, "Resume")))
+			case "done":
+				// A fired one-shot: it will not run again (Run now runs
+				// it once more); its runs stay below.
+				pause, next = nil, "—"
 			}
 			var runs g.Node = h.P(h.Class("empty"), g.Text(t(l, "No runs yet.")))
 			if len(j.Runs) > 0 {
@@ -627,7 +633,7 @@ func schedulesView(p pageData) g.Node {
 					h.Td(h.Code(g.Text(j.Spec)), g.If(j.TZ != "", g.Text(" "+j.TZ))),
 					h.Td(g.Text(j.Task)),
 					h.Td(g.Text(j.ActorID), h.Br(), h.Small(txt(j.Channel))),
-					h.Td(g.Text(when(j.NextRun))),
+					h.Td(g.Text(next)),
 					h.Td(g.Text(when(j.LastRun)),
 						g.If(j.Attempts != 0, g.Group{h.Br(), h.Small(g.Text(t(l, "Attempts") + " " + fmt.Sprint(j.Attempts)))}),
 						g.If(j.LastError != "", g.Group{h.Br(), h.Small(h.Class("error"), g.Text(j.LastError))})),

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	g "maragu.dev/gomponents"
 
 	"github.com/tendrilai/tendril/internal/approval"
 	"github.com/tendrilai/tendril/internal/config"
+	"github.com/tendrilai/tendril/internal/schedule"
 	"github.com/tendrilai/tendril/internal/session"
 )
 
@@ -38,6 +40,26 @@ func TestSessionTreeKeepsWordsApart(t *testing.T) {
 	page := renderPage(t, pageData{Lang: "en", Data: sessionData{Key: "web:owner", Roots: []*treeNode{n}}}, sessionView)
 	if !strings.Contains(page, "Z</small> <strong class=\"badge\">Active</strong>") {
 		t.Errorf("time and badge run together:\n%s", page)
+	}
+}
+
+// A fired one-shot is shown done, with no next run and no Pause, and its
+// runs stay under it.
+func TestSchedulesShowsDoneOneShot(t *testing.T) {
+	at := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
+	j := schedule.Job{ID: "01JDONE", Name: "figs", Kind: schedule.KindAt, Spec: at.Format(time.RFC3339), Task: "water the figs",
+		ActorID: "web:owner", NextRun: at, LastRun: at.Add(3 * time.Second), Status: schedule.StatusDone, Source: schedule.SourceWeb}
+	runs := []schedule.Run{{JobID: j.ID, Started: at, Finished: at.Add(3 * time.Second), Result: schedule.RunOK, Detail: "Time to water the figs!"}}
+	for lang, label := range map[string]string{"en": "done", "ko": "완료"} {
+		page := renderPage(t, pageData{Lang: lang, CSRF: "x", Data: schedulesData{Jobs: []scheduleRow{{Job: j, Runs: runs}}}}, schedulesView)
+		for _, want := range []string{`data-status="done"`, ">" + label + "<", "<td>—</td><td>2026-06-01 09:00:03Z", "Time to water the figs!", "(1)", `action="/schedules/01JDONE/run"`, `action="/schedules/01JDONE/remove"`} {
+			if !strings.Contains(page, want) {
+				t.Errorf("%s: /schedules lacks %q", lang, want)
+			}
+		}
+		if strings.Contains(page, "/schedules/01JDONE/pause") || strings.Contains(page, "/schedules/01JDONE/resume") {
+			t.Errorf("%s: a done job offers Pause or Resume:\n%s", lang, page)
+		}
 	}
 }
 
