@@ -29,6 +29,7 @@ import (
 type conn struct {
 	*mgmt.Client
 	local *assistant.Assistant // nil when a server answers
+	sock  string               // the server's socket, when one answers
 	close func()
 }
 
@@ -43,7 +44,7 @@ func (g *globals) connect(ctx context.Context, host bool) (*conn, error) {
 	}
 	sock := filepath.Join(cfg.Home, mgmt.SocketName)
 	if cl, err := mgmt.DialSocket(ctx, sock); err == nil {
-		return &conn{Client: cl, close: func() {}}, nil
+		return &conn{Client: cl, sock: sock, close: func() {}}, nil
 	}
 	if cfg.DatabaseURL != "" && !host {
 		// Every store is in the database, shared with any running
@@ -61,7 +62,7 @@ func (g *globals) connect(ctx context.Context, host bool) (*conn, error) {
 		}
 		time.Sleep(200 * time.Millisecond)
 		if cl, derr := mgmt.DialSocket(ctx, sock); derr == nil {
-			return &conn{Client: cl, close: func() {}}, nil
+			return &conn{Client: cl, sock: sock, close: func() {}}, nil
 		}
 		release, err = lockHome(cfg.Home)
 	}

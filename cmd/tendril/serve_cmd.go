@@ -18,6 +18,7 @@ import (
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/spf13/cobra"
 
+	"github.com/tendrilai/tendril/internal/agent"
 	"github.com/tendrilai/tendril/internal/assistant"
 	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/mgmt"
@@ -223,12 +224,16 @@ func newInvokeCmd(g *globals) *cobra.Command {
 		Short: "Run one turn and print the reply (script-friendly)",
 		Long: `Invoke runs one turn through the running server on this home (or in-process
 when none runs) and prints the reply. --json prints the POST /invocations body.
-Exit status is 1 when the turn fails (for example MODEL_NOT_CONFIGURED).`,
+Exit status is 1 when the turn fails (for example MODEL_NOT_CONFIGURED) or
+pauses for approval (APPROVAL_PENDING). A message to a session whose earlier
+turn is paused waits behind it; stderr then names the approval it waits for.`,
 		Example: `  tendril invoke "what should I plant in March?" --actor cli:me --json`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.with(cmd, func(ctx context.Context, cn *conn) error {
-				body, _, err := cn.Invoke(ctx, f.request(strings.Join(args, " ")))
+				body, err := cn.turn(ctx, f.request(strings.Join(args, " ")), func(p agent.PendingApproval) {
+					fmt.Fprintln(cmd.ErrOrStderr(), approvalWaitLine(p))
+				})
 				if err != nil {
 					return err
 				}
@@ -329,7 +334,9 @@ approval given elsewhere are shown as they arrive. Commands: /help, /quit.`,
 					out.printf("[error] unknown command %s (/help lists them)\n", line)
 					continue
 				}
-				body, _, err := cn.Invoke(ctx, f.request(line))
+				body, err := cn.turn(ctx, f.request(line), func(p agent.PendingApproval) {
+					fmt.Fprintln(cmd.ErrOrStderr(), approvalWaitLine(p))
+				})
 				if err == nil {
 					err = turnError(body)
 				}

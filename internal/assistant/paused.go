@@ -62,13 +62,35 @@ func (p *paused) wait() <-chan struct{} {
 	return p.changed
 }
 
+type approvalWaitKey struct{}
+
+// WithApprovalWait returns a context whose turns call report once for each
+// approval request they wait behind: a paused turn of the same session
+// whose tool call is still pending a decision (a chained pause of the
+// resumed turn is reported too). Without it such a wait is silent; the
+// CLI prints it, and the runtime streams it as an "approval_wait" frame
+// (runtime.ApprovalWaitReporter). report is called from the turn's
+// goroutine, before the turn runs.
+func (a *Assistant) WithApprovalWait(ctx context.Context, report func(agent.PendingApproval)) context.Context {
+	return context.WithValue(ctx, approvalWaitKey{}, report)
+}
+
+// pendingApproval is req as the API shows a paused call.
+func pendingApproval(req approval.Request) agent.PendingApproval {
+	return agent.PendingApproval{RequestID: req.ID, ToolName: req.Tool, Args: string(req.Args), ExpiresAt: req.ExpiresAt.Unix()}
+}
+
 // waitPaused blocks until no paused turn owns the session (channel, id):
 // approved and denied ones are resumed by onDecision, expired ones are
 // closed here. A decision made by another process is seen within the
-// ledger watcher's second.
+// ledger watcher's second. Each pending request it waits behind is
+// reported once to the context's WithApprovalWait function.
 func (a *Assistant) waitPaused(ctx context.Context, channel, sessionID string) error {
+	report, _ := ctx.Value(approvalWaitKey{}).(func(agent.PendingApproval))
+	reported := map[string]bool{}
 	for {
 		blocking := false
+		var undecided []approval.Request
 		lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		reqs, err := a.gate.List(lctx)
 		cancel()
@@ -86,7 +108,10 @@ func (a *Assistant) waitPaused(ctx context.Context, channel, sessionID string) e
 				continue // resumed, closed or forgotten
 			}
 			switch r.Status {
-			case approval.StatusPending, approval.StatusApproved:
+			case approval.StatusPending:
+				blocking = true
+				undecided = append(undecided, r)
+			case approval.StatusApproved:
 				blocking = true
 			case approval.StatusExpired, approval.StatusInvalidated, approval.StatusRejected:
 				a.closePaused(r, "the approval request "+string(r.Status))
@@ -107,6 +132,12 @@ func (a *Assistant) waitPaused(ctx context.Context, channel, sessionID string) e
 			// Nothing in this process resumes paused turns (a CLI command
 			// without a server): say so instead of waiting for the expiry.
 			return fmt.Errorf("%w: a turn of this session waits for approval; decide it (tendril approvals list) or start tendril serve", ErrBusySession)
+		}
+		for _, r := range undecided {
+			if report != nil && !reported[r.ID] {
+				reported[r.ID] = true
+				report(pendingApproval(r))
+			}
 		}
 		t := time.NewTimer(time.Second)
 		select {

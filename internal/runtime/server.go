@@ -589,14 +589,32 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req agent.Re
 	s.runFrames(ctx, req, frame)
 }
 
+// ApprovalWaitReporter is implemented by an Invoker that can say which
+// approval requests a turn waits behind before it runs (a paused turn of
+// the same session): the turns of the returned context call report once
+// for each. *assistant.Assistant implements it.
+type ApprovalWaitReporter interface {
+	WithApprovalWait(ctx context.Context, report func(agent.PendingApproval)) context.Context
+}
+
 // runFrames runs one turn and reports it as frames: {"type":"start"},
-// {"type":"delta","text"} as the model streams (or the finished reply in
-// chunks when it cannot), then {"type":"final",...} holding the
-// /invocations body or the error envelope. SSE and /ws share it.
+// {"type":"approval_wait","approval":{request_id,tool_name,args,expires_at}}
+// for each approval the turn waits behind (when the Invoker is an
+// ApprovalWaitReporter), {"type":"delta","text"} as the model streams (or
+// the finished reply in chunks when it cannot), then {"type":"final",...}
+// holding the /invocations body or the error envelope. SSE and /ws share
+// it.
 func (s *Server) runFrames(ctx context.Context, req agent.Request, frame func(v any)) {
 	frame(map[string]any{"type": "start"})
 	var mu sync.Mutex
 	streamed := false
+	if w, ok := s.opt.Invoker.(ApprovalWaitReporter); ok {
+		ctx = w.WithApprovalWait(ctx, func(p agent.PendingApproval) {
+			mu.Lock()
+			defer mu.Unlock()
+			frame(map[string]any{"type": "approval_wait", "approval": p})
+		})
+	}
 	ctx = agent.WithDeltas(ctx, func(text string) {
 		if text == "" {
 			return

@@ -1,0 +1,81 @@
+package assistant
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/agent"
+	"github.com/tendrilai/tendril/internal/approval"
+	"github.com/tendrilai/tendril/internal/model/modeltest"
+)
+
+// A turn that waits behind a paused turn of its session reports each
+// pending request it waits for, once: the paused call, then the call the
+// resumed turn pauses on next. Its own run starts after both are decided.
+func TestApprovalWaitReportsEachRequestOnce(t *testing.T) {
+	fake := modeltest.NewOpenAI(t)
+	a := openApprovalApp(t, fake, 2*time.Minute)
+	ctx := context.Background()
+	fake.Push(modeltest.Reply{ToolCalls: []modeltest.ToolCall{{Name: "notes", Args: `{"action":"add","text":"fig pruned"}`}}})
+	res, err := a.Invoke(ctx, agent.Request{Message: "note: fig pruned", ActorID: "api:me", Channel: "api", SessionID: "s"})
+	if err != nil || res.PendingApproval == nil {
+		t.Fatalf("no paused turn: %v %+v", err, res)
+	}
+	first := res.PendingApproval.RequestID
+	fake.Push(modeltest.Reply{ToolCalls: []modeltest.ToolCall{{Name: "notes", Args: `{"action":"add","text":"fig fed"}`}}},
+		modeltest.Reply{Text: "I did not save the second note."}, modeltest.Reply{Text: "Hi!"})
+
+	reports := make(chan agent.PendingApproval, 8)
+	type result struct {
+		res *agent.Result
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		wctx := a.WithApprovalWait(ctx, func(p agent.PendingApproval) { reports <- p })
+		res, err := a.Invoke(wctx, agent.Request{Message: "hi", ActorID: "api:me", Channel: "api", SessionID: "s"})
+		done <- result{res, err}
+	}()
+	next := func() agent.PendingApproval {
+		t.Helper()
+		select {
+		case p := <-reports:
+			return p
+		case r := <-done:
+			t.Fatalf("the turn finished without reporting its wait: %+v %v", r.res, r.err)
+		case <-time.After(time.Minute): // a hang guard
+			t.Fatal("no approval wait reported")
+		}
+		return agent.PendingApproval{}
+	}
+	p := next()
+	if p.RequestID != first || p.ToolName != "notes" || p.Args != `{"action":"add","text":"fig pruned"}` || p.ExpiresAt == 0 {
+		t.Fatalf("first report %+v, want request %s", p, first)
+	}
+	if _, err := a.Decide(ctx, first, true, "cli:ana", ""); err != nil {
+		t.Fatal(err)
+	}
+	p = next()
+	if p.RequestID == first || p.Args != `{"action":"add","text":"fig fed"}` {
+		t.Fatalf("second report %+v, want the resumed turn's new request", p)
+	}
+	if req, err := a.gate.Get(ctx, p.RequestID); err != nil || req.Status != approval.StatusPending {
+		t.Fatalf("reported request %+v %v is not pending", req, err)
+	}
+	if _, err := a.Decide(ctx, p.RequestID, false, "cli:ana", ""); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(time.Minute): // a hang guard
+		t.Fatal("the waiting turn never ran")
+	}
+	if r.err != nil || r.res.Text != "Hi!" {
+		t.Fatalf("waiting turn: %+v %v", r.res, r.err)
+	}
+	if len(reports) != 0 {
+		t.Fatalf("a request was reported again: %+v", <-reports)
+	}
+}
