@@ -2,6 +2,8 @@ package assistant
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,5 +79,27 @@ func TestApprovalWaitReportsEachRequestOnce(t *testing.T) {
 	}
 	if len(reports) != 0 {
 		t.Fatalf("a request was reported again: %+v", <-reports)
+	}
+}
+
+// With nothing in the process to resume paused turns (a CLI command with
+// no server), a message behind a paused turn fails at once with
+// ErrBusySession, naming the approval to decide.
+func TestBusySessionNamesTheApproval(t *testing.T) {
+	fake := modeltest.NewOpenAI(t)
+	a := openApprovalApp(t, fake, 2*time.Minute)
+	ctx := context.Background()
+	fake.Push(modeltest.Reply{ToolCalls: []modeltest.ToolCall{{Name: "notes", Args: `{"action":"add","text":"fig pruned"}`}}})
+	res, err := a.Invoke(ctx, agent.Request{Message: "note: fig pruned", ActorID: "api:me", Channel: "api", SessionID: "s"})
+	if err != nil || res.PendingApproval == nil {
+		t.Fatalf("no paused turn: %v %+v", err, res)
+	}
+	a.mu.Lock()
+	a.started = false // as in a CLI process without a server
+	a.mu.Unlock()
+	_, err = a.Invoke(ctx, agent.Request{Message: "hi", ActorID: "api:me", Channel: "api", SessionID: "s"})
+	id := res.PendingApproval.RequestID
+	if !errors.Is(err, ErrBusySession) || !strings.Contains(err.Error(), "tendril approvals approve "+id) {
+		t.Fatalf("message behind a paused turn without a server: %v; want ErrBusySession naming %s", err, id)
 	}
 }

@@ -3,6 +3,7 @@ package assistant
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,6 +118,11 @@ func TestFiredOneShotNameReused(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the one-shot never fired: %+v", j)
+		}
+	}
+	for _, f := range []func(context.Context, string) (schedule.Job, error){a.PauseJob, a.ResumeJob} {
+		if _, err := f(ctx, first.ID); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "is done") {
+			t.Fatalf("pause/resume of a done job: %v, want ErrInvalid saying it is done", err)
 		}
 	}
 	second, err := a.AddJob(ctx, schedule.JobSpec{Name: "figs", At: "in 2h", Task: "water the figs again", ActorID: "api:figs"})

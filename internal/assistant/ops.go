@@ -306,7 +306,20 @@ func (a *Assistant) PauseJob(ctx context.Context, ref string) (schedule.Job, err
 	if err != nil {
 		return j, err
 	}
+	if err := notDone(j, "pause"); err != nil {
+		return j, err
+	}
 	return a.scheduler.Pause(ctx, j.ID)
+}
+
+// notDone refuses to pause or resume a fired one-shot (done): it will not
+// fire again, so there is nothing to pause or resume.
+func notDone(j schedule.Job, verb string) error {
+	if j.Status != schedule.StatusDone {
+		return nil
+	}
+	return fmt.Errorf("%w: job %s (%q) fired at %s and is done, so there is nothing to %s; run it again with cron run, or add a new job",
+		ErrInvalid, j.ID, j.Name, j.LastRun.UTC().Format(time.RFC3339), verb)
 }
 
 // ResumeJob resumes a paused job by ID or unique name: its next run is its
@@ -315,6 +328,9 @@ func (a *Assistant) PauseJob(ctx context.Context, ref string) (schedule.Job, err
 func (a *Assistant) ResumeJob(ctx context.Context, ref string) (schedule.Job, error) {
 	j, err := a.ResolveJob(ctx, ref)
 	if err != nil {
+		return j, err
+	}
+	if err := notDone(j, "resume"); err != nil {
 		return j, err
 	}
 	j, err = a.scheduler.Resume(ctx, j.ID)

@@ -131,6 +131,10 @@ func (a *Assistant) waitPaused(ctx context.Context, channel, sessionID string) e
 		if !started {
 			// Nothing in this process resumes paused turns (a CLI command
 			// without a server): say so instead of waiting for the expiry.
+			if len(undecided) > 0 {
+				id := undecided[0].ID
+				return fmt.Errorf("%w: a turn of this session waits for approval %s; decide it (tendril approvals approve %s, or deny) or start tendril serve", ErrBusySession, id, id)
+			}
 			return fmt.Errorf("%w: a turn of this session waits for approval; decide it (tendril approvals list) or start tendril serve", ErrBusySession)
 		}
 		for _, r := range undecided {

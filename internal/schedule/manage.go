@@ -228,7 +228,8 @@ func (s *Scheduler) Pause(ctx context.Context, id string) (Job, error) {
 // Resume makes a paused job active again and queues its next run: the
 // first regular slot after now (an `at` job whose time passed while paused
 // runs now), so runs missed while paused are not replayed; Attempts
-// restarts at 0. Resuming a job that is not paused changes nothing. It
+// restarts at 0; an `at` job that has fired before (paused while a RunNow
+// was pending) runs now. Resuming a job that is not paused changes nothing. It
 // fails with ErrNotFound for an unknown id, or ErrBadSpec when the job's
 // definition no longer yields a slot.
 func (s *Scheduler) Resume(ctx context.Context, id string) (Job, error) {
@@ -244,7 +245,10 @@ func (s *Scheduler) Resume(ctx context.Context, id string) (Job, error) {
 	if err != nil {
 		return Job{}, fmt.Errorf("resume job %s: %w", id, err)
 	}
-	if next.Before(now) {
+	if next.Before(now) || j.Kind == KindAt && !j.LastRun.IsZero() {
+		// An `at` job that has fired was paused while a run again (RunNow)
+		// was pending: that run is what resumes, now, never a second
+		// firing at the original time.
 		next = now
 	}
 	j.NextRun, j.Attempts, j.Status = next, 0, StatusActive

@@ -85,6 +85,46 @@ func TestResumeOneShotPastItsTime(t *testing.T) {
 	}
 }
 
+// A fired one-shot run again (RunNow), paused before that run and resumed
+// runs once, at the resume, and never fires a second time at its original
+// `at` (a new user's repro: it did).
+func TestResumeFiredOneShotRunsAgainOnce(t *testing.T) {
+	ctx := context.Background()
+	start := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	e := newEnv(t, start)
+	j := e.add(t, schedule.JobSpec{At: "in 2h"})
+	if _, err := e.s.RunNow(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.runDue(t); n != 1 {
+		t.Fatalf("ran %d, want 1", n)
+	}
+	if _, err := e.s.RunNow(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.Pause(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	r, err := e.s.Resume(ctx, j.ID)
+	if err != nil || !r.NextRun.Equal(e.clock.Now()) {
+		t.Fatalf("Resume = %+v, %v; want due now, not at its original time", r, err)
+	}
+	if n := e.runDue(t); n != 1 {
+		t.Fatalf("ran %d at the resume, want 1", n)
+	}
+	e.clock.Set(start.Add(3 * time.Hour)) // past the original `at`
+	if n := e.runDue(t); n != 0 {
+		t.Fatalf("the one-shot fired again at its original time: %d", n)
+	}
+	if got, err := e.s.Get(ctx, j.ID); err != nil || got.Status != schedule.StatusDone {
+		t.Fatalf("after the run again: %+v, %v; want done", got, err)
+	}
+	if h, err := e.s.History(ctx, j.ID); err != nil || len(h) != 2 {
+		t.Fatalf("history = %d runs, %v; want 2", len(h), err)
+	}
+}
+
 // History lists finished runs newest first: ok with the start of what was
 // delivered (or NOTHING_DUE), error with the error text.
 func TestHistory(t *testing.T) {
