@@ -99,7 +99,7 @@ paused turn at once, replying on its channel.`,
 					if err := cn.API(ctx, "POST", "/approvals/"+args[0]+"/"+verb, nil, mgmt.Decision{By: by}, &r); err != nil {
 						return err
 					}
-					_, err := fmt.Fprintf(c.OutOrStdout(), "%s %s: %s %s\n", r.ID, r.Status, r.Tool, r.Args)
+					_, err := fmt.Fprintf(c.OutOrStdout(), "%s %s: %s %s\n", r.ID, r.Status, oneLine(r.Tool), oneLine(string(r.Args)))
 					if cn.local != nil && verb == "approve" {
 						fmt.Fprintln(c.ErrOrStderr(), cn.noServerNote("the paused turn resumes"))
 					}

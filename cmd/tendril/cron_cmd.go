@@ -109,7 +109,7 @@ an actor "telegram:123" default to telegram and 123.`,
 					if err := cn.API(ctx, method, "/jobs/"+url.PathEscape(args[0])+suffix, nil, struct{}{}, &j); err != nil {
 						return err
 					}
-					fmt.Fprintf(c.OutOrStdout(), "%s %s %s\n", done, j.ID, j.Name)
+					fmt.Fprintf(c.OutOrStdout(), "%s %s %s\n", done, j.ID, oneLine(j.Name))
 					if j.Source == schedule.SourceConfig && suffix == "" {
 						fmt.Fprintln(c.ErrOrStderr(), "note: this job is defined in tendril.json and returns at the next server start unless removed there")
 					}

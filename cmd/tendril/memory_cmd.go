@@ -39,8 +39,12 @@ func (s *syncWriter) printf(format string, a ...any) {
 	fmt.Fprintf(s.w, format, a...)
 }
 
+// clip makes s one table cell: whitespace runs become one space, and s is
+// cut to n runes with "…". Control characters and bidirectional overrides (a U+202E in a tool's
+// arguments would reorder the rest of the terminal line) are shown
+// escaped, as oneLine shows them.
 func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = strings.Join(strings.Fields(oneLine(s)), " ")
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}

@@ -60,3 +60,19 @@ func TestDoctorRefusesWhatServeRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A table cell shows control characters and bidirectional overrides
+// escaped: a U+202E in a tool's arguments or a job's name would otherwise
+// reorder the rest of the terminal line.
+func TestClipEscapesControlAndBidi(t *testing.T) {
+	got := clip("note \u202eevil\x1b[2J\nnext", 80)
+	if strings.ContainsRune(got, 0x202e) || strings.ContainsRune(got, 0x1b) || strings.ContainsRune(got, '\n') {
+		t.Fatalf("clip left a control or bidi character: %q", got)
+	}
+	if !strings.Contains(got, `\u202e`) || !strings.Contains(got, `\x1b`) {
+		t.Fatalf("clip = %q, want the characters shown escaped", got)
+	}
+	if got := clip("plain  text", 80); got != "plain text" {
+		t.Fatalf("clip(plain) = %q", got)
+	}
+}
