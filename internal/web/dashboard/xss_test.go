@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"encoding/json"
 	"net/url"
 	"os"
 	"strconv"
@@ -112,3 +113,20 @@ func (tb *tabT) checkDOM(where string) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// Arguments shown for approval keep their stored order: a right-to-left
+// override inside a string is shown as its JSON escape, which names the
+// same character, instead of reversing the rest of the line.
+func TestPrettyJSONEscapesBidi(t *testing.T) {
+	got := prettyJSON(json.RawMessage("{\"cmd\":\"rm -rf /tmp/\u202egpj.exe\"}"))
+	if strings.ContainsRune(got, 0x202e) || !strings.Contains(got, `\u202e`) {
+		t.Fatalf("prettyJSON = %q, want U+202E escaped", got)
+	}
+	var v map[string]string
+	if err := json.Unmarshal([]byte(got), &v); err != nil || v["cmd"] != "rm -rf /tmp/\u202egpj.exe" {
+		t.Fatalf("the escaped form means something else: %v %q", err, v["cmd"])
+	}
+	if got := prettyJSON(json.RawMessage(`{"a":"<b>"}`)); got != "{\n  \"a\": \"<b>\"\n}" {
+		t.Fatalf("prettyJSON without bidi = %q", got)
+	}
+}
