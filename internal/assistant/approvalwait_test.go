@@ -16,14 +16,8 @@ import (
 // pending request it waits for, once: the paused call, then the call the
 // resumed turn pauses on next. Its own run starts after both are decided.
 func TestApprovalWaitReportsEachRequestOnce(t *testing.T) {
-	fake := modeltest.NewOpenAI(t)
-	a := openApprovalApp(t, fake, 2*time.Minute)
+	fake, a, res := pausedNote(t)
 	ctx := context.Background()
-	fake.Push(modeltest.Reply{ToolCalls: []modeltest.ToolCall{{Name: "notes", Args: `{"action":"add","text":"fig pruned"}`}}})
-	res, err := a.Invoke(ctx, agent.Request{Message: "note: fig pruned", ActorID: "api:me", Channel: "api", SessionID: "s"})
-	if err != nil || res.PendingApproval == nil {
-		t.Fatalf("no paused turn: %v %+v", err, res)
-	}
 	first := res.PendingApproval.RequestID
 	fake.Push(modeltest.Reply{ToolCalls: []modeltest.ToolCall{{Name: "notes", Args: `{"action":"add","text":"fig fed"}`}}},
 		modeltest.Reply{Text: "I did not save the second note."}, modeltest.Reply{Text: "Hi!"})
@@ -86,20 +80,29 @@ func TestApprovalWaitReportsEachRequestOnce(t *testing.T) {
 // no server), a message behind a paused turn fails at once with
 // ErrBusySession, naming the approval to decide.
 func TestBusySessionNamesTheApproval(t *testing.T) {
-	fake := modeltest.NewOpenAI(t)
-	a := openApprovalApp(t, fake, 2*time.Minute)
+	_, a, res := pausedNote(t)
 	ctx := context.Background()
-	fake.Push(modeltest.Reply{ToolCalls: []modeltest.ToolCall{{Name: "notes", Args: `{"action":"add","text":"fig pruned"}`}}})
-	res, err := a.Invoke(ctx, agent.Request{Message: "note: fig pruned", ActorID: "api:me", Channel: "api", SessionID: "s"})
-	if err != nil || res.PendingApproval == nil {
-		t.Fatalf("no paused turn: %v %+v", err, res)
-	}
 	a.mu.Lock()
 	a.started = false // as in a CLI process without a server
 	a.mu.Unlock()
-	_, err = a.Invoke(ctx, agent.Request{Message: "hi", ActorID: "api:me", Channel: "api", SessionID: "s"})
+	_, err := a.Invoke(ctx, agent.Request{Message: "hi", ActorID: "api:me", Channel: "api", SessionID: "s"})
 	id := res.PendingApproval.RequestID
 	if !errors.Is(err, ErrBusySession) || !strings.Contains(err.Error(), "tendril approvals approve "+id) {
 		t.Fatalf("message behind a paused turn without a server: %v; want ErrBusySession naming %s", err, id)
 	}
+}
+
+// pausedNote opens an app with the approval gate (2 minute expiry) and
+// runs a turn of api:me in session s whose notes call pauses; it returns
+// the fake model, the app and the paused turn's result.
+func pausedNote(t *testing.T) (*modeltest.Server, *Assistant, *agent.Result) {
+	t.Helper()
+	fake := modeltest.NewOpenAI(t)
+	a := openApprovalApp(t, fake, 2*time.Minute)
+	fake.Push(modeltest.Reply{ToolCalls: []modeltest.ToolCall{{Name: "notes", Args: `{"action":"add","text":"fig pruned"}`}}})
+	res, err := a.Invoke(context.Background(), agent.Request{Message: "note: fig pruned", ActorID: "api:me", Channel: "api", SessionID: "s"})
+	if err != nil || res.PendingApproval == nil {
+		t.Fatalf("no paused turn: %v %+v", err, res)
+	}
+	return fake, a, res
 }
