@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tendrilai/tendril/internal/config"
+	"github.com/tendrilai/tendril/internal/web/sanitize"
 )
 
 // Set by -ldflags "-X main.version=..."; otherwise taken from the module
@@ -183,7 +184,7 @@ func oneLine(s string) string {
 			b.WriteString("; ")
 		case unicode.IsControl(r):
 			fmt.Fprintf(&b, "\\x%02x", r)
-		case isBidi(r):
+		case sanitize.IsBidi(r):
 			fmt.Fprintf(&b, "\\u%04x", r)
 		default:
 			b.WriteRune(r)
@@ -205,7 +206,7 @@ func errorText(err error) string {
 }
 
 // printable quotes control characters other than newline and tab, and the
-// bidirectional controls (isBidi).
+// bidirectional controls (sanitize.IsBidi).
 func printable(s string) string {
 	var b strings.Builder
 	for _, r := range s {
@@ -213,7 +214,7 @@ func printable(s string) string {
 			fmt.Fprintf(&b, "\\x%02x", r)
 			continue
 		}
-		if isBidi(r) {
+		if sanitize.IsBidi(r) {
 			fmt.Fprintf(&b, "\\u%04x", r)
 			continue
 		}
@@ -233,14 +234,6 @@ func (t termWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
-}
-
-// isBidi reports the Unicode bidirectional controls (U+200E, U+200F,
-// U+202A–U+202E, U+2066–U+2069), which reorder how a line displays and so
-// can disguise what a stored text or ID really says (Trojan Source,
-// CVE-2021-42574).
-func isBidi(r rune) bool {
-	return r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
 }
 
 func isCobraUsage(err error) bool {

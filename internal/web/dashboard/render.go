@@ -224,34 +224,9 @@ func prettyJSON(raw json.RawMessage) string {
 	}
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		return escapeBidi(string(raw))
+		return sanitize.EscapeBidi(string(raw))
 	}
-	return escapeBidi(unescapeHTMLEscapes(buf.String()))
-}
-
-// escapeBidi writes the bidirectional formatting characters (U+200E,
-// U+200F, U+202A–U+202E, U+2066–U+2069; Unicode UAX #9) in s as JSON
-// \uXXXX escapes, so that arguments a person approves read in the order
-// they are stored: an override inside a string would otherwise reverse
-// what follows it on the page. In valid JSON these characters occur only
-// inside strings, where the escape means the same character.
-func escapeBidi(s string) string {
-	if !strings.ContainsFunc(s, isBidi) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if isBidi(r) {
-			fmt.Fprintf(&b, `\u%04x`, r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-func isBidi(r rune) bool {
-	return r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
+	return sanitize.EscapeBidi(unescapeHTMLEscapes(buf.String()))
 }
 
 // unescapeHTMLEscapes turns the \u003c, \u003e and \u0026 escapes that Go's

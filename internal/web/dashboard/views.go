@@ -11,6 +11,7 @@ import (
 
 	"github.com/tendrilai/tendril/internal/approval"
 	"github.com/tendrilai/tendril/internal/session"
+	"github.com/tendrilai/tendril/internal/web/sanitize"
 )
 
 // The pages are built with gomponents (maragu.dev/gomponents): every
@@ -628,11 +629,11 @@ func schedulesView(p pageData) g.Node {
 			}
 			rows = append(rows,
 				h.Tr(h.Data("job", j.ID),
-					h.Td(g.Text(j.Name), h.Br(), h.Small(idCode(j.ID), g.Text(" "), txt(j.Source))),
+					h.Td(g.Text(sanitize.EscapeBidi(j.Name)), h.Br(), h.Small(idCode(j.ID), g.Text(" "), txt(j.Source))),
 					h.Td(txt(j.Kind)),
 					h.Td(h.Code(g.Text(j.Spec)), g.If(j.TZ != "", g.Text(" "+j.TZ))),
 					h.Td(g.Text(j.Task)),
-					h.Td(g.Text(j.ActorID), h.Br(), h.Small(txt(j.Channel))),
+					h.Td(g.Text(sanitize.EscapeBidi(j.ActorID)), h.Br(), h.Small(txt(j.Channel))),
 					h.Td(g.Text(next)),
 					h.Td(g.Text(when(j.LastRun)),
 						g.If(j.Attempts != 0, g.Group{h.Br(), h.Small(g.Text(t(l, "Attempts") + " " + fmt.Sprint(j.Attempts)))}),
@@ -741,6 +742,8 @@ func errorView(p pageData) g.Node {
 
 // idCode shows an ID abbreviated (short) in <code>, with the whole ID as
 // its title so it can be read and copied (`tendril session branch --from`).
+// The shown part has its bidirectional controls escaped
+// (sanitize.EscapeBidi); the title keeps the ID as stored, for copying.
 func idCode(id string) g.Node {
-	return h.Code(h.TitleAttr(id), g.Text(short(id)))
+	return h.Code(h.TitleAttr(id), g.Text(short(sanitize.EscapeBidi(id))))
 }

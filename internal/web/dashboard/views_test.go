@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,25 @@ func TestSchedulesShowsDoneOneShot(t *testing.T) {
 		if strings.Contains(page, "/schedules/01JDONE/pause") || strings.Contains(page, "/schedules/01JDONE/resume") {
 			t.Errorf("%s: a done job offers Pause or Resume:\n%s", lang, page)
 		}
+	}
+}
+
+// A job's name, actor and ID show a bidirectional override as its escape,
+// so a name cannot display as something it is not; the ID's title keeps
+// it as stored, for copying.
+func TestSchedulesEscapeBidi(t *testing.T) {
+	at := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
+	j := schedule.Job{ID: "01J\u202eX", Name: "backup \u202egpj.exe", Kind: schedule.KindAt, Spec: at.Format(time.RFC3339), Task: "back up",
+		ActorID: "web:\u202eowner", NextRun: at, Status: schedule.StatusActive, Source: schedule.SourceWeb}
+	page := renderPage(t, pageData{Lang: "en", CSRF: "x", Data: schedulesData{Jobs: []scheduleRow{{Job: j}}}}, schedulesView)
+	for _, want := range []string{`backup \u202egpj.exe`, `web:\u202eowner`, `01J\u202eX</code>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/schedules lacks %q", want)
+		}
+	}
+	// Attribute values (the title, data-job) are not displayed.
+	if shown := regexp.MustCompile(`="[^"]*"`).ReplaceAllString(page, ""); strings.ContainsRune(shown, 0x202e) {
+		t.Errorf("/schedules displays a raw U+202E:\n%s", page)
 	}
 }
 
