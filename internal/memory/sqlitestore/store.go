@@ -170,13 +170,6 @@ type Store struct {
 	// event writes whose files rows are not written yet (oweFiles).
 	owedMu sync.Mutex
 	owed   map[string]owedFile // "enc/rel" → stat
-
-	// commitSlot is the group commit's one-place semaphore and
-	// commitPending the event writes waiting for it (commitEvents),
-	// guarded by commitMu.
-	commitSlot    chan struct{}
-	commitMu      sync.Mutex
-	commitPending []*eventCommit
 }
 
 // owedFile is a files row not yet written.
@@ -386,7 +379,7 @@ func Open(home string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Store{home: home, dir: filepath.Join(home, "memory"), opts: opts, actors: map[string]*actorState{}, actorSync: map[string]time.Time{}, commitSlot: make(chan struct{}, 1)}
+	s := &Store{home: home, dir: filepath.Join(home, "memory"), opts: opts, actors: map[string]*actorState{}, actorSync: map[string]time.Time{}}
 	if _, err := ParseEngine(string(opts.Engine)); err != nil {
 		return nil, fmt.Errorf("open memory: %w", err)
 	}
@@ -886,9 +879,6 @@ func insertRecord(ctx context.Context, stmt *sql.Stmt, actor string, r memory.Re
 	return nil
 }
 
-// insertEventSQL writes one events row (insertEvent's arguments).
-const insertEventSQL = `INSERT OR REPLACE INTO events(id,actor,session,role,text,ts,metadata) VALUES(?,?,?,?,?,?,?)`
-
 func insertEvent(ctx context.Context, stmt *sql.Stmt, actor string, e memory.Event) error {
 	md, _ := json.Marshal(markdown.EncodeMetadata(e.Metadata))
 	_, err := stmt.ExecContext(ctx, e.ID, actor, e.SessionID, e.Role, e.Text, e.Timestamp.UTC().Format(time.RFC3339Nano), string(md))
@@ -1377,22 +1367,43 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch
 		s.fsync(path)
 		files[f] = true
 	}
-	// The daily log's files row (its size and mtime, so Sync does not
-	// take our append for a hand edit) is owed, not written: it would be
-	// two more B-tree pages in every turn's commit. See oweFiles.
-	if err := s.oweFiles(a, files); err != nil {
-		return err
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	defer tx.Rollback()
+	stmt, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO events(id,actor,session,role,text,ts,metadata) VALUES(?,?,?,?,?,?,?)`)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
 	}
 	// The full-text rows of events are written here only when FTS5 is the
 	// configured engine; otherwise the first FTS5 search of the actor
 	// writes them (ftsCatchUp), so a turn does not pay FTS5's segment and
 	// merge writes (about 43 KB per turn) for an engine it does not use.
 	eager := s.opts.Engine == EngineFTS5
+	var fts ftsBatch
+	for _, e := range fresh {
+		if err := insertEvent(ctx, stmt, a.id, e); err != nil {
+			return err
+		}
+		if eager {
+			s.ftsEvent(&fts, a.id, e)
+		}
+	}
 	if !eager {
 		a.ftsBehind.Store(true)
 	}
-	if err := s.commitEvents(ctx, &eventCommit{actor: a.id, fresh: fresh, eager: eager}); err != nil {
+	if err := fts.write(ctx, s, tx); err != nil {
 		return err
+	}
+	// The daily log's files row (its size and mtime, so Sync does not
+	// take our append for a hand edit) is owed, not written: it would be
+	// two more B-tree pages in every turn's commit. See oweFiles.
+	if err := s.oweFiles(a, files); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("memory index: %w", err)
 	}
 	a.mu.Lock()
 	for i, e := range fresh {

@@ -393,7 +393,7 @@ func (s *Store) reload(ctx context.Context, enc string, compact bool) error {
 		}
 		fts.record(actor, r)
 	}
-	es, err := tx.PrepareContext(ctx, insertEventSQL)
+	es, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO events(id,actor,session,role,text,ts,metadata) VALUES(?,?,?,?,?,?,?)`)
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
