@@ -500,12 +500,10 @@ func validID(kind, id string) error {
 
 // RecordTurn implements memory.Recorder. It fills in missing event IDs
 // (ULIDs), actor, session, timestamps and metadata "agentId", counts the turn (queuing a job
-// every ExtractEveryTurns turns) and appends the events to the store,
-// the two at once (each waits for its own database's writer). When both
-// succeed the events are extracted, at the latest when the session goes
-// idle. When the count fails and the append does not, RecordTurn returns
-// the count's error and the events wait for the session's next counted
-// turn or pending idle job. It never runs extraction itself.
+// every ExtractEveryTurns turns) and appends the events to the store. The
+// turn is counted before the append, so events that reach the store are
+// always extracted, at the latest when the session goes idle. It never
+// runs extraction itself.
 func (p *Pipeline) RecordTurn(ctx context.Context, agentID, actorID, sessionID string, events []memory.Event) error {
 	for _, c := range [][2]string{{"agent", agentID}, {"actor", actorID}, {"session", sessionID}} {
 		if err := validID(c[0], c[1]); err != nil {
@@ -546,25 +544,12 @@ func (p *Pipeline) RecordTurn(ctx context.Context, agentID, actorID, sessionID s
 		}
 		evs[i] = ev
 	}
-	// The turn is counted in the job database and its events written to
-	// the memory store at once: the two are separate databases, each with
-	// one writer that many turns queue for, and waiting for them one
-	// after the other doubled a turn's wait under load. Neither needs the
-	// other first: an extraction job reads the session's events from its
-	// cursor, so one that runs before the events land finds them on its
-	// next run (the next count or the idle job), and an event written
-	// without its count is read by the session's next extraction.
-	noted := make(chan error, 1)
-	go func() {
-		_, err := p.q.noteTurn(ctx, agentID, actorID, sessionID, p.opts.ExtractEveryTurns, p.opts.MaxAttempts, p.opts.IdleAfter, now)
-		noted <- err
-	}()
-	appendErr := p.store.AppendEvents(ctx, evs)
-	if err := <-noted; err != nil {
+	_, err := p.q.noteTurn(ctx, agentID, actorID, sessionID, p.opts.ExtractEveryTurns, p.opts.MaxAttempts, p.opts.IdleAfter, now)
+	if err != nil {
 		return fmt.Errorf("record turn %s/%s: queue: %w", actorID, sessionID, err)
 	}
-	if appendErr != nil {
-		return fmt.Errorf("record turn %s/%s: append events: %w", actorID, sessionID, appendErr)
+	if err := p.store.AppendEvents(ctx, evs); err != nil {
+		return fmt.Errorf("record turn %s/%s: append events: %w", actorID, sessionID, err)
 	}
 	return nil
 }
