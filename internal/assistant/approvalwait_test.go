@@ -90,6 +90,9 @@ func TestBusySessionNamesTheApproval(t *testing.T) {
 	if !errors.Is(err, ErrBusySession) || !strings.Contains(err.Error(), "tendril approvals approve "+id) {
 		t.Fatalf("message behind a paused turn without a server: %v; want ErrBusySession naming %s", err, id)
 	}
+	if code := agent.ErrorCode(err); code != "APPROVAL_PENDING" {
+		t.Fatalf("busy session coded %s, want APPROVAL_PENDING", code)
+	}
 }
 
 // pausedNote opens an app with the approval gate (2 minute expiry) and

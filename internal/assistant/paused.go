@@ -23,8 +23,16 @@ import (
 // file is dropped when the resume (or the close) finishes.
 
 // ErrBusySession: the session's turn waits for an approval that nothing
-// in this process can resume.
-var ErrBusySession = errors.New("session busy")
+// in this process can resume. It is an agent.ErrApprovalPending too, so
+// its code is APPROVAL_PENDING (HTTP 409), not INTERNAL_ERROR.
+var ErrBusySession error = busySession{}
+
+type busySession struct{}
+
+func (busySession) Error() string { return "session busy" }
+
+// Is makes errors.Is(ErrBusySession, agent.ErrApprovalPending) hold.
+func (busySession) Is(target error) bool { return target == agent.ErrApprovalPending }
 
 // paused tracks resumes in flight and wakes waiting turns when one ends.
 type paused struct {

@@ -556,6 +556,10 @@ func errorStatusMsg(code, msg string) (int, string, string) {
 		return http.StatusServiceUnavailable, code, msg
 	case "MODEL_ERROR":
 		return http.StatusBadGateway, code, msg
+	case "APPROVAL_PENDING":
+		// A turn of the session waits for an approval (a paused turn
+		// itself is answered 202 before this, with its request).
+		return http.StatusConflict, code, msg
 	}
 	return http.StatusInternalServerError, "INTERNAL_ERROR", msg
 }

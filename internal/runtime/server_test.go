@@ -131,6 +131,7 @@ func TestErrorCodes(t *testing.T) {
 		{model.ErrNotConfigured, 503, "MODEL_NOT_CONFIGURED"},
 		{fmt.Errorf("x: %w", &model.APIError{Provider: "openai", StatusCode: 500}), 502, "MODEL_ERROR"},
 		{errors.New("disk full"), 500, "INTERNAL_ERROR"},
+		{fmt.Errorf("session busy: %w", agent.ErrApprovalPending), 409, "APPROVAL_PENDING"},
 	} {
 		ts := newTestServer(t, &recInvoker{err: tc.err}, Options{})
 		resp, out := post(t, ts.URL, `{"message":"hi","actor_id":"a"}`, nil)
