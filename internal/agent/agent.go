@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
@@ -67,6 +68,9 @@ type Agent struct {
 	deps  Deps
 	locks *keyedFIFO
 	seq   atomic.Uint64
+	// reconciled holds the sessions (Key.String) whose last turn's memory
+	// events this process has checked (reconcile).
+	reconciled sync.Map
 }
 
 // New returns an Agent. deps.Sessions must be set.

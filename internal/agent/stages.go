@@ -29,6 +29,7 @@ func (a *Agent) preTurn(ctx context.Context, req Request, key session.Key) (*tur
 	if err := checkOwner(history, req.ActorID, req.Channel); err != nil {
 		return nil, err
 	}
+	a.reconcile(ctx, key, history)
 
 	memories := a.retrieve(ctx, req)
 
@@ -556,7 +557,8 @@ func (a *Agent) postTurn(ctx context.Context, t *turn, res *Result) error {
 			{ID: t.Nodes[len(t.Nodes)-1].ID, ActorID: t.Req.ActorID, SessionID: t.Key.ID, Role: "assistant", Text: res.Text, Timestamp: now},
 		}
 		if err := a.deps.Recorder.RecordTurn(ctx, a.opt.AgentID, t.Req.ActorID, t.Key.ID, events); err != nil {
-			a.opt.Logger.Warn("memory recording failed", "actor", t.Req.ActorID, "err", err)
+			a.opt.Logger.Warn("memory recording failed; the session's next turn writes its events", "actor", t.Req.ActorID, "err", err)
+			a.reconciled.Delete(t.Key.String())
 		}
 	}
 	return nil
@@ -716,4 +718,76 @@ func nodesToMessages(nodes []session.Node) []model.Message {
 		out = out[1:]
 	}
 	return out
+}
+
+// reconcile writes the memory events of the session's last turn when
+// memory may lack them, through the Recorder's memory.TurnReconciler: the
+// first time this process serves the session (a process that died
+// between postTurn's session append and its RecordTurn left the turn in
+// the session only) and after a RecordTurn of the session failed. Events
+// already stored are skipped, so a check that finds them costs one
+// lookup; cron turns are not memory, as in postTurn. A failure is logged
+// and retried on the session's next turn; the turn goes on.
+func (a *Agent) reconcile(ctx context.Context, key session.Key, history []session.Node) {
+	rc, ok := a.deps.Recorder.(memory.TurnReconciler)
+	if !ok {
+		return
+	}
+	k := key.String()
+	if _, done := a.reconciled.LoadOrStore(k, struct{}{}); done {
+		return
+	}
+	actor, events := lastTurnEvents(history, key.ID)
+	if len(events) == 0 {
+		return
+	}
+	if err := rc.ReconcileTurn(ctx, a.opt.AgentID, actor, key.ID, events); err != nil {
+		a.reconciled.Delete(k)
+		a.opt.Logger.Warn("memory reconciliation failed; retrying on the session's next turn", "session", k, "err", err)
+	}
+}
+
+// lastTurnEvents returns the actor and memory events of the last turn of
+// path (a session's nodes, oldest first) as postTurn records them: the
+// turn's first node (the user's message, with metadata turnId and
+// actorId) and its final assistant reply. It returns none when the path
+// does not end in a completed turn, or the turn was a cron run.
+func lastTurnEvents(path []session.Node, sessionID string) (string, []memory.Event) {
+	n := len(path)
+	if n < 2 {
+		return "", nil
+	}
+	last := path[n-1]
+	turnID, _ := last.Metadata["turnId"].(string)
+	if last.Role != session.RoleAssistant || len(last.Blocks) > 0 || turnID == "" {
+		return "", nil
+	}
+	first := -1
+	for i := n - 2; i >= 0; i-- {
+		if id, _ := path[i].Metadata["turnId"].(string); id != turnID {
+			break
+		}
+		first = i
+	}
+	if first < 0 {
+		return "", nil
+	}
+	u := path[first]
+	actor, _ := u.Metadata["actorId"].(string)
+	if u.Role != session.RoleUser || actor == "" || u.Metadata["invocationType"] == "cron" {
+		return "", nil
+	}
+	text := u.Text
+	if len(u.Blocks) > 0 {
+		text = ""
+		for _, b := range u.Blocks {
+			if b.Type == "text" && b.Text != "(image)" {
+				text = b.Text
+			}
+		}
+	}
+	return actor, []memory.Event{
+		{ID: u.ID, ActorID: actor, SessionID: sessionID, Role: "user", Text: text, Timestamp: time.Unix(u.Timestamp, 0).UTC()},
+		{ID: last.ID, ActorID: actor, SessionID: sessionID, Role: "assistant", Text: last.Text, Timestamp: time.Unix(last.Timestamp, 0).UTC()},
+	}
 }

@@ -79,6 +79,14 @@ type Recorder interface {
 	RecordTurn(ctx context.Context, agentID, actorID, sessionID string, events []Event) error
 }
 
+// TurnReconciler is a Recorder that can write the events of a turn the
+// session holds but memory may lack (the process died between the
+// session's append and RecordTurn, or RecordTurn failed): events already
+// stored are left as they are, and the turn is not counted again.
+type TurnReconciler interface {
+	ReconcileTurn(ctx context.Context, agentID, actorID, sessionID string, events []Event) error
+}
+
 // Filter operators (SPEC §4.6).
 const (
 	OpEquals    = "EQUALS_TO"

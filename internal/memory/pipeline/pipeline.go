@@ -505,13 +505,46 @@ func validID(kind, id string) error {
 // always extracted, at the latest when the session goes idle. It never
 // runs extraction itself.
 func (p *Pipeline) RecordTurn(ctx context.Context, agentID, actorID, sessionID string, events []memory.Event) error {
+	evs, now, err := p.turnEvents(agentID, actorID, sessionID, events)
+	if err != nil || len(evs) == 0 {
+		return err
+	}
+	_, err = p.q.noteTurn(ctx, agentID, actorID, sessionID, p.opts.ExtractEveryTurns, p.opts.MaxAttempts, p.opts.IdleAfter, now)
+	if err != nil {
+		return fmt.Errorf("record turn %s/%s: queue: %w", actorID, sessionID, err)
+	}
+	if err := p.store.AppendEvents(ctx, evs); err != nil {
+		return fmt.Errorf("record turn %s/%s: append events: %w", actorID, sessionID, err)
+	}
+	return nil
+}
+
+// ReconcileTurn implements memory.TurnReconciler: it writes a turn's
+// events as RecordTurn would, without counting the turn, for a turn the
+// session holds but memory may lack. Events already stored are skipped
+// (AppendEvents is idempotent by ID); the session's next counted turn
+// extracts the ones written here.
+func (p *Pipeline) ReconcileTurn(ctx context.Context, agentID, actorID, sessionID string, events []memory.Event) error {
+	evs, _, err := p.turnEvents(agentID, actorID, sessionID, events)
+	if err != nil || len(evs) == 0 {
+		return err
+	}
+	if err := p.store.AppendEvents(ctx, evs); err != nil {
+		return fmt.Errorf("reconcile turn %s/%s: append events: %w", actorID, sessionID, err)
+	}
+	return nil
+}
+
+// turnEvents validates a turn's IDs and fills in its events as RecordTurn
+// stores them (IDs, actor, session, timestamps, redaction, "agentId").
+func (p *Pipeline) turnEvents(agentID, actorID, sessionID string, events []memory.Event) ([]memory.Event, time.Time, error) {
 	for _, c := range [][2]string{{"agent", agentID}, {"actor", actorID}, {"session", sessionID}} {
 		if err := validID(c[0], c[1]); err != nil {
-			return err
+			return nil, time.Time{}, err
 		}
 	}
 	if len(events) == 0 {
-		return nil
+		return nil, time.Time{}, nil
 	}
 	now := p.opts.Now().UTC()
 	evs := make([]memory.Event, len(events))
@@ -526,7 +559,7 @@ func (p *Pipeline) RecordTurn(ctx context.Context, agentID, actorID, sessionID s
 			ev.SessionID = sessionID
 		}
 		if ev.ActorID != actorID || ev.SessionID != sessionID {
-			return fmt.Errorf("%w: event %s belongs to %s/%s, not %s/%s", ErrInvalid, ev.ID, ev.ActorID, ev.SessionID, actorID, sessionID)
+			return nil, time.Time{}, fmt.Errorf("%w: event %s belongs to %s/%s, not %s/%s", ErrInvalid, ev.ID, ev.ActorID, ev.SessionID, actorID, sessionID)
 		}
 		if ev.Timestamp.IsZero() {
 			ev.Timestamp = now
@@ -544,14 +577,7 @@ func (p *Pipeline) RecordTurn(ctx context.Context, agentID, actorID, sessionID s
 		}
 		evs[i] = ev
 	}
-	_, err := p.q.noteTurn(ctx, agentID, actorID, sessionID, p.opts.ExtractEveryTurns, p.opts.MaxAttempts, p.opts.IdleAfter, now)
-	if err != nil {
-		return fmt.Errorf("record turn %s/%s: queue: %w", actorID, sessionID, err)
-	}
-	if err := p.store.AppendEvents(ctx, evs); err != nil {
-		return fmt.Errorf("record turn %s/%s: append events: %w", actorID, sessionID, err)
-	}
-	return nil
+	return evs, now, nil
 }
 
 // Flush runs extraction synchronously for the session's events not yet
