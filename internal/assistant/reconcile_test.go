@@ -2,6 +2,7 @@ package assistant
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,5 +48,46 @@ func TestTurnLostToACrashReachesMemory(t *testing.T) {
 		if e.ID == user.ID && e.Text != "my dog is called Rex" {
 			t.Fatalf("reconciled event text %q", e.Text)
 		}
+	}
+}
+
+// A forgotten actor's memory does not come back from its kept sessions:
+// after `memory forget` without --sessions and a restart, the session's
+// next turn does not re-append the last turn from before the forget.
+func TestForgottenTurnIsNotReconciled(t *testing.T) {
+	fake := modeltest.NewOpenAI(t)
+	a := openTestApp(t, fake)
+	ctx := context.Background()
+	turn := func(a *Assistant, msg string) {
+		t.Helper()
+		if _, err := a.Invoke(ctx, agent.Request{Message: msg, ActorID: "api:me", Channel: "api", SessionID: "s"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	turn(a, "my dog is called Rex")
+	if _, err := a.Forget(ctx, ForgetRequest{ActorID: "api:me"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := a.cfg
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(ctx, cfg, Options{Logger: a.log, Owner: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	turn(b, "hello again")
+	evs, err := b.memory.Events(ctx, "api:me", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if strings.Contains(e.Text, "Rex") {
+			t.Fatalf("a forgotten turn came back into memory: %+v", e)
+		}
+	}
+	if len(evs) != 2 {
+		t.Fatalf("%d events after the forget, want the new turn's 2", len(evs))
 	}
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -143,7 +144,12 @@ func hasStrategy(ss []memory.Strategy, s memory.Strategy) bool {
 func (s *memStore) AppendEvents(_ context.Context, evs []memory.Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.events = append(s.events, evs...)
+	// Idempotent by ID, as memory.Store requires (memorytest checks it).
+	for _, e := range evs {
+		if !slices.ContainsFunc(s.events, func(o memory.Event) bool { return o.ID == e.ID && e.ID != "" }) {
+			s.events = append(s.events, e)
+		}
+	}
 	return nil
 }
 

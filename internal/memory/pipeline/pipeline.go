@@ -27,6 +27,7 @@ package pipeline
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -528,6 +529,25 @@ func (p *Pipeline) ReconcileTurn(ctx context.Context, agentID, actorID, sessionI
 	evs, _, err := p.turnEvents(agentID, actorID, sessionID, events)
 	if err != nil || len(evs) == 0 {
 		return err
+	}
+	// Forget removes the actor's session counters with its memory but may
+	// leave its sessions: a turn of a forgotten actor's session that no
+	// turn has been counted in since is from before the forget, and must
+	// not come back. (A turn counted and lost after a forget is left out
+	// too: the check cannot tell the two apart, and forgetting wins.)
+	epoch, err := p.q.epoch(ctx, actorID)
+	if err != nil {
+		return fmt.Errorf("reconcile turn %s/%s: %w", actorID, sessionID, err)
+	}
+	if epoch > 0 {
+		var one int
+		err := p.q.db().queryRow(ctx, `SELECT 1 FROM memory_pipeline_sessions WHERE agent_id = ? AND actor_id = ? AND session_id = ?`, agentID, actorID, sessionID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reconcile turn %s/%s: %w", actorID, sessionID, err)
+		}
 	}
 	if err := p.store.AppendEvents(ctx, evs); err != nil {
 		return fmt.Errorf("reconcile turn %s/%s: append events: %w", actorID, sessionID, err)
