@@ -76,6 +76,62 @@ func TestApprovalWaitReportsEachRequestOnce(t *testing.T) {
 	}
 }
 
+// A message queued behind another that waits for a paused turn hears of
+// the approval at once (not when its own turn comes), once; both run in
+// order after the decision.
+func TestApprovalWaitReportsQueuedMessage(t *testing.T) {
+	fake, a, res := pausedNote(t)
+	ctx := context.Background()
+	id := res.PendingApproval.RequestID
+	fake.Push(modeltest.Reply{Text: "I did not save the note."}, modeltest.Reply{Text: "second"}, modeltest.Reply{Text: "third"})
+	type result struct {
+		text string
+		err  error
+	}
+	send := func(msg string, reports chan agent.PendingApproval, done chan result) {
+		wctx := a.WithApprovalWait(ctx, func(p agent.PendingApproval) { reports <- p })
+		res, err := a.Invoke(wctx, agent.Request{Message: msg, ActorID: "api:me", Channel: "api", SessionID: "s"})
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		done <- result{text: res.Text}
+	}
+	reports2, reports3 := make(chan agent.PendingApproval, 4), make(chan agent.PendingApproval, 4)
+	done2, done3 := make(chan result, 1), make(chan result, 1)
+	go send("second message", reports2, done2)
+	wait := func(ch chan agent.PendingApproval, who string) {
+		t.Helper()
+		select {
+		case p := <-ch:
+			if p.RequestID != id {
+				t.Fatalf("%s: reported %+v, want %s", who, p, id)
+			}
+		case <-time.After(time.Minute): // a hang guard
+			t.Fatalf("%s: no approval wait reported", who)
+		}
+	}
+	wait(reports2, "the second message")
+	go send("third message", reports3, done3)
+	wait(reports3, "the third message (queued behind the second)")
+	if _, err := a.Decide(ctx, id, false, "cli:ana", ""); err != nil {
+		t.Fatal(err)
+	}
+	for i, done := range []chan result{done2, done3} {
+		select {
+		case r := <-done:
+			if r.err != nil || r.text != []string{"second", "third"}[i] {
+				t.Fatalf("message %d: %q %v", i+2, r.text, r.err)
+			}
+		case <-time.After(time.Minute): // a hang guard
+			t.Fatalf("message %d never ran", i+2)
+		}
+	}
+	if len(reports2)+len(reports3) != 0 {
+		t.Fatal("a request was reported twice to one message")
+	}
+}
+
 // With nothing in the process to resume paused turns (a CLI command with
 // no server), a message behind a paused turn fails at once with
 // ErrBusySession, naming the approval to decide.

@@ -161,7 +161,15 @@ func (a *Assistant) Invoke(ctx context.Context, req agent.Request) (*agent.Resul
 	if req.SessionID != "" {
 		key += agent.SessionSep + req.SessionID
 	}
-	release, err := a.sessionQueue.lock(ctx, channel+"\x00"+key)
+	var queued func()
+	if report, ok := ctx.Value(approvalWaitKey{}).(func(agent.PendingApproval)); ok {
+		// A message queued behind another that waits for a paused turn
+		// hears of the approval now, not when its turn comes; each
+		// request is reported once across the two waits.
+		ctx = a.WithApprovalWait(ctx, reportOnce(report))
+		queued = func() { a.reportPending(ctx, channel, key) }
+	}
+	release, err := a.sessionQueue.lockOr(ctx, channel+"\x00"+key, queued)
 	if err != nil {
 		return nil, err
 	}

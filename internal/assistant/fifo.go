@@ -15,6 +15,12 @@ type fifo struct {
 
 // lock waits for key's earlier holders and returns the unlock func.
 func (f *fifo) lock(ctx context.Context, key string) (func(), error) {
+	return f.lockOr(ctx, key, nil)
+}
+
+// lockOr is lock that first calls waiting, when set, if the caller has
+// to wait for an earlier holder.
+func (f *fifo) lockOr(ctx context.Context, key string, waiting func()) (func(), error) {
 	ch := make(chan struct{})
 	f.mu.Lock()
 	if f.q == nil {
@@ -26,6 +32,9 @@ func (f *fifo) lock(ctx context.Context, key string) (func(), error) {
 	unlock := func() { f.pass(key) }
 	if first {
 		return unlock, nil
+	}
+	if waiting != nil {
+		waiting()
 	}
 	select {
 	case <-ch:

@@ -83,6 +83,46 @@ func (a *Assistant) WithApprovalWait(ctx context.Context, report func(agent.Pend
 	return context.WithValue(ctx, approvalWaitKey{}, report)
 }
 
+// reportOnce wraps report so that each request ID is reported once.
+func reportOnce(report func(agent.PendingApproval)) func(agent.PendingApproval) {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	return func(p agent.PendingApproval) {
+		mu.Lock()
+		dup := seen[p.RequestID]
+		seen[p.RequestID] = true
+		mu.Unlock()
+		if !dup {
+			report(p)
+		}
+	}
+}
+
+// reportPending reports, to the context's WithApprovalWait function, the
+// pending requests of the paused turns of the session (channel, id): what
+// a message queued behind the session's earlier messages waits for. A
+// ledger that cannot be read reports nothing (waitPaused says why later).
+func (a *Assistant) reportPending(ctx context.Context, channel, sessionID string) {
+	report, _ := ctx.Value(approvalWaitKey{}).(func(agent.PendingApproval))
+	if report == nil {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	reqs, err := a.gate.List(lctx)
+	cancel()
+	if err != nil {
+		return
+	}
+	for _, r := range reqs {
+		if r.SessionID != sessionID || r.Channel != channel || len(r.Resume) == 0 || r.Status != approval.StatusPending {
+			continue
+		}
+		if _, err := a.gate.LoadResume(r); err == nil {
+			report(pendingApproval(r))
+		}
+	}
+}
+
 // pendingApproval is req as the API shows a paused call.
 func pendingApproval(req approval.Request) agent.PendingApproval {
 	return agent.PendingApproval{RequestID: req.ID, ToolName: req.Tool, Args: string(req.Args), ExpiresAt: req.ExpiresAt.Unix()}
