@@ -84,8 +84,8 @@ func TestE2EInvokeShowsApprovalWait(t *testing.T) {
 	if out.String() != "Hello again!\n" {
 		t.Fatalf("stdout %q, want the answer", out.String())
 	}
-	if errOut.String() != line {
-		t.Fatalf("stderr %q, want the one wait line", errOut.String())
+	if want := line + "approval " + id + " approved: the paused notes call runs, then this message\n"; errOut.String() != want {
+		t.Fatalf("stderr %q, want the wait line and the decision %q", errOut.String(), want)
 	}
 	if last := fake.Requests()[2].LastUserText(); last != "hello again" {
 		t.Fatalf("the waiting turn's user text %q", last)
@@ -138,7 +138,7 @@ func TestE2EChatShowsApprovalWait(t *testing.T) {
 	if err := chat.Wait(); err != nil {
 		t.Fatalf("chat: %v\n%s%s", err, out.String(), stderr())
 	}
-	if errOut.String() != line {
-		t.Fatalf("stderr %q, want the one wait line", errOut.String())
+	if want := line + "approval " + id + " approved: the paused notes call runs, then this message\n"; errOut.String() != want {
+		t.Fatalf("stderr %q, want the wait line and the decision %q", errOut.String(), want)
 	}
 }

@@ -82,7 +82,7 @@ func streamTurn(ctx context.Context, sock string, req any, waiting func(agent.Pe
 			return nil, fmt.Errorf("POST /invocations: bad frame: %w", err)
 		}
 		switch frame["type"] {
-		case "approval_wait":
+		case "approval_wait", "approval_decided":
 			var f struct {
 				Approval agent.PendingApproval `json:"approval"`
 			}
@@ -101,9 +101,17 @@ func streamTurn(ctx context.Context, sock string, req any, waiting func(agent.Pe
 }
 
 // approvalWaitLine is the line invoke and chat print on stderr while a
-// turn waits behind the paused tool call p of its session.
+// turn waits behind the paused tool call p of its session, and once that
+// call's request is decided (p.Status set).
 func approvalWaitLine(p agent.PendingApproval) string {
 	id := clip(oneLine(p.RequestID), 64)
-	return fmt.Sprintf("waiting for approval %s: %s %s — approve with: tendril approvals approve %s (or deny)",
-		id, clip(oneLine(p.ToolName), 64), clip(oneLine(p.Args), 100), id)
+	tool := clip(oneLine(p.ToolName), 64)
+	switch p.Status {
+	case "":
+		return fmt.Sprintf("waiting for approval %s: %s %s — approve with: tendril approvals approve %s (or deny)",
+			id, tool, clip(oneLine(p.Args), 100), id)
+	case "approved", "executed":
+		return fmt.Sprintf("approval %s approved: the paused %s call runs, then this message", id, tool)
+	}
+	return fmt.Sprintf("approval %s %s: the paused %s call did not run; this message runs next", id, clip(oneLine(p.Status), 32), tool)
 }

@@ -44,6 +44,11 @@ type PendingApproval struct {
 	ToolName  string `json:"tool_name"`
 	Args      string `json:"args"`
 	ExpiresAt int64  `json:"expires_at"` // unix seconds
+	// Status is "" while a turn waits behind the request, then the
+	// request's approval.Status once it no longer waits for a decision
+	// ("approved", "executed", "denied", "expired", "invalidated",
+	// "rejected"), or "closed" when the ledger no longer holds it.
+	Status string `json:"status,omitempty"`
 }
 
 // Invoker runs turns. Channels and the scheduler depend on this interface,

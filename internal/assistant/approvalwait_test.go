@@ -13,8 +13,9 @@ import (
 )
 
 // A turn that waits behind a paused turn of its session reports each
-// pending request it waits for, once: the paused call, then the call the
-// resumed turn pauses on next. Its own run starts after both are decided.
+// pending request it waits for, once as waiting and once as decided: the
+// paused call, then the call the resumed turn pauses on next. Its own run
+// starts after both are decided.
 func TestApprovalWaitReportsEachRequestOnce(t *testing.T) {
 	fake, a, res := pausedNote(t)
 	ctx := context.Background()
@@ -52,15 +53,22 @@ func TestApprovalWaitReportsEachRequestOnce(t *testing.T) {
 	if _, err := a.Decide(ctx, first, true, "cli:ana", ""); err != nil {
 		t.Fatal(err)
 	}
+	if p = next(); p.RequestID != first || (p.Status != "approved" && p.Status != "executed") {
+		t.Fatalf("report after the approval %+v, want %s approved", p, first)
+	}
 	p = next()
-	if p.RequestID == first || p.Args != `{"action":"add","text":"fig fed"}` {
-		t.Fatalf("second report %+v, want the resumed turn's new request", p)
+	if p.RequestID == first || p.Args != `{"action":"add","text":"fig fed"}` || p.Status != "" {
+		t.Fatalf("third report %+v, want the resumed turn's new request, waiting", p)
 	}
 	if req, err := a.gate.Get(ctx, p.RequestID); err != nil || req.Status != approval.StatusPending {
 		t.Fatalf("reported request %+v %v is not pending", req, err)
 	}
-	if _, err := a.Decide(ctx, p.RequestID, false, "cli:ana", ""); err != nil {
+	second := p.RequestID
+	if _, err := a.Decide(ctx, second, false, "cli:ana", ""); err != nil {
 		t.Fatal(err)
+	}
+	if p = next(); p.RequestID != second || p.Status != "denied" {
+		t.Fatalf("report after the denial %+v, want %s denied", p, second)
 	}
 	var r result
 	select {
@@ -77,8 +85,8 @@ func TestApprovalWaitReportsEachRequestOnce(t *testing.T) {
 }
 
 // A message queued behind another that waits for a paused turn hears of
-// the approval at once (not when its own turn comes), once; both run in
-// order after the decision.
+// the approval at once (not when its own turn comes), once, and of its
+// denial; both run in order after the decision.
 func TestApprovalWaitReportsQueuedMessage(t *testing.T) {
 	fake, a, res := pausedNote(t)
 	ctx := context.Background()
@@ -100,23 +108,25 @@ func TestApprovalWaitReportsQueuedMessage(t *testing.T) {
 	reports2, reports3 := make(chan agent.PendingApproval, 4), make(chan agent.PendingApproval, 4)
 	done2, done3 := make(chan result, 1), make(chan result, 1)
 	go send("second message", reports2, done2)
-	wait := func(ch chan agent.PendingApproval, who string) {
+	wait := func(ch chan agent.PendingApproval, who, status string) {
 		t.Helper()
 		select {
 		case p := <-ch:
-			if p.RequestID != id {
-				t.Fatalf("%s: reported %+v, want %s", who, p, id)
+			if p.RequestID != id || p.Status != status {
+				t.Fatalf("%s: reported %+v, want %s %q", who, p, id, status)
 			}
 		case <-time.After(time.Minute): // a hang guard
-			t.Fatalf("%s: no approval wait reported", who)
+			t.Fatalf("%s: no approval report %q", who, status)
 		}
 	}
-	wait(reports2, "the second message")
+	wait(reports2, "the second message", "")
 	go send("third message", reports3, done3)
-	wait(reports3, "the third message (queued behind the second)")
+	wait(reports3, "the third message (queued behind the second)", "")
 	if _, err := a.Decide(ctx, id, false, "cli:ana", ""); err != nil {
 		t.Fatal(err)
 	}
+	wait(reports2, "the second message", "denied")
+	wait(reports3, "the third message", "denied")
 	for i, done := range []chan result{done2, done3} {
 		select {
 		case r := <-done:

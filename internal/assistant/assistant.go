@@ -162,11 +162,11 @@ func (a *Assistant) Invoke(ctx context.Context, req agent.Request) (*agent.Resul
 		key += agent.SessionSep + req.SessionID
 	}
 	var queued func()
-	if report, ok := ctx.Value(approvalWaitKey{}).(func(agent.PendingApproval)); ok {
+	if ctx = withWaitReport(ctx); waitReportOf(ctx) != nil {
 		// A message queued behind another that waits for a paused turn
 		// hears of the approval now, not when its turn comes; each
-		// request is reported once across the two waits.
-		ctx = a.WithApprovalWait(ctx, reportOnce(report))
+		// request is reported once as waiting and once as decided
+		// across the two waits.
 		queued = func() { a.reportPending(ctx, channel, key) }
 	}
 	release, err := a.sessionQueue.lockOr(ctx, channel+"\x00"+key, queued)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,28 +85,82 @@ func (a *Assistant) WithApprovalWait(ctx context.Context, report func(agent.Pend
 	return context.WithValue(ctx, approvalWaitKey{}, report)
 }
 
-// reportOnce wraps report so that each request ID is reported once.
-func reportOnce(report func(agent.PendingApproval)) func(agent.PendingApproval) {
-	var mu sync.Mutex
-	seen := map[string]bool{}
-	return func(p agent.PendingApproval) {
-		mu.Lock()
-		dup := seen[p.RequestID]
-		seen[p.RequestID] = true
-		mu.Unlock()
-		if !dup {
-			report(p)
+// waitReport is one turn's reporting of the approvals it waits behind
+// (WithApprovalWait): each request once as waiting, then once more, with
+// its status, when it is decided, expires or is closed. The turn may hear
+// of a request while queued behind its session's earlier messages
+// (reportPending) and then while it waits for the paused turn itself
+// (waitPaused); one waitReport spans both.
+type waitReport struct {
+	report func(agent.PendingApproval)
+	mu     sync.Mutex
+	open   map[string]agent.PendingApproval // reported as waiting, not yet as decided
+	seen   map[string]bool
+}
+
+type waitReportKey struct{}
+
+// withWaitReport puts a waitReport around ctx's WithApprovalWait function
+// (ctx unchanged when it has none).
+func withWaitReport(ctx context.Context) context.Context {
+	report, ok := ctx.Value(approvalWaitKey{}).(func(agent.PendingApproval))
+	if !ok || report == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, waitReportKey{}, &waitReport{report: report, open: map[string]agent.PendingApproval{}, seen: map[string]bool{}})
+}
+
+func waitReportOf(ctx context.Context) *waitReport {
+	w, _ := ctx.Value(waitReportKey{}).(*waitReport)
+	return w
+}
+
+// waiting reports r as a request the turn waits for, once.
+func (w *waitReport) waiting(r approval.Request) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	if w.seen[r.ID] {
+		w.mu.Unlock()
+		return
+	}
+	p := pendingApproval(r)
+	w.seen[r.ID], w.open[r.ID] = true, p
+	w.mu.Unlock()
+	w.report(p)
+}
+
+// settle reports, with their status, the requests reported as waiting
+// that are no longer pending: status looks one up ("" when it is still
+// pending).
+func (w *waitReport) settle(status func(id string) string) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	var done []agent.PendingApproval
+	for id, p := range w.open {
+		if st := status(id); st != "" {
+			p.Status = st
+			done = append(done, p)
+			delete(w.open, id)
 		}
+	}
+	w.mu.Unlock()
+	slices.SortFunc(done, func(a, b agent.PendingApproval) int { return strings.Compare(a.RequestID, b.RequestID) })
+	for _, p := range done {
+		w.report(p)
 	}
 }
 
-// reportPending reports, to the context's WithApprovalWait function, the
-// pending requests of the paused turns of the session (channel, id): what
-// a message queued behind the session's earlier messages waits for. A
-// ledger that cannot be read reports nothing (waitPaused says why later).
+// reportPending reports the pending requests of the paused turns of the
+// session (channel, id) to the turn's waitReport: what a message queued
+// behind the session's earlier messages waits for. A ledger that cannot
+// be read reports nothing (waitPaused says why later).
 func (a *Assistant) reportPending(ctx context.Context, channel, sessionID string) {
-	report, _ := ctx.Value(approvalWaitKey{}).(func(agent.PendingApproval))
-	if report == nil {
+	w := waitReportOf(ctx)
+	if w == nil {
 		return
 	}
 	lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -118,9 +174,33 @@ func (a *Assistant) reportPending(ctx context.Context, channel, sessionID string
 			continue
 		}
 		if _, err := a.gate.LoadResume(r); err == nil {
-			report(pendingApproval(r))
+			w.waiting(r)
 		}
 	}
+}
+
+// settleReported reports the decided ones among the requests the turn was
+// told it waits for, by their status in the ledger (a request the ledger
+// no longer holds is "closed").
+func (a *Assistant) settleReported(ctx context.Context, reqs []approval.Request) {
+	w := waitReportOf(ctx)
+	if w == nil {
+		return
+	}
+	byID := make(map[string]approval.Status, len(reqs))
+	for _, r := range reqs {
+		byID[r.ID] = r.Status
+	}
+	w.settle(func(id string) string {
+		st, ok := byID[id]
+		switch {
+		case !ok:
+			return "closed"
+		case st == approval.StatusPending:
+			return ""
+		}
+		return string(st)
+	})
 }
 
 // pendingApproval is req as the API shows a paused call.
@@ -134,8 +214,7 @@ func pendingApproval(req approval.Request) agent.PendingApproval {
 // ledger watcher's second. Each pending request it waits behind is
 // reported once to the context's WithApprovalWait function.
 func (a *Assistant) waitPaused(ctx context.Context, channel, sessionID string) error {
-	report, _ := ctx.Value(approvalWaitKey{}).(func(agent.PendingApproval))
-	reported := map[string]bool{}
+	w := waitReportOf(ctx)
 	for {
 		blocking := false
 		var undecided []approval.Request
@@ -170,6 +249,7 @@ func (a *Assistant) waitPaused(ctx context.Context, channel, sessionID string) e
 				blocking = true
 			}
 		}
+		a.settleReported(ctx, reqs)
 		if !blocking {
 			return nil
 		}
@@ -186,10 +266,7 @@ func (a *Assistant) waitPaused(ctx context.Context, channel, sessionID string) e
 			return fmt.Errorf("%w: a turn of this session waits for approval; decide it (tendril approvals list) or start tendril serve", ErrBusySession)
 		}
 		for _, r := range undecided {
-			if report != nil && !reported[r.ID] {
-				reported[r.ID] = true
-				report(pendingApproval(r))
-			}
+			w.waiting(r)
 		}
 		t := time.NewTimer(time.Second)
 		select {

@@ -23,13 +23,17 @@ func (w *waitInvoker) WithApprovalWait(ctx context.Context, report func(agent.Pe
 
 func (w *waitInvoker) Invoke(ctx context.Context, req agent.Request) (*agent.Result, error) {
 	if report, _ := ctx.Value(waitKey{}).(func(agent.PendingApproval)); report != nil {
-		report(agent.PendingApproval{RequestID: "01ABC", ToolName: "notes", Args: `{"action":"add"}`, ExpiresAt: 1700000000})
+		p := agent.PendingApproval{RequestID: "01ABC", ToolName: "notes", Args: `{"action":"add"}`, ExpiresAt: 1700000000}
+		report(p)
+		p.Status = "denied"
+		report(p)
 	}
 	return w.recInvoker.Invoke(ctx, req)
 }
 
 // A streamed turn sends each approval it waits behind as an
-// "approval_wait" frame, after "start" and before the reply.
+// "approval_wait" frame, and its decision as an "approval_decided" frame,
+// after "start" and before the reply.
 func TestSSEApprovalWaitFrame(t *testing.T) {
 	ts := newTestServer(t, &waitInvoker{}, Options{})
 	req, _ := http.NewRequest("POST", ts.URL+"/invocations", strings.NewReader(`{"message":"hi","actor_id":"a"}`))
@@ -40,7 +44,7 @@ func TestSSEApprovalWaitFrame(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	var types []string
-	var wait map[string]any
+	var wait, decided map[string]any
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -58,9 +62,15 @@ func TestSSEApprovalWaitFrame(t *testing.T) {
 		if f["type"] == "approval_wait" {
 			wait, _ = f["approval"].(map[string]any)
 		}
+		if f["type"] == "approval_decided" {
+			decided, _ = f["approval"].(map[string]any)
+		}
 	}
-	if got := strings.Join(types, ","); got != "start,approval_wait,delta,final" {
+	if got := strings.Join(types, ","); got != "start,approval_wait,approval_decided,delta,final" {
 		t.Fatalf("frames %s", got)
+	}
+	if _, ok := wait["status"]; ok || decided["request_id"] != "01ABC" || decided["status"] != "denied" {
+		t.Fatalf("approval_wait %v, approval_decided %v", wait, decided)
 	}
 	if wait["request_id"] != "01ABC" || wait["tool_name"] != "notes" || wait["args"] != `{"action":"add"}` || wait["expires_at"] != float64(1700000000) {
 		t.Fatalf("approval_wait frame %v", wait)

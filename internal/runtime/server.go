@@ -604,7 +604,8 @@ type ApprovalWaitReporter interface {
 // runFrames runs one turn and reports it as frames: {"type":"start"},
 // {"type":"approval_wait","approval":{request_id,tool_name,args,expires_at}}
 // for each approval the turn waits behind (when the Invoker is an
-// ApprovalWaitReporter), {"type":"delta","text"} as the model streams (or
+// ApprovalWaitReporter) and {"type":"approval_decided","approval":{…,
+// "status"}} once that request no longer waits for a decision, {"type":"delta","text"} as the model streams (or
 // the finished reply in chunks when it cannot), then {"type":"final",...}
 // holding the /invocations body or the error envelope. SSE and /ws share
 // it.
@@ -616,7 +617,11 @@ func (s *Server) runFrames(ctx context.Context, req agent.Request, frame func(v 
 		ctx = w.WithApprovalWait(ctx, func(p agent.PendingApproval) {
 			mu.Lock()
 			defer mu.Unlock()
-			frame(map[string]any{"type": "approval_wait", "approval": p})
+			typ := "approval_wait"
+			if p.Status != "" {
+				typ = "approval_decided"
+			}
+			frame(map[string]any{"type": typ, "approval": p})
 		})
 	}
 	ctx = agent.WithDeltas(ctx, func(text string) {

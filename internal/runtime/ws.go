@@ -17,7 +17,8 @@ import (
 // (anything but a JSON object is plain text).
 // The session header of the upgrade request applies to every frame. Each
 // turn answers with the SSE frames as text frames ({"type":"start"},
-// {"type":"approval_wait"} while it waits behind a paused turn,
+// {"type":"approval_wait"} while it waits behind a paused turn and
+// {"type":"approval_decided"} when that turn's request is decided,
 // {"type":"delta"}..., {"type":"final",...}); a frame that is not a turn
 // (webhook update, cron tick) or fails validation answers one frame with
 // "type":"final". Turns on one connection run one at a time, in order.
