@@ -74,6 +74,18 @@ func lastTurnIDs(t *testing.T, st session.Store, key session.Key) (user, reply s
 	return nodes[len(nodes)-2].ID, nodes[len(nodes)-1].ID
 }
 
+// restarted is a new Agent (as in a new process) on the session store st,
+// recording to rec.
+func restarted(t *testing.T, st session.Store, m Models, rec memory.Recorder) *Agent {
+	t.Helper()
+	a, err := New(Options{AgentID: "main", MaxToolIterations: 4, ToolTimeout: 200 * time.Millisecond},
+		Deps{Sessions: st, Models: m, Recorder: rec, Persona: Persona{Text: "You are Sprout."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 // A turn the session holds but memory lacks (the process died between the
 // session's append and RecordTurn, or RecordTurn failed) is written to
 // memory by the session's next turn: once per session per process, and
@@ -93,11 +105,7 @@ func TestReconcileLastTurn(t *testing.T) {
 
 	// Process 2, same session store.
 	rec := &reconcileRecorder{events: map[string]memory.Event{}}
-	a2, err := New(Options{AgentID: "main", MaxToolIterations: 4, ToolTimeout: 200 * time.Millisecond},
-		Deps{Sessions: st, Models: m, Recorder: rec, Persona: Persona{Text: "You are Sprout."}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a2 := restarted(t, st, m, rec)
 	if _, err := a2.Invoke(ctx, Request{Message: "what is my dog called?", ActorID: "api:u", Channel: "api", SessionID: "s"}); err != nil {
 		t.Fatal(err)
 	}
@@ -149,11 +157,7 @@ func TestReconcileLastTurn(t *testing.T) {
 	}
 	uc, rc := lastTurnIDs(t, st, key)
 	rec3 := &reconcileRecorder{events: map[string]memory.Event{}}
-	a3, err := New(Options{AgentID: "main", MaxToolIterations: 4, ToolTimeout: 200 * time.Millisecond},
-		Deps{Sessions: st, Models: m, Recorder: rec3, Persona: Persona{Text: "You are Sprout."}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a3 := restarted(t, st, m, rec3)
 	if _, err := a3.Invoke(ctx, Request{Message: "hello", ActorID: "api:u", Channel: "api", SessionID: "s"}); err != nil {
 		t.Fatal(err)
 	}
