@@ -136,7 +136,7 @@ stay after it fired (it is listed as done); each actor keeps its newest %d done 
 				}
 				head := "job " + runs[0].JobID
 				if r := runs[0]; r.Name != "" || r.ActorID != "" {
-					head += fmt.Sprintf(" %q of %s", clip(r.Name, 60), r.ActorID)
+					head += fmt.Sprintf(" \"%s\" of %s", clip(r.Name, 60), clip(r.ActorID, 64))
 				}
 				fmt.Fprintln(w, head)
 				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -47,6 +47,9 @@ func TestE2EInvokeShowsApprovalWait(t *testing.T) {
 	if strings.Contains(stderr, "waiting for approval") {
 		t.Fatalf("a turn's own pause was reported as a wait: %q", stderr)
 	}
+	if !strings.Contains(stderr, "— approve with: tendril approvals approve "+id+" (or deny)") {
+		t.Fatalf("the pausing invoke does not say how to approve: %q", stderr)
+	}
 
 	fake.Push(modeltest.Reply{Text: "Saved: sowed basil."}, modeltest.Reply{Text: "Hello again!"})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -213,6 +213,12 @@ func turnError(body map[string]any) error {
 	if ok, _ := body["ok"].(bool); ok {
 		return nil
 	}
+	if ap, _ := body["approval"].(map[string]any); body["error"] == "APPROVAL_PENDING" && ap != nil {
+		if id, _ := ap["request_id"].(string); id != "" {
+			id = clip(oneLine(id), 64)
+			return fmt.Errorf("%v: %v — approve with: tendril approvals approve %s (or deny)", body["error"], body["message"], id)
+		}
+	}
 	return fmt.Errorf("%v: %v", body["error"], body["message"])
 }
 

@@ -222,6 +222,8 @@ func ErrorCode(err error) string {
 		return "MODEL_NOT_CONFIGURED"
 	case errors.Is(err, ErrApprovalPending):
 		return "APPROVAL_PENDING"
+	case errors.Is(err, ErrNotReady):
+		return "NOT_READY"
 	case errors.Is(err, ErrForbidden):
 		return "FORBIDDEN"
 	case errors.Is(err, context.DeadlineExceeded):
@@ -315,20 +317,31 @@ func hasVisible(s string) bool {
 	return false
 }
 
-// ValidateID accepts 1–256 characters with no control characters and at
-// least one visible character. Storage backends encode IDs further; this
+// ValidateID accepts 1–256 bytes with no control characters, no invisible
+// formatting characters (Unicode category Cf, such as the bidirectional
+// overrides and zero-width spaces, and U+2028, U+2029) and at least one
+// visible character. Storage backends encode IDs further; this
 // only rejects what no channel produces.
 func ValidateID(id string) error {
-	if id == "" || !hasVisible(id) {
+	if strings.TrimSpace(id) == "" {
 		return errors.New("is required")
 	}
 	if len(id) > 256 {
 		return errors.New("is longer than 256 bytes")
 	}
 	for _, r := range id {
-		if unicode.IsControl(r) || r == unicode.ReplacementChar {
+		switch {
+		case unicode.IsControl(r) || r == unicode.ReplacementChar:
 			return errors.New("contains a control or invalid character")
+		case unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029':
+			// Bidirectional overrides, zero-width characters, line and
+			// paragraph separators: an ID holding one displays as
+			// another ID, or as none (Unicode UAX #9; CVE-2021-42574).
+			return fmt.Errorf("contains the invisible formatting character U+%04X", r)
 		}
+	}
+	if !hasVisible(id) {
+		return errors.New("has no visible character")
 	}
 	return nil
 }

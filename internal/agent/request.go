@@ -62,6 +62,11 @@ var (
 	ErrInvalidRequest  = errors.New("INVALID_REQUEST")
 	ErrInvalidActorID  = errors.New("INVALID_ACTOR_ID")
 	ErrApprovalPending = errors.New("APPROVAL_PENDING")
+	// ErrNotReady: a dependency of the turn (a database, the approval
+	// ledger, a lock) is gone and could not be re-established, or the
+	// process is shutting down; the turn did not run and may be sent
+	// again. Code NOT_READY (HTTP 503).
+	ErrNotReady = errors.New("not ready")
 	// ErrForbidden: the session belongs to another actor.
 	ErrForbidden = errors.New("FORBIDDEN")
 )

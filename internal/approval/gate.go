@@ -713,7 +713,7 @@ func (g *Gate) Decide(ctx context.Context, requestID string, approve bool, by st
 		return err
 	}
 	if !ValidRequestID(requestID) {
-		return fmt.Errorf("%w: %q", ErrInvalidID, requestID)
+		return fmt.Errorf("%w: %s", ErrInvalidID, quoteID(requestID))
 	}
 	if err := ValidateBy(by); err != nil {
 		return err
@@ -755,7 +755,7 @@ func (g *Gate) Authorize(ctx context.Context, requestID string, c Call, level st
 		return Exec{}, err
 	}
 	if !ValidRequestID(requestID) {
-		return Exec{}, fmt.Errorf("%w: %q", ErrInvalidID, requestID)
+		return Exec{}, fmt.Errorf("%w: %s", ErrInvalidID, quoteID(requestID))
 	}
 	argsHash, _, err := g.validateCall(c)
 	if err != nil {
@@ -927,7 +927,7 @@ func (g *Gate) Replay(ctx context.Context) error {
 // Get returns one request with its current status.
 func (g *Gate) Get(ctx context.Context, requestID string) (Request, error) {
 	if !ValidRequestID(requestID) {
-		return Request{}, fmt.Errorf("%w: %q", ErrInvalidID, requestID)
+		return Request{}, fmt.Errorf("%w: %s", ErrInvalidID, quoteID(requestID))
 	}
 	var r Request
 	err := g.withLockCtx(ctx, false, func() error {
@@ -1180,4 +1180,19 @@ func syncDir(dir string) {
 		d.Sync()
 		d.Close()
 	}
+}
+
+// quoteID quotes an ID for an error message, its first 64 bytes at most
+// and the length of the rest, so a hostile megabyte of input is not
+// echoed back whole.
+func quoteID(id string) string {
+	const most = 64
+	if len(id) <= most {
+		return fmt.Sprintf("%q", id)
+	}
+	cut := most
+	for cut > 0 && !utf8.RuneStart(id[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", id[:cut], len(id))
 }

@@ -268,6 +268,10 @@ func TestBindingDenials(t *testing.T) {
 				t.Fatalf("id %q: %v", id, err)
 			}
 		}
+		// A hostile size is not echoed back whole.
+		if err := g.Decide(ctx, strings.Repeat("é", 50000), true, "cli"); !errors.Is(err, ErrInvalidID) || len(err.Error()) > 200 || !strings.Contains(err.Error(), "(100000 bytes)") {
+			t.Fatalf("long id: %d bytes of error: %.300s", len(err.Error()), err)
+		}
 	})
 
 	t.Run("breaker tripped after approval", func(t *testing.T) {

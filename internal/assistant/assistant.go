@@ -150,7 +150,7 @@ func (a *Assistant) Invoke(ctx context.Context, req agent.Request) (*agent.Resul
 	a.metrics.TurnsInFlight.Inc()
 	defer a.metrics.TurnsInFlight.Dec()
 	if err := a.Ready(ctx); err != nil {
-		a.log.Error("turn failed", "code", "INTERNAL_ERROR", "channel", req.Channel, "err", err)
+		a.log.Error("turn failed", "code", "NOT_READY", "channel", req.Channel, "err", err)
 		return nil, err
 	}
 	channel := req.Channel
@@ -228,8 +228,9 @@ func (l *actorLocks) lock(actor string) func() {
 	return m.Unlock
 }
 
-// ErrNotReady: a dependency is gone and could not be re-established.
-var ErrNotReady = errors.New("not ready")
+// ErrNotReady: a dependency is gone and could not be re-established, or
+// the process is shutting down (agent.ErrNotReady: code NOT_READY).
+var ErrNotReady = agent.ErrNotReady
 
 // Ready re-checks dependencies lazily, the analogue of Sprout's
 // ensure_openclaw_ready() after a frozen container thaws: the home

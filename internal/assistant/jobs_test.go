@@ -146,3 +146,19 @@ func TestFiredOneShotNameReused(t *testing.T) {
 		t.Fatalf("history by name = %+v, %v", runs, err)
 	}
 }
+
+// A job reference that names nothing is echoed back short, whatever its
+// size; a name is checked like an ID (no invisible formatting characters).
+func TestJobRefsAndNames(t *testing.T) {
+	a := openTestApp(t, modeltest.NewOpenAI(t))
+	ctx := context.Background()
+	_, err := a.ResolveJob(ctx, strings.Repeat("x", 100000))
+	if !errors.Is(err, schedule.ErrNotFound) || len(err.Error()) > 200 || !strings.Contains(err.Error(), "(100000 bytes)") {
+		t.Fatalf("long reference: %d bytes of error: %.300s", len(err.Error()), err)
+	}
+	for _, name := range []string{"backup\u202egpj.exe", "a\u200bb", "bad\xffutf8"} {
+		if _, err := a.AddJob(ctx, schedule.JobSpec{Name: name, Every: "1h", Task: "t", ActorID: "api:me"}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("job name %q: %v, want ErrInvalid", name, err)
+		}
+	}
+}

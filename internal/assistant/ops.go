@@ -199,6 +199,10 @@ func (a *Assistant) AddJob(ctx context.Context, spec schedule.JobSpec) (schedule
 	if spec.Name == "" {
 		return schedule.Job{}, invalidf("a name is required")
 	}
+	// A name is shown and looked up like an ID: the same characters.
+	if err := agent.ValidateID(spec.Name); err != nil {
+		return schedule.Job{}, invalidf("name %v", err)
+	}
 	if spec.Task == "" {
 		return schedule.Job{}, invalidf("a task is required")
 	}
@@ -245,7 +249,11 @@ func (a *Assistant) ResolveJob(ctx context.Context, ref string) (schedule.Job, e
 		return schedule.Job{}, err
 	}
 	if len(named) == 0 {
-		return schedule.Job{}, fmt.Errorf("%w: no job with id or name %q", schedule.ErrNotFound, ref)
+		shown := fmt.Sprintf("%q", ref)
+		if r := []rune(ref); len(r) > 64 { // not a hostile megabyte echoed whole
+			shown = fmt.Sprintf("%q… (%d bytes)", string(r[:64]), len(ref))
+		}
+		return schedule.Job{}, fmt.Errorf("%w: no job with id or name %s", schedule.ErrNotFound, shown)
 	}
 	// A name may be shared by one live job and fired one-shots (done) of
 	// the same actor: the live job wins, then the last one to fire.

@@ -552,7 +552,7 @@ func errorStatusMsg(code, msg string) (int, string, string) {
 		return http.StatusBadRequest, code, msg
 	case "FORBIDDEN":
 		return http.StatusForbidden, code, msg
-	case "MODEL_NOT_CONFIGURED":
+	case "MODEL_NOT_CONFIGURED", "NOT_READY":
 		return http.StatusServiceUnavailable, code, msg
 	case "MODEL_ERROR":
 		return http.StatusBadGateway, code, msg

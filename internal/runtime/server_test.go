@@ -132,6 +132,7 @@ func TestErrorCodes(t *testing.T) {
 		{fmt.Errorf("x: %w", &model.APIError{Provider: "openai", StatusCode: 500}), 502, "MODEL_ERROR"},
 		{errors.New("disk full"), 500, "INTERNAL_ERROR"},
 		{fmt.Errorf("session busy: %w", agent.ErrApprovalPending), 409, "APPROVAL_PENDING"},
+		{fmt.Errorf("%w: shutting down", agent.ErrNotReady), 503, "NOT_READY"},
 	} {
 		ts := newTestServer(t, &recInvoker{err: tc.err}, Options{})
 		resp, out := post(t, ts.URL, `{"message":"hi","actor_id":"a"}`, nil)

@@ -143,8 +143,10 @@ func turnStatus(err error) int {
 		return http.StatusBadRequest
 	case "FORBIDDEN":
 		return http.StatusForbidden
-	case "MODEL_NOT_CONFIGURED":
+	case "MODEL_NOT_CONFIGURED", "NOT_READY":
 		return http.StatusServiceUnavailable
+	case "APPROVAL_PENDING":
+		return http.StatusConflict
 	case "MODEL_ERROR":
 		return http.StatusBadGateway
 	}

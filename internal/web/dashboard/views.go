@@ -154,8 +154,8 @@ func approvalCard(l, csrf string, r approval.Request, back string) g.Node {
 		h.H3(h.Code(g.Text(r.Tool)), g.Text(" "), h.Small(txt(r.Class))),
 		h.Dl(h.Class("kv"),
 			h.Dt(g.Text(t(l, "Arguments"))), h.Dd(h.Pre(h.Class("args"), g.Text(prettyJSON(r.Args)))),
-			h.Dt(g.Text(t(l, "Actor"))), h.Dd(g.Text(r.ActorID)),
-			h.Dt(g.Text(t(l, "Session"))), h.Dd(g.Text(r.SessionID)),
+			h.Dt(g.Text(t(l, "Actor"))), h.Dd(shown(r.ActorID)),
+			h.Dt(g.Text(t(l, "Session"))), h.Dd(shown(r.SessionID)),
 			h.Dt(g.Text(t(l, "Who asked"))), h.Dd(txt(r.Channel), g.Text(" · "), txt(r.AgentID)),
 			g.If(r.Reason != "", g.Group{h.Dt(g.Text(t(l, "Why it asks"))), h.Dd(g.Text(r.Reason))}),
 			h.Dt(g.Text(t(l, "Expires"))), h.Dd(h.Time(h.DateTime(when(r.ExpiresAt)), h.Data("expires", strconv.FormatInt(r.ExpiresAt.Unix(), 10)), g.Text(when(r.ExpiresAt)))),
@@ -241,7 +241,7 @@ func chatView(p pageData) g.Node {
 			h.Label(h.For("session"), g.Text(t(l, "Session ID"))), g.Text(" "), h.Input(h.ID("session"), h.Name("session"), h.Value(d.Target.Session), g.Attr("size", "12")),
 			h.Button(h.Type("submit"), g.Text(t(l, "Show"))),
 			h.A(h.Href("/?actor="+q(d.Target.Actor)+"&session="+q(d.NewSession)), g.Text(t(l, "New session"))),
-			g.If(d.HasSession, h.A(h.Href("/sessions/"+seg(d.Key)), g.Text(d.Key))),
+			g.If(d.HasSession, h.A(h.Href("/sessions/"+seg(d.Key)), shown(d.Key))),
 		),
 		g.If(d.NoModel, h.P(h.Class("warn"), h.Role("status"), h.ID("no-model"),
 			g.Text(t(l, "No model is configured: set MODEL_ID (for example ollama/llama3.2) and restart; until then every message is refused.")))),
@@ -273,7 +273,7 @@ func sessionsView(p pageData) g.Node {
 	var body g.Group
 	for _, s := range rows {
 		body = append(body, h.Tr(
-			h.Td(h.A(h.Href("/sessions/"+seg(s.Key)), g.Text(s.Key))), h.Td(g.Text(s.Actor)), h.Td(txt(s.Channel)),
+			h.Td(h.A(h.Href("/sessions/"+seg(s.Key)), shown(s.Key))), h.Td(shown(s.Actor)), h.Td(txt(s.Channel)),
 			h.Td(txt(s.Nodes)), h.Td(txt(s.Branches)), h.Td(h.Class("clip"), g.Text(s.LastText))))
 	}
 	return h.Div(h.Class("scroll"), h.Table(
@@ -303,7 +303,7 @@ func sessionView(p pageData) g.Node {
 		roots = append(roots, treeNodeView(l, csrf, d.Key, n))
 	}
 	return g.Group{
-		h.P(h.Code(g.Text(d.Key)),
+		h.P(h.Code(shown(d.Key)),
 			g.If(d.Chat != "", g.Group{g.Text(" · "), h.A(h.Href(localURL(d.Chat)), g.Text(t(l, "Open in chat")))}),
 			g.Text(" · "+t(l, "Export")+": "),
 			h.A(h.Href("/sessions/"+seg(d.Key)+"/export?format=json"), g.Text("JSON")), g.Text(" "),
@@ -366,7 +366,7 @@ func sourcesView(links []provLink) g.Node {
 func actorPicker(l, action, actor string, actors []string) g.Node {
 	var opts g.Group
 	for _, a := range actors {
-		opts = append(opts, h.Option(h.Value(a)))
+		opts = append(opts, h.Option(h.Value(a), shown(a)))
 	}
 	return h.Form(h.Method("get"), h.Action(action), h.Class("inline"),
 		h.Label(h.For("actor"), g.Text(t(l, "Actor"))), g.Text(" "), h.Input(h.ID("actor"), h.Name("actor"), h.Value(actor), h.List("actors")),
@@ -377,7 +377,7 @@ func actorPicker(l, action, actor string, actors []string) g.Node {
 func actorList(l, heading, base string, actors []string) g.Node {
 	var items g.Group
 	for _, a := range actors {
-		items = append(items, h.Li(h.A(h.Href(base+"?actor="+q(a)), g.Text(a))))
+		items = append(items, h.Li(h.A(h.Href(base+"?actor="+q(a)), shown(a))))
 	}
 	if len(items) == 0 {
 		items = append(items, h.Li(g.Text(t(l, "none"))))
@@ -512,7 +512,7 @@ func approvalsView(p pageData) g.Node {
 	}
 	var rows g.Group
 	for _, r := range d.Recent {
-		rows = append(rows, h.Tr(h.Td(idCode(r.ID)), h.Td(g.Text(r.Tool)), h.Td(g.Text(r.ActorID)), h.Td(txt(r.Status)), h.Td(txt(r.DecidedBy))))
+		rows = append(rows, h.Tr(h.Td(idCode(r.ID)), h.Td(g.Text(r.Tool)), h.Td(shown(r.ActorID)), h.Td(txt(r.Status)), h.Td(shown(r.DecidedBy))))
 	}
 	return append(out, h.Div(h.Class("scroll"), h.Table(
 		h.THead(h.Tr(h.Th(g.Text("ID")), th(l, "Tool"), th(l, "Actor"), th(l, "Status"), th(l, "Decided by"))),
@@ -619,9 +619,9 @@ func schedulesView(p pageData) g.Node {
 				var rr g.Group
 				for _, r := range j.Runs {
 					res := fmt.Sprint(r.Result)
-					detail := h.Small(g.Text(r.Detail))
+					detail := h.Small(shown(r.Detail))
 					if res == "error" {
-						detail = h.Small(h.Class("error"), g.Text(r.Detail))
+						detail = h.Small(h.Class("error"), shown(r.Detail))
 					}
 					rr = append(rr, h.Tr(h.Data("outcome", res), h.Td(g.Text(when(r.Started))), h.Td(g.Text(when(r.Finished))), h.Td(g.Text(t(l, res))), h.Td(detail)))
 				}
@@ -629,15 +629,15 @@ func schedulesView(p pageData) g.Node {
 			}
 			rows = append(rows,
 				h.Tr(h.Data("job", j.ID),
-					h.Td(g.Text(sanitize.EscapeBidi(j.Name)), h.Br(), h.Small(idCode(j.ID), g.Text(" "), txt(j.Source))),
+					h.Td(shown(j.Name), h.Br(), h.Small(idCode(j.ID), g.Text(" "), txt(j.Source))),
 					h.Td(txt(j.Kind)),
 					h.Td(h.Code(g.Text(j.Spec)), g.If(j.TZ != "", g.Text(" "+j.TZ))),
-					h.Td(g.Text(j.Task)),
-					h.Td(g.Text(sanitize.EscapeBidi(j.ActorID)), h.Br(), h.Small(txt(j.Channel))),
+					h.Td(shown(j.Task)),
+					h.Td(shown(j.ActorID), h.Br(), h.Small(txt(j.Channel))),
 					h.Td(g.Text(next)),
 					h.Td(g.Text(when(j.LastRun)),
 						g.If(j.Attempts != 0, g.Group{h.Br(), h.Small(g.Text(t(l, "Attempts") + " " + fmt.Sprint(j.Attempts)))}),
-						g.If(j.LastError != "", g.Group{h.Br(), h.Small(h.Class("error"), g.Text(j.LastError))})),
+						g.If(j.LastError != "", g.Group{h.Br(), h.Small(h.Class("error"), shown(j.LastError))})),
 					h.Td(h.Data("status", status), g.Text(t(l, status))),
 					h.Td(h.Class("actions"),
 						postButton("/schedules/"+seg(j.ID)+"/run", csrf, "", "", g.Text(t(l, "Run now"))),
@@ -739,6 +739,11 @@ func errorView(p pageData) g.Node {
 		h.P(h.A(h.Href(localURL(d.Back)), g.Text(t(p.Lang, "Back")))),
 	}
 }
+
+// shown is g.Text of stored text (an ID, a name, a job's task or error)
+// with its bidirectional formatting characters escaped
+// (sanitize.EscapeBidi), so that it displays in the order it is stored.
+func shown(s string) g.Node { return g.Text(sanitize.EscapeBidi(s)) }
 
 // idCode shows an ID abbreviated (short) in <code>, with the whole ID as
 // its title so it can be read and copied (`tendril session branch --from`).

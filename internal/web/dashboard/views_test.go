@@ -69,10 +69,11 @@ func TestSchedulesShowsDoneOneShot(t *testing.T) {
 // it as stored, for copying.
 func TestSchedulesEscapeBidi(t *testing.T) {
 	at := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
-	j := schedule.Job{ID: "01J\u202eX", Name: "backup \u202egpj.exe", Kind: schedule.KindAt, Spec: at.Format(time.RFC3339), Task: "back up",
-		ActorID: "web:\u202eowner", NextRun: at, Status: schedule.StatusActive, Source: schedule.SourceWeb}
-	page := renderPage(t, pageData{Lang: "en", CSRF: "x", Data: schedulesData{Jobs: []scheduleRow{{Job: j}}}}, schedulesView)
-	for _, want := range []string{`backup \u202egpj.exe`, `web:\u202eowner`, `01J\u202eX</code>`} {
+	j := schedule.Job{ID: "01J\u202eX", Name: "backup \u202egpj.exe", Kind: schedule.KindAt, Spec: at.Format(time.RFC3339), Task: "check \u202eplants",
+		ActorID: "web:\u202eowner", NextRun: at, Status: schedule.StatusActive, Source: schedule.SourceWeb, LastError: "bad \u202eerror"}
+	runs := []schedule.Run{{JobID: j.ID, Started: at, Finished: at, Result: schedule.RunOK, Detail: "said \u202eolleh"}}
+	page := renderPage(t, pageData{Lang: "en", CSRF: "x", Data: schedulesData{Jobs: []scheduleRow{{Job: j, Runs: runs}}}}, schedulesView)
+	for _, want := range []string{`backup \u202egpj.exe`, `web:\u202eowner`, `01J\u202eX</code>`, `check \u202eplants`, `said \u202eolleh`, `bad \u202eerror`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("/schedules lacks %q", want)
 		}
@@ -80,6 +81,12 @@ func TestSchedulesEscapeBidi(t *testing.T) {
 	// Attribute values (the title, data-job) are not displayed.
 	if shown := regexp.MustCompile(`="[^"]*"`).ReplaceAllString(page, ""); strings.ContainsRune(shown, 0x202e) {
 		t.Errorf("/schedules displays a raw U+202E:\n%s", page)
+	}
+	// The actor lists of /memory and /state, and the actor picker.
+	var b strings.Builder
+	g.Group{actorList("en", "Actors", "/memory", []string{"api:\u202eeve"}), actorPicker("en", "/memory", "", []string{"api:\u202eeve"})}.Render(&b)
+	if shown := regexp.MustCompile(`="[^"]*"`).ReplaceAllString(b.String(), ""); strings.ContainsRune(shown, 0x202e) || !strings.Contains(shown, `api:\u202eeve`) {
+		t.Errorf("actor list displays %q", b.String())
 	}
 }
 

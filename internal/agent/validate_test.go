@@ -1,0 +1,41 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+)
+
+// IDs are shown and compared as text: no control or invalid characters, no
+// invisible formatting characters that make one ID display as another (a
+// right-to-left override) or as nothing (a zero-width space), and at least
+// one visible character. Each refusal says which.
+func TestValidateID(t *testing.T) {
+	for id, want := range map[string]string{
+		"api:alice":              "",
+		"telegram:123":           "",
+		"שלום":                   "", // right-to-left letters are text
+		"web:ana 🌱":              "",
+		"":                       "is required",
+		"   ":                    "is required",
+		"a\x00b":                 "control or invalid",
+		"a\xffb":                 "control or invalid",
+		"cli:\u202eevil":         "U+202E",
+		"a\u200bb":               "U+200B",
+		"a\u2066b":               "U+2066",
+		"a\ufeffb":               "U+FEFF",
+		"line\u2028":             "U+2028",
+		"\u200e":                 "U+200E",
+		strings.Repeat("x", 257): "longer than 256",
+	} {
+		err := ValidateID(id)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("ValidateID(%q) = %v, want nil", id, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("ValidateID(%q) = %v, want an error saying %q", id, err, want)
+		}
+	}
+	if err := ValidateActorID("api:a" + SessionSep + "b"); err == nil {
+		t.Error("an actor ID holding the session separator was accepted")
+	}
+}
