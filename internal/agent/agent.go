@@ -318,9 +318,9 @@ func hasVisible(s string) bool {
 }
 
 // ValidateID accepts 1–256 bytes with no control characters, no invisible
-// formatting characters (Unicode category Cf, such as the bidirectional
-// overrides and zero-width spaces, and U+2028, U+2029) and at least one
-// visible character. Storage backends encode IDs further; this
+// formatting characters that disguise an ID (invisible: bidirectional
+// overrides, zero-width spaces, line separators) and at least one visible
+// character. Storage backends encode IDs further; this
 // only rejects what no channel produces.
 func ValidateID(id string) error {
 	if strings.TrimSpace(id) == "" {
@@ -333,10 +333,7 @@ func ValidateID(id string) error {
 		switch {
 		case unicode.IsControl(r) || r == unicode.ReplacementChar:
 			return errors.New("contains a control or invalid character")
-		case unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029':
-			// Bidirectional overrides, zero-width characters, line and
-			// paragraph separators: an ID holding one displays as
-			// another ID, or as none (Unicode UAX #9; CVE-2021-42574).
+		case invisible(r):
 			return fmt.Errorf("contains the invisible formatting character U+%04X", r)
 		}
 	}
@@ -344,6 +341,41 @@ func ValidateID(id string) error {
 		return errors.New("has no visible character")
 	}
 	return nil
+}
+
+// ValidateStoredID is ValidateID without the invisible-character rule:
+// for paths that must reach IDs stored before that rule (forgetting an
+// actor), never for creating one.
+func ValidateStoredID(id string) error {
+	if err := ValidateID(id); err == nil || !strings.Contains(err.Error(), "invisible formatting") {
+		return err
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) || r == unicode.ReplacementChar {
+			return errors.New("contains a control or invalid character")
+		}
+	}
+	return nil
+}
+
+// invisible reports the formatting characters an ID may not hold: an ID
+// holding one displays as another ID, or as none. They are the
+// bidirectional controls (U+061C, U+200E, U+200F, U+202A–U+202E,
+// U+2066–U+2069; Unicode UAX #9, CVE-2021-42574), the zero-width space
+// and word joiners (U+200B, U+2060–U+2064, U+FEFF), the soft hyphen
+// (U+00AD) and the line and paragraph separators (U+2028, U+2029). The
+// joiners that scripts and emoji need (U+200C, U+200D, the tag characters
+// of flag sequences) stay allowed.
+func invisible(r rune) bool {
+	switch {
+	case r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
+		return true
+	case r == 0x200b || (r >= 0x2060 && r <= 0x2064) || r == 0xfeff || r == 0x00ad:
+		return true
+	case r == 0x2028 || r == 0x2029:
+		return true
+	}
+	return false
 }
 
 // ValidateActorID is ValidateID for an actor, which also may not contain

@@ -11,10 +11,15 @@ import (
 // one visible character. Each refusal says which.
 func TestValidateID(t *testing.T) {
 	for id, want := range map[string]string{
-		"api:alice":              "",
-		"telegram:123":           "",
-		"שלום":                   "", // right-to-left letters are text
-		"web:ana 🌱":              "",
+		"api:alice":       "",
+		"telegram:123":    "",
+		"שלום":            "", // right-to-left letters are text
+		"web:ana 🌱":       "",
+		"👨\u200d👩\u200d👧": "", // a family emoji: zero-width joiners
+		"می\u200cخواهم":   "", // Persian: a zero-width non-joiner
+		"🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f": "", // a flag: tag characters
+		"a\u00adb":               "U+00AD",
+		"a\u061cb":               "U+061C",
 		"":                       "is required",
 		"   ":                    "is required",
 		"a\x00b":                 "control or invalid",

@@ -2,6 +2,7 @@ package assistant
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -165,4 +166,22 @@ func userDataInHome(t *testing.T, home string) []string {
 		return nil
 	})
 	return out
+}
+
+// An actor stored before IDs refused invisible characters (here written
+// straight to the memory store) can still be searched and forgotten.
+func TestForgetLegacyInvisibleActor(t *testing.T) {
+	a := openTestApp(t, modeltest.NewOpenAI(t))
+	ctx := context.Background()
+	actor := "api:\u202eeve"
+	if err := a.memory.AppendEvents(ctx, []memory.Event{{ID: "legacy-1", ActorID: actor, SessionID: "s", Role: "user", Text: "my parrot is Zanzibar", Timestamp: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Invoke(ctx, agent.Request{Message: "hi", ActorID: actor, Channel: "api"}); !errors.Is(err, agent.ErrInvalidActorID) {
+		t.Fatalf("a turn of the invisible actor: %v, want ErrInvalidActorID", err)
+	}
+	rep, err := a.Forget(ctx, ForgetRequest{ActorID: actor})
+	if err != nil || rep.EventsRemoved != 1 || rep.Remaining != 0 {
+		t.Fatalf("forget %q: %+v %v", actor, rep, err)
+	}
 }

@@ -161,4 +161,10 @@ func TestJobRefsAndNames(t *testing.T) {
 			t.Errorf("job name %q: %v, want ErrInvalid", name, err)
 		}
 	}
+	for _, spec := range []schedule.JobSpec{{SessionID: "s\u200b1"}, {Channel: "c\u202eli"}, {ChatID: "c\u20281"}} {
+		spec.Name, spec.Every, spec.Task, spec.ActorID = "ok", "1h", "t", "api:me"
+		if _, err := a.AddJob(ctx, spec); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "invisible") {
+			t.Errorf("job %+v: %v, want ErrInvalid naming the invisible character", spec, err)
+		}
+	}
 }

@@ -51,9 +51,11 @@ func (a *Assistant) agentID(id string) string {
 	return a.cfg.AgentID
 }
 
-// actorPath is the namespace path of everything an actor has under agentID.
+// actorPath is the namespace path of everything an actor has under
+// agentID, for reading and forgetting it (agent.ValidateStoredID: an actor
+// stored before IDs refused invisible characters is still reachable).
 func actorPath(agentID, actorID string) (string, error) {
-	if err := agent.ValidateID(actorID); err != nil {
+	if err := agent.ValidateStoredID(actorID); err != nil {
 		return "", invalidf("actor %v", err)
 	}
 	p, err := memory.Namespace("/{agentId}/{actorId}/", memory.NamespaceVars{AgentID: agentID, ActorID: actorID})
@@ -319,7 +321,9 @@ type ForgetReport struct {
 // searches every store for the actor and reports what remains.
 func (a *Assistant) Forget(ctx context.Context, req ForgetRequest) (ForgetReport, error) {
 	rep := ForgetReport{ActorID: req.ActorID, SessionsRemoved: []string{}}
-	if err := agent.ValidateID(req.ActorID); err != nil {
+	// An actor stored before IDs refused invisible characters can still be
+	// forgotten.
+	if err := agent.ValidateStoredID(req.ActorID); err != nil {
 		return rep, invalidf("actor %v", err)
 	}
 	agentID := a.agentID(req.AgentID)

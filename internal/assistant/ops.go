@@ -209,6 +209,16 @@ func (a *Assistant) AddJob(ctx context.Context, spec schedule.JobSpec) (schedule
 	if err := agent.ValidateActorID(spec.ActorID); err != nil {
 		return schedule.Job{}, invalidf("actor %v", err)
 	}
+	// Every run sends these as a turn's: one that /invocations refuses
+	// would fail each run, retried for ever.
+	for _, f := range []struct{ name, v string }{{"channel", spec.Channel}, {"chat", spec.ChatID}, {"session", spec.SessionID}} {
+		if f.v == "" {
+			continue
+		}
+		if err := agent.ValidateID(f.v); err != nil {
+			return schedule.Job{}, invalidf("%s %v", f.name, err)
+		}
+	}
 	if c, id, ok := strings.Cut(spec.ActorID, ":"); ok && (c == "" || id == "") {
 		return schedule.Job{}, invalidf("actor %q must be <channel>:<id>", spec.ActorID)
 	}
