@@ -322,7 +322,14 @@ func hasVisible(s string) bool {
 // overrides, zero-width spaces, line separators) and at least one visible
 // character. Storage backends encode IDs further; this
 // only rejects what no channel produces.
-func ValidateID(id string) error {
+func ValidateID(id string) error { return validateID(id, false) }
+
+// ValidateStoredID is ValidateID without the invisible-character rule:
+// for paths that must reach IDs stored before that rule (reading and
+// forgetting an actor), never for creating one.
+func ValidateStoredID(id string) error { return validateID(id, true) }
+
+func validateID(id string, stored bool) error {
 	if strings.TrimSpace(id) == "" {
 		return errors.New("is required")
 	}
@@ -333,27 +340,12 @@ func ValidateID(id string) error {
 		switch {
 		case unicode.IsControl(r) || r == unicode.ReplacementChar:
 			return errors.New("contains a control or invalid character")
-		case invisible(r):
+		case !stored && invisible(r):
 			return fmt.Errorf("contains the invisible formatting character U+%04X", r)
 		}
 	}
 	if !hasVisible(id) {
 		return errors.New("has no visible character")
-	}
-	return nil
-}
-
-// ValidateStoredID is ValidateID without the invisible-character rule:
-// for paths that must reach IDs stored before that rule (forgetting an
-// actor), never for creating one.
-func ValidateStoredID(id string) error {
-	if err := ValidateID(id); err == nil || !strings.Contains(err.Error(), "invisible formatting") {
-		return err
-	}
-	for _, r := range id {
-		if unicode.IsControl(r) || r == unicode.ReplacementChar {
-			return errors.New("contains a control or invalid character")
-		}
 	}
 	return nil
 }

@@ -187,6 +187,12 @@ func (a *Assistant) settleReported(ctx context.Context, reqs []approval.Request)
 	if w == nil {
 		return
 	}
+	w.mu.Lock()
+	none := len(w.open) == 0
+	w.mu.Unlock()
+	if none {
+		return
+	}
 	byID := make(map[string]approval.Status, len(reqs))
 	for _, r := range reqs {
 		byID[r.ID] = r.Status
