@@ -994,21 +994,30 @@ type execer interface {
 // noteFiles records the current size and mtime of files we wrote, so Sync
 // does not mistake our own writes for hand edits.
 func (s *Store) noteFiles(ctx context.Context, tx execer, a *actorState, rels map[string]bool) error {
-	// Owed rows of this actor go with this transaction (re-stat below).
+	// Owed rows of this actor go with this transaction, with the stat
+	// they were owed with: a re-stat would take a hand edit made since
+	// the append for ours (editedSinceKnown).
 	prefix := filepath.ToSlash(a.enc) + "/"
+	owed := map[string]fileStat{}
 	s.owedMu.Lock()
 	for key, o := range s.owed {
 		if o.actor == a.id && strings.HasPrefix(key, prefix) {
-			if rels == nil {
-				rels = map[string]bool{}
-			}
-			rels[strings.TrimPrefix(key, prefix)] = true
+			owed[key] = o.st
 		}
 	}
 	s.owedMu.Unlock()
 	defer s.dropOwed(func(o owedFile, key string) bool {
-		return o.actor == a.id && rels[strings.TrimPrefix(key, prefix)] && strings.HasPrefix(key, prefix)
+		_, paid := owed[key]
+		return o.actor == a.id && paid && o.st == owed[key]
 	})
+	for key, st := range owed {
+		if rels[strings.TrimPrefix(key, prefix)] {
+			continue // written now: re-stat below
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO files(path,actor,size,mtime) VALUES(?,?,?,?)`, key, a.id, st.size, st.mtime); err != nil {
+			return fmt.Errorf("memory index: %w", err)
+		}
+	}
 	for rel := range rels {
 		key := filepath.ToSlash(filepath.Join(a.enc, rel))
 		st, err := os.Stat(filepath.Join(s.dir, a.enc, rel))
@@ -1034,7 +1043,10 @@ func (s *Store) noteFiles(ctx context.Context, tx execer, a *actorState, rels ma
 // a crash the rows are stale: the next Open re-reads that actor's Markdown
 // (what a hand edit costs), and nothing is lost.
 func (s *Store) oweFiles(a *actorState, rels map[string]bool) error {
-	for rel := range rels {
+	for rel, owe := range rels {
+		if !owe {
+			continue
+		}
 		key := filepath.ToSlash(filepath.Join(a.enc, rel))
 		st, err := os.Stat(filepath.Join(s.dir, a.enc, rel))
 		if err != nil {
@@ -1048,6 +1060,27 @@ func (s *Store) oweFiles(a *actorState, rels map[string]bool) error {
 		s.owedMu.Unlock()
 	}
 	return nil
+}
+
+// editedSinceKnown reports whether the file at path (key "enc/rel") differs
+// from what the index knows of it: its owed stat, or else its files row.
+// A file the index does not know yet is not edited.
+func (s *Store) editedSinceKnown(ctx context.Context, key, path string) bool {
+	st, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	s.owedMu.Lock()
+	o, ok := s.owed[key]
+	s.owedMu.Unlock()
+	known := o.st
+	if !ok {
+		// The first append to this file in this process: one read.
+		if err := s.rdb.QueryRowContext(ctx, `SELECT size, mtime FROM files WHERE path=?`, key).Scan(&known.size, &known.mtime); err != nil {
+			return false
+		}
+	}
+	return st.Size() != known.size || st.ModTime().UnixNano() != known.mtime
 }
 
 // dropOwed forgets the owed rows drop selects.
@@ -1361,11 +1394,15 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch
 	files := map[string]bool{}
 	for f, b := range appends {
 		path := filepath.Join(s.dir, a.enc, f)
+		// A file changed since the index last knew it was edited by hand:
+		// its stat after our append must not be owed as ours, or the sync
+		// check would never see the edit.
+		edited := s.editedSinceKnown(ctx, filepath.ToSlash(filepath.Join(a.enc, f)), path)
 		if err := markdown.AppendFile(path, markdown.FileHeader(a.id, markdown.Title(f)), b); err != nil {
 			return fmt.Errorf("write episodic log: %w", err)
 		}
 		s.fsync(path)
-		files[f] = true
+		files[f] = !edited
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
