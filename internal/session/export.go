@@ -67,7 +67,7 @@ func Export(ctx context.Context, st Store, key Key, format string, w io.Writer) 
 		fmt.Fprintf(bw, "%s, %s; active branch below.\n\n", plural(len(nodes), "node"), plural(len(branchesOf(nodes, leaf)), "branch"))
 		for _, n := range path {
 			fmt.Fprintf(bw, "## %s · %s · `%s`\n\n", n.Role, unixTime(n.Timestamp), n.ID)
-			text := n.PlainText()
+			text := escapeHeadings(n.PlainText())
 			if n.IsCompaction() {
 				text = "> " + strings.ReplaceAll(text, "\n", "\n> ")
 			}
@@ -75,6 +75,24 @@ func Export(ctx context.Context, st Store, key Key, format string, w io.Writer) 
 		}
 	}
 	return bw.Flush()
+}
+
+// escapeHeadings backslash-escapes the "#" that opens an ATX heading
+// (CommonMark §4.2: up to three spaces, then #) on any line of text, so a
+// message cannot write a "## assistant · … · `msg_…`" line that reads as
+// a node of the transcript (CommonMark §2.4: \# is a literal #).
+func escapeHeadings(text string) string {
+	if !strings.Contains(text, "#") {
+		return text
+	}
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		j := len(l) - len(strings.TrimLeft(l, " "))
+		if j <= 3 && strings.HasPrefix(l[j:], "#") {
+			lines[i] = l[:j] + "\\" + l[j:]
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // plural is "1 node", "2 nodes", "1 branch", "3 branches".
