@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,21 +22,33 @@ func newDashboardCmd(g *globals) *cobra.Command {
 		Use:   "dashboard [--open]",
 		Short: "Print (or open) a sign-in link for the local dashboard",
 		Long: `Prints the address of the web dashboard that "tendril serve" runs on this home
-(Chat, Sessions, Memory, Approvals, State, Schedules, Settings). With TENDRIL_AUTH_TOKEN
-set the link signs the browser in once: it is valid for 10 minutes and for one use,
-and sets an HttpOnly session cookie. Without a token (loopback only) it is the plain
-address. --open also opens it in the default browser.`,
+(Chat, Sessions, Memory, Approvals, State, Schedules, Settings), as the running
+server gives it (its own address and token). With an auth token the link signs the
+browser in once: it is valid for 10 minutes and for one use, and sets an HttpOnly
+session cookie. Without a token (loopback only) it is the plain address. With no
+server running it is built from this command's configuration. --open also opens it
+in the default browser.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := g.loadConfig()
 			if err != nil {
 				return err
 			}
-			link := dashboard.SignInLink(baseURL(cfg.Addr), cfg.AuthToken, time.Now())
-			fmt.Fprintln(c.OutOrStdout(), link)
-			if _, err := mgmt.DialSocket(c.Context(), filepath.Join(cfg.Home, mgmt.SocketName)); err != nil {
-				fmt.Fprintln(c.ErrOrStderr(), "tendril: no server is running on", cfg.Home+"; start it with: tendril serve")
+			// The running server knows its address and token; this
+			// command's environment may not (serve --addr, a token set
+			// only in the service's environment).
+			var link string
+			if cl, err := mgmt.DialSocket(c.Context(), filepath.Join(cfg.Home, mgmt.SocketName)); err == nil {
+				var out mgmt.DashboardLink
+				if err := cl.API(c.Context(), "POST", "/dashboard/link", nil, nil, &out); err != nil {
+					return err
+				}
+				link = out.Link
+			} else {
+				link = dashboard.SignInLink(dashboard.BaseURL(cfg.Addr), cfg.AuthToken, time.Now())
+				defer fmt.Fprintln(c.ErrOrStderr(), "tendril: no server is running on", cfg.Home+"; start it with: tendril serve")
 			}
+			fmt.Fprintln(c.OutOrStdout(), link)
 			if open {
 				return openBrowser(link)
 			}
@@ -46,19 +57,6 @@ address. --open also opens it in the default browser.`,
 	}
 	cmd.Flags().BoolVar(&open, "open", false, "open the link in the default browser")
 	return cmd
-}
-
-// baseURL is the browser's address for a listen address: a wildcard host
-// (0.0.0.0, ::, "") is reached on 127.0.0.1.
-func baseURL(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "http://" + addr
-	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		host = "127.0.0.1"
-	}
-	return "http://" + net.JoinHostPort(host, port)
 }
 
 func openBrowser(link string) error {

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os/exec"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,5 +78,27 @@ func TestE2EInvokeAndChatThroughRunningServer(t *testing.T) {
 	stdin.Close()
 	if err := chat.Wait(); err != nil {
 		t.Fatalf("chat: %v\n%s", err, chatOut.String())
+	}
+}
+
+// `tendril dashboard` prints a link to the running server as the server
+// gives it: its own address (serve --addr, not this command's default)
+// and its own token, which this command's environment lacks. The link
+// signs a browser in.
+func TestE2EDashboardLinkFromServer(t *testing.T) {
+	p := startServe(t, testHome(t), "TENDRIL_AUTH_TOKEN=the-servers-own-token-0123456789")
+	out, stderr, code := runCLI(t, p.Home, nil, "dashboard")
+	link := strings.TrimSpace(out)
+	if code != 0 || !strings.HasPrefix(link, p.URL+"/signin?code=") || stderr != "" {
+		t.Fatalf("dashboard: exit %d, link %q (want %s/signin?code=…), stderr %q", code, link, p.URL, stderr)
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) == 0 {
+		t.Fatalf("the link did not sign in: %d, cookies %v", resp.StatusCode, resp.Cookies())
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/tendrilai/tendril/internal/runtime"
 	"github.com/tendrilai/tendril/internal/schedule"
 	"github.com/tendrilai/tendril/internal/session"
+	"github.com/tendrilai/tendril/internal/web/dashboard"
 )
 
 // Prefix is the path prefix of every route.
@@ -89,6 +90,8 @@ func Handler(a *assistant.Assistant) http.Handler {
 
 	route("GET /pairing", h.pairingList)
 	route("POST /pairing/{code}/approve", h.pairingApprove)
+
+	route("POST /dashboard/link", h.dashboardLink)
 
 	route("GET /state", h.stateList)
 	route("GET /state/{actor}", h.stateShow)
@@ -494,6 +497,21 @@ func (h *api) stateList(w http.ResponseWriter, r *http.Request) (any, error) {
 		snaps = append(snaps, s)
 	}
 	return map[string]any{"actors": snaps}, nil
+}
+
+// DashboardLink is the answer of POST /dashboard/link.
+type DashboardLink struct {
+	// Link signs a browser in to this server's dashboard once, within
+	// dashboard.LinkTTL (dashboard.SignInLink); without an auth token it
+	// is the dashboard's plain address.
+	Link string `json:"link"`
+}
+
+// dashboardLink makes a sign-in link with the running server's own
+// address and token, which a CLI's environment may not have.
+func (h *api) dashboardLink(w http.ResponseWriter, r *http.Request) (any, error) {
+	cfg := h.a.Config()
+	return DashboardLink{Link: dashboard.SignInLink(dashboard.BaseURL(cfg.Addr), cfg.AuthToken, time.Now())}, nil
 }
 
 func (h *api) stateShow(w http.ResponseWriter, r *http.Request) (any, error) {

@@ -433,6 +433,19 @@ func (d *Dashboard) checkSigned(v, purpose string) bool {
 	return subtle.ConstantTimeCompare([]byte(sig), []byte(want)) == 1
 }
 
+// BaseURL is the browser's address of a server listening on addr
+// (host:port): a wildcard host (0.0.0.0, ::, "") is reached on 127.0.0.1.
+func BaseURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
 // SignInLink returns a link that signs a browser in to the dashboard at
 // base (e.g. "http://127.0.0.1:8080") once, within LinkTTL of now: base +
 // "/signin?code=<expiry>.<HMAC-SHA256(token, "link", expiry)>". With no
