@@ -499,6 +499,16 @@ func validID(kind, id string) error {
 	return nil
 }
 
+// validSession checks the agent, actor and session IDs of a call (validID).
+func validSession(agentID, actorID, sessionID string) error {
+	for _, c := range [][2]string{{"agent", agentID}, {"actor", actorID}, {"session", sessionID}} {
+		if err := validID(c[0], c[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // RecordTurn implements memory.Recorder. It fills in missing event IDs
 // (ULIDs), actor, session, timestamps and metadata "agentId", counts the turn (queuing a job
 // every ExtractEveryTurns turns) and appends the events to the store. The
@@ -558,10 +568,8 @@ func (p *Pipeline) ReconcileTurn(ctx context.Context, agentID, actorID, sessionI
 // turnEvents validates a turn's IDs and fills in its events as RecordTurn
 // stores them (IDs, actor, session, timestamps, redaction, "agentId").
 func (p *Pipeline) turnEvents(agentID, actorID, sessionID string, events []memory.Event) ([]memory.Event, time.Time, error) {
-	for _, c := range [][2]string{{"agent", agentID}, {"actor", actorID}, {"session", sessionID}} {
-		if err := validID(c[0], c[1]); err != nil {
-			return nil, time.Time{}, err
-		}
+	if err := validSession(agentID, actorID, sessionID); err != nil {
+		return nil, time.Time{}, err
 	}
 	if len(events) == 0 {
 		return nil, time.Time{}, nil
@@ -605,10 +613,8 @@ func (p *Pipeline) turnEvents(agentID, actorID, sessionID string, events []memor
 // compaction hook calls it before nodes are compacted.
 // A Flush overtaken by Forget of the actor writes nothing and returns nil.
 func (p *Pipeline) Flush(ctx context.Context, agentID, actorID, sessionID string) error {
-	for _, c := range [][2]string{{"agent", agentID}, {"actor", actorID}, {"session", sessionID}} {
-		if err := validID(c[0], c[1]); err != nil {
-			return err
-		}
+	if err := validSession(agentID, actorID, sessionID); err != nil {
+		return err
 	}
 	epoch, err := p.q.epoch(ctx, actorID)
 	if err != nil {

@@ -189,10 +189,8 @@ type WriteResult struct {
 // the importance gate like every other candidate. Text must be 1 to
 // MaxWriteBytes bytes of UTF-8.
 func (p *Pipeline) WriteEpisodic(ctx context.Context, agentID, actorID, sessionID, text string) (WriteResult, error) {
-	for _, c := range [][2]string{{"agent", agentID}, {"actor", actorID}, {"session", sessionID}} {
-		if err := validID(c[0], c[1]); err != nil {
-			return WriteResult{}, err
-		}
+	if err := validSession(agentID, actorID, sessionID); err != nil {
+		return WriteResult{}, err
 	}
 	text, _ = memory.Redact(strings.TrimSpace(text))
 	if text == "" || len(text) > MaxWriteBytes || !utf8.ValidString(text) {
