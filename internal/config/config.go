@@ -4,6 +4,7 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,34 +17,38 @@ import (
 	"strings"
 	"time"
 	"unicode"
-
-	"github.com/tailscale/hujson"
 )
 
 // Duration is a time.Duration that reads "30s", "10m", "30d" or a number of
 // seconds from JSON.
 type Duration time.Duration
 
+// UnmarshalJSON reads a string ParseDuration accepts ("30s", "10m", "30d",
+// "1d12h") or a number of seconds (30, 0.5); null leaves d unchanged. Any
+// other string is an error `bad duration "…": want …`, and any other
+// JSON value an error saying what is wanted.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
 	switch x := v.(type) {
+	case nil:
 	case float64:
 		*d = Duration(time.Duration(x * float64(time.Second)))
 	case string:
 		dd, err := ParseDuration(x)
 		if err != nil {
-			return err
+			return fmt.Errorf("bad duration %q: want e.g. \"30s\", \"10m\", \"1d12h\" or a number of seconds", x)
 		}
 		*d = Duration(dd)
 	default:
-		return fmt.Errorf("duration must be a string like \"30s\" or seconds")
+		return fmt.Errorf("want a string like \"30s\" or a number of seconds")
 	}
 	return nil
 }
 
+// MarshalJSON writes d as a time.Duration string: "1m30s".
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
 // D returns the time.Duration.
@@ -491,11 +496,22 @@ func DefaultHome() string {
 }
 
 // Load reads the config file (path, or <home>/tendril.json when path is
-// ""), which may be absent, then applies environment overrides. A file that
-// exists but does not parse is an error naming the file and position.
+// ""), which may be absent, then applies environment overrides.
+//
+// An error in the file names the file, the line and column, and the key
+// path: "<path>:<line>:<column>: <key>: <what is wrong>", e.g.
+// "/root/.tendril/tendril.json:3:16: model.timeout: bad duration
+// \"banana\": …". That covers syntax errors (without a key), unknown
+// keys, keys set twice in one object (naming the first one's line and
+// column), values of the wrong type, and values that Load checks after
+// decoding (negative counts, addresses, fractions). A bad value from an
+// environment variable names it instead: "addr (from TENDRIL_ADDR)
+// \"x\": …", or the variable alone where it cannot be parsed at all. A
+// file that cannot be read is "config <path>: <error>".
 func Load(path string) (*Config, error) {
 	c := Default()
 	c.Home = DefaultHome()
+	src := sources{getenv: os.Getenv}
 	explicit := path != ""
 	if !explicit {
 		path = filepath.Join(c.Home, "tendril.json")
@@ -507,13 +523,15 @@ func Load(path string) (*Config, error) {
 		// run on defaults.
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	case err == nil:
-		std, err := hujson.Standardize(b)
+		f, std, err := parseFile(path, b)
 		if err != nil {
-			return nil, fmt.Errorf("config %s: %w", path, err)
+			return nil, err
 		}
-		dec := json.NewDecoder(strings.NewReader(string(std)))
+		src.file = f
+		dec := json.NewDecoder(bytes.NewReader(std))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&c); err != nil {
+			// parseFile has checked every key and value against Config.
 			return nil, fmt.Errorf("config %s: %w", path, err)
 		}
 		// Which agent paths the file sets, even to their default value.
@@ -562,13 +580,13 @@ func Load(path string) (*Config, error) {
 		c.Memory.EventWindow = n
 	}
 	if c.MemoryLimitMB > maxCacheMB {
-		return nil, fmt.Errorf("memoryLimitMB (TENDRIL_MEMORY_LIMIT_MB) %d: at most %d MiB (negative: no limit)", c.MemoryLimitMB, maxCacheMB)
+		return nil, fmt.Errorf("%s %d: at most %d MiB (negative: no limit)", src.name("memoryLimitMB", "TENDRIL_MEMORY_LIMIT_MB"), c.MemoryLimitMB, maxCacheMB)
 	}
 	if c.Memory.CacheMB > maxCacheMB {
 		// MiB << 20 must fit the stores' int64 byte budget
-		return nil, fmt.Errorf("memory.cacheMB (TENDRIL_MEMORY_CACHE_MB) %d: at most %d MiB (negative: no bound)", c.Memory.CacheMB, maxCacheMB)
+		return nil, fmt.Errorf("%s %d: at most %d MiB (negative: no bound)", src.name("memory.cacheMB", "TENDRIL_MEMORY_CACHE_MB"), c.Memory.CacheMB, maxCacheMB)
 	}
-	if err := c.validate(); err != nil {
+	if err := c.validate(src); err != nil {
 		return nil, err
 	}
 	// "0 means the default": store the value in effect, so what doctor
@@ -595,7 +613,7 @@ func Load(path string) (*Config, error) {
 		c.Memory.EventWindow = DefaultEventWindow
 	}
 	if c.Runtime != "" && c.Runtime != RuntimeAgentCore {
-		return nil, fmt.Errorf("runtime %q (TENDRIL_RUNTIME) is unknown: use %q, or leave it unset for a self-hosted server", c.Runtime, RuntimeAgentCore)
+		return nil, fmt.Errorf("%s %q is unknown: use %q, or leave it unset for a self-hosted server", src.name("runtime", "TENDRIL_RUNTIME"), c.Runtime, RuntimeAgentCore)
 	}
 	if c.AgentCore() && c.Addr == Default().Addr {
 		// The AgentCore Runtime contract: 0.0.0.0:8080.
@@ -771,7 +789,8 @@ const MinAuthTokenBytes = 16
 const makeToken = "make one with `openssl rand -hex 32`"
 
 // CheckAddr reports whether addr is a host:port; name says where it came
-// from ("addr (TENDRIL_ADDR)", "--addr").
+// from ("--addr", "addr (from TENDRIL_ADDR)", "<file>:<line>:<column>:
+// addr"). The error is `<name> "<addr>": <why> (want host:port, …)`.
 func CheckAddr(name, addr string) error {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		var ae *net.AddrError
@@ -818,13 +837,15 @@ type nonNegative struct {
 	v   int64
 }
 
-// validate rejects values that cannot mean anything, naming the key.
-func (c *Config) validate() error {
+// validate rejects values that cannot mean anything, naming the key and
+// where its value came from (src.name).
+func (c *Config) validate(src sources) error {
 	if c.AuthToken != "" && strings.TrimSpace(c.AuthToken) == "" {
-		return fmt.Errorf("authToken (TENDRIL_AUTH_TOKEN) is blank: %s, or leave it unset to serve loopback only", makeToken)
+		// applyEnv has refused a blank TENDRIL_AUTH_TOKEN: this one is the file's.
+		return fmt.Errorf("%s is blank: %s, or leave it unset to serve loopback only", src.name("authToken", ""), makeToken)
 	}
 	c.AuthToken = strings.TrimSpace(c.AuthToken)
-	if err := CheckAddr("addr (TENDRIL_ADDR)", c.Addr); err != nil {
+	if err := CheckAddr(src.name("addr", "TENDRIL_ADDR"), c.Addr); err != nil {
 		return err
 	}
 	checks := []nonNegative{
@@ -856,27 +877,35 @@ func (c *Config) validate() error {
 	}
 	for _, n := range checks {
 		if n.v < 0 {
-			return fmt.Errorf("%s is negative: want 0 or more", n.key)
+			return fmt.Errorf("%s is negative: want 0 or more", src.name(n.key, ""))
 		}
 	}
 	if s := c.Memory.BlockShare; s < 0 || s > 1 {
-		return fmt.Errorf("memory.blockShare %v: want a share of model.contextWindow, 0 < x ≤ 1 (0: the default 0.15)", s)
+		return fmt.Errorf("%s %v: want a share of model.contextWindow, 0 < x ≤ 1 (0: the default 0.15)", src.name("memory.blockShare", ""), s)
 	}
 	for _, f := range []struct {
 		key string
 		v   float64
 	}{{"session.compaction.threshold", c.Session.Compaction.Threshold}, {"memory.stageThreshold", c.Memory.StageThreshold}, {"memory.storeThreshold", c.Memory.StoreThreshold}} {
 		if f.v < 0 || f.v > 1 {
-			return fmt.Errorf("%s %v: want a fraction from 0 to 1", f.key, f.v)
+			return fmt.Errorf("%s %v: want a fraction from 0 to 1", src.name(f.key, ""), f.v)
 		}
 	}
 	switch c.Session.Fsync {
 	case "", "always", "batch", "never":
 	default:
-		return fmt.Errorf("session.fsync %q: want always, batch or never", c.Session.Fsync)
+		return fmt.Errorf("%s %q: want always, batch or never", src.name("session.fsync", ""), c.Session.Fsync)
 	}
-	if _, _, err := c.Session.Retention.Limits(); err != nil {
-		return err
+	// What Limits would refuse, with the key's place in the file.
+	if r := c.Session.Retention; r.MaxAge != "" {
+		if _, err := ParseAge(r.MaxAge); err != nil {
+			return fmt.Errorf("%s: %w", src.name("session.retention.maxAge", ""), err)
+		}
+	}
+	if r := c.Session.Retention; r.MaxSize != "" {
+		if _, err := ParseSize(r.MaxSize); err != nil {
+			return fmt.Errorf("%s: %w", src.name("session.retention.maxSize", ""), err)
+		}
 	}
 	return nil
 }

@@ -19,7 +19,7 @@ func TestRuntimeAgentCore(t *testing.T) {
 		{name: "explicit addr kept", runtime: "agentcore", addr: "127.0.0.1:9001", wantAgentCore: true, wantAddr: "127.0.0.1:9001"},
 		{name: "ephemeral", runtime: "agentcore", ephemeral: "1", wantAgentCore: true, wantEphemeral: true, wantAddr: "0.0.0.0:8080"},
 		{name: "ephemeral file", file: `{"runtime": "agentcore", "ephemeral": true}`, wantAgentCore: true, wantEphemeral: true, wantAddr: "0.0.0.0:8080"},
-		{name: "unknown", runtime: "lambda", wantErr: `runtime "lambda"`},
+		{name: "unknown", runtime: "lambda", wantErr: `runtime (from TENDRIL_RUNTIME) "lambda" is unknown`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			home := t.TempDir()

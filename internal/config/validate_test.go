@@ -24,8 +24,8 @@ func TestNonsenseValuesAreErrors(t *testing.T) {
 		{`{"session": {"fsync": "sometimes"}}`, `session.fsync "sometimes"`},
 		{`{"session": {"channelOverrides": {"dm": {"maxHistoryTokens": -5}}}}`, "session.channelOverrides.dm.maxHistoryTokens is negative"},
 		{`{"maxBodyBytes": -1}`, "maxBodyBytes is negative"},
-		{`{"addr": "notanaddr"}`, `addr (TENDRIL_ADDR) "notanaddr": missing port`},
-		{`{"authToken": "  "}`, "authToken (TENDRIL_AUTH_TOKEN) is blank"},
+		{`{"addr": "notanaddr"}`, `tendril.json:1:10: addr "notanaddr": missing port`},
+		{`{"authToken": "  "}`, "tendril.json:1:15: authToken is blank"},
 		// what serve's session retention refuses, Load refuses, so doctor does too
 		{`{"session": {"retention": {"maxAge": "30x"}}}`, `session.retention.maxAge: bad age "30x"`},
 		{`{"session": {"retention": {"maxAge": "-3d"}}}`, `session.retention.maxAge: bad age "-3d"`},
@@ -91,7 +91,7 @@ func TestParseAgeAndSize(t *testing.T) {
 func TestAddrEnvNamed(t *testing.T) {
 	t.Setenv("TENDRIL_HOME", t.TempDir())
 	t.Setenv("TENDRIL_ADDR", "notanaddr")
-	if _, err := Load(""); err == nil || !strings.Contains(err.Error(), `TENDRIL_ADDR) "notanaddr": missing port`) {
+	if _, err := Load(""); err == nil || !strings.Contains(err.Error(), `addr (from TENDRIL_ADDR) "notanaddr": missing port`) {
 		t.Fatalf("err %v", err)
 	}
 }
