@@ -42,6 +42,8 @@ type Result struct {
 type PendingApproval struct {
 	RequestID string `json:"request_id"`
 	ToolName  string `json:"tool_name"`
+	// Args is the call's arguments in RFC 8785 canonical form
+	// (approval.Request.Args): the bytes whose SHA-256 is the args hash.
 	Args      string `json:"args"`
 	ExpiresAt int64  `json:"expires_at"` // unix seconds
 	// Status is "" while a turn waits behind the request, then the

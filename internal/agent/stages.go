@@ -429,7 +429,9 @@ func (a *Agent) callTool(ctx context.Context, t *turn, use model.Block, approved
 			if a.opt.Metrics != nil {
 				a.opt.Metrics.Approvals.WithLabelValues("requested").Inc()
 			}
-			return "", false, &PendingApproval{RequestID: dec.Request.ID, ToolName: use.Name, Args: string(args), ExpiresAt: dec.Request.ExpiresAt.Unix()}, nil
+			// The request's canonical args (what args_hash is over), as the
+			// approval_wait frame and the ledger show them, not the model's raw bytes.
+			return "", false, &PendingApproval{RequestID: dec.Request.ID, ToolName: use.Name, Args: string(dec.Request.Args), ExpiresAt: dec.Request.ExpiresAt.Unix()}, nil
 		default: // Deny, and anything unknown: fail closed
 			a.countTool(use.Name, "denied")
 			return "refused by the approval gate: " + dec.Reason, true, nil, nil

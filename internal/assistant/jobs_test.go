@@ -161,6 +161,14 @@ func TestJobRefsAndNames(t *testing.T) {
 			t.Errorf("job name %q: %v, want ErrInvalid", name, err)
 		}
 	}
+	// The API and the dashboard refuse an actor without both parts, as the
+	// CLI does: its reply would have no channel to go to.
+	for _, actor := range []string{"nocolon", "telegram:", ":123", " :1"} {
+		_, err := a.AddJob(ctx, schedule.JobSpec{Name: "figs", Every: "1h", Task: "t", ActorID: actor})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "want <channel>:<id>") {
+			t.Errorf("actor %q: %v, want ErrInvalid asking for <channel>:<id>", actor, err)
+		}
+	}
 	for _, spec := range []schedule.JobSpec{{SessionID: "s\u200b1"}, {Channel: "c\u202eli"}, {ChatID: "c\u20281"}} {
 		spec.Name, spec.Every, spec.Task, spec.ActorID = "ok", "1h", "t", "api:me"
 		if _, err := a.AddJob(ctx, spec); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "invisible") {

@@ -278,12 +278,19 @@ func (a *Assistant) Rebuild(ctx context.Context, progress func(done, total int))
 }
 
 // ExportMemory writes every actor's memory as Markdown layer files under
-// dir and returns the number of files.
-func (a *Assistant) ExportMemory(ctx context.Context, dir string) (int, error) {
-	if !filepath.IsAbs(dir) {
-		return 0, invalidf("export directory %q must be absolute", dir)
+// dir (absolute; cleaned, created, and checked before anything is written:
+// exportDir) and returns the cleaned directory and the number of files.
+//
+// Errors: ErrInvalid naming dir for a path the caller can fix (relative,
+// a NUL byte, a file in the way, no permission, the home or its live
+// memory directory); the store's and the disk's failures as they are.
+func (a *Assistant) ExportMemory(ctx context.Context, dir string) (string, int, error) {
+	clean, err := exportDir(a.cfg.Home, dir)
+	if err != nil {
+		return "", 0, err
 	}
-	return a.memory.ExportMarkdown(ctx, dir)
+	n, err := a.memory.ExportMarkdown(ctx, clean)
+	return clean, n, err
 }
 
 // ForgetRequest names the actor to forget.

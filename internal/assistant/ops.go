@@ -219,8 +219,10 @@ func (a *Assistant) AddJob(ctx context.Context, spec schedule.JobSpec) (schedule
 			return schedule.Job{}, invalidf("%s %v", f.name, err)
 		}
 	}
-	if c, id, ok := strings.Cut(spec.ActorID, ":"); ok && (c == "" || id == "") {
-		return schedule.Job{}, invalidf("actor %q must be <channel>:<id>", spec.ActorID)
+	// The reply's channel and chat default from the actor's two parts:
+	// without them a job would deliver nowhere.
+	if c, id, ok := strings.Cut(spec.ActorID, ":"); !ok || strings.TrimSpace(c) == "" || strings.TrimSpace(id) == "" {
+		return schedule.Job{}, invalidf("actor %q: want <channel>:<id>, e.g. telegram:123", spec.ActorID)
 	}
 	ch, chat := reminders.ChatOf(tool.Call{Channel: spec.Channel, ActorID: spec.ActorID})
 	if spec.Channel == "" {
@@ -390,8 +392,20 @@ func (a *Assistant) ApprovePairing(ctx context.Context, code string) (telegram.P
 }
 
 // StateSnapshot returns an actor's internal state with decay applied.
+//
+// Errors: ErrInvalid for an actor ID no turn can have (agent.ValidateStoredID:
+// an actor stored before IDs refused invisible characters stays readable)
+// or one the state store refuses (state.ErrInvalidActor); the store's
+// own failures as they are.
 func (a *Assistant) StateSnapshot(ctx context.Context, actorID string) (state.Snapshot, error) {
-	return a.state.Snapshot(ctx, actorID)
+	if err := agent.ValidateStoredID(actorID); err != nil {
+		return state.Snapshot{}, invalidf("actor %v", err)
+	}
+	s, err := a.state.Snapshot(ctx, actorID)
+	if errors.Is(err, state.ErrInvalidActor) {
+		return state.Snapshot{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return s, err
 }
 
 // StateActors lists the actors with internal state.

@@ -161,9 +161,27 @@ func decode(r *http.Request, v any) error {
 	return nil
 }
 
-func boolParam(r *http.Request, name string) bool {
-	b, _ := strconv.ParseBool(r.URL.Query().Get(name))
-	return b
+// boolParam reads the boolean query parameter name. Absent or empty is
+// false; otherwise every value given must be one strconv.ParseBool
+// accepts, and the first counts (as url.Values.Get). Anything else
+// ("maybe", "yes", "on") is an ErrInvalid naming the parameter: read as
+// false it would silently drop what the caller asked for.
+func boolParam(r *http.Request, name string) (bool, error) {
+	vs := r.URL.Query()[name]
+	out := false
+	for i, v := range vs {
+		if v == "" {
+			continue
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return false, fmt.Errorf("%w: %s %.64q: want true or false (also 1, t, T, TRUE, True, 0, f, F, FALSE, False)", assistant.ErrInvalid, name, v)
+		}
+		if i == 0 {
+			out = b
+		}
+	}
+	return out, nil
 }
 
 func (h *api) memoryActors(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -184,8 +202,12 @@ func (h *api) memorySearch(w http.ResponseWriter, r *http.Request) (any, error) 
 			return nil, fmt.Errorf("%w: k %q: want a whole number of results (1 to %d)", assistant.ErrInvalid, v, assistant.MaxSearchK)
 		}
 	}
+	explain, err := boolParam(r, "explain")
+	if err != nil {
+		return nil, err
+	}
 	hits, err := h.a.Search(r.Context(), assistant.SearchQuery{ActorID: q.Get("actor"), AgentID: q.Get("agent"), Text: q.Get("q"),
-		K: k, Filters: q["filter"], Statuses: q["status"], Explain: boolParam(r, "explain"), Engine: q.Get("engine")})
+		K: k, Filters: q["filter"], Statuses: q["status"], Explain: explain, Engine: q.Get("engine")})
 	if hits == nil {
 		hits = []memory.Hit{}
 	}
@@ -194,8 +216,12 @@ func (h *api) memorySearch(w http.ResponseWriter, r *http.Request) (any, error) 
 
 func (h *api) memoryRecords(w http.ResponseWriter, r *http.Request) (any, error) {
 	q := r.URL.Query()
+	events, err := boolParam(r, "events")
+	if err != nil {
+		return nil, err
+	}
 	return h.a.Records(r.Context(), assistant.RecordsQuery{ActorID: q.Get("actor"), AgentID: q.Get("agent"),
-		Namespace: q.Get("namespace"), Statuses: q["status"], Events: boolParam(r, "events")})
+		Namespace: q.Get("namespace"), Statuses: q["status"], Events: events})
 }
 
 func (h *api) memoryRecord(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -227,8 +253,11 @@ func (h *api) memoryExport(w http.ResponseWriter, r *http.Request) (any, error) 
 	if err := decode(r, &req); err != nil {
 		return nil, err
 	}
-	n, err := h.a.ExportMemory(r.Context(), req.Dir)
-	return map[string]any{"files": n, "dir": req.Dir}, err
+	dir, n, err := h.a.ExportMemory(r.Context(), req.Dir)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"files": n, "dir": dir}, nil
 }
 
 func (h *api) memoryHarvest(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -262,10 +291,13 @@ type ApprovalList struct {
 }
 
 func (h *api) approvalsList(w http.ResponseWriter, r *http.Request) (any, error) {
+	all, err := boolParam(r, "all")
+	if err != nil {
+		return nil, err
+	}
 	g := h.a.Gate()
 	var reqs []approval.Request
-	var err error
-	if boolParam(r, "all") {
+	if all {
 		reqs, err = g.List(r.Context())
 	} else {
 		reqs, err = g.Pending(r.Context())
@@ -514,12 +546,24 @@ func (h *api) dashboardLink(w http.ResponseWriter, r *http.Request) (any, error)
 	return DashboardLink{Link: dashboard.SignInLink(dashboard.BaseURL(cfg.Addr), cfg.AuthToken, time.Now())}, nil
 }
 
+// stateShow answers an actor's internal state (assistant.StateSnapshot
+// refuses an ID no turn can have: a 400, not a default state), its
+// history cut to the last ?limit= changes (a whole number; 0 or absent:
+// all).
 func (h *api) stateShow(w http.ResponseWriter, r *http.Request) (any, error) {
+	limit := 0
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%w: limit %.64q: want a whole number of changes (0: all)", assistant.ErrInvalid, v)
+		}
+		limit = n
+	}
 	s, err := h.a.StateSnapshot(r.Context(), r.PathValue("actor"))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", assistant.ErrInvalid, err)
+		return nil, err
 	}
-	if limit, _ := strconv.Atoi(r.URL.Query().Get("limit")); limit > 0 && len(s.History) > limit {
+	if limit > 0 && len(s.History) > limit {
 		s.History = s.History[len(s.History)-limit:]
 	}
 	return s, nil

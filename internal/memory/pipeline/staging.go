@@ -66,7 +66,7 @@ func (p *Pipeline) getStaged(ctx context.Context, id string) (memory.Record, err
 	}
 	r, err := p.store.Get(ctx, id)
 	if err != nil {
-		return memory.Record{}, fmt.Errorf("get %s: %w", id, err)
+		return memory.Record{}, err // the store's error names the ID: `get "id": …`
 	}
 	if r.Status != memory.StatusStaged {
 		return memory.Record{}, fmt.Errorf("%w: %s is %s", ErrNotStaged, id, r.Status)

@@ -131,8 +131,8 @@ func TestApproveSupersedesAndErrors(t *testing.T) {
 		if err := f.p.Reject(ctx, second.ID); !errors.Is(err, ErrNotStaged) {
 			t.Errorf("reject active: %v", err)
 		}
-		if err := f.p.Reject(ctx, "nope"); !errors.Is(err, memory.ErrNotFound) {
-			t.Errorf("reject unknown: %v", err)
+		if err := f.p.Reject(ctx, "nope"); !errors.Is(err, memory.ErrNotFound) || strings.Count(err.Error(), "get ") > 1 {
+			t.Errorf("reject unknown: %v (want not found, the ID named once)", err)
 		}
 		if _, err := f.p.Approve(ctx, ""); !errors.Is(err, ErrInvalid) {
 			t.Errorf("approve empty id: %v", err)
