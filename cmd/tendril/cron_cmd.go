@@ -63,13 +63,18 @@ last with status done and no next run: it will not fire again, and "cron history
 		Use:   "add --name N (--at T | --every D | --cron EXPR [--tz Z]) --task TEXT --actor A",
 		Short: "Add a scheduled job",
 		Long: `Give exactly one of --at (RFC 3339, local "2026-12-01T09:00" in --tz, or "in 2h"), --every
-("90m", "7d") or --cron (5 fields or @daily). The reply goes to --channel/--chat, which for
-an actor "telegram:123" default to telegram and 123.`,
+("90m", "7d") or --cron (5 fields or @daily). --actor is <channel>:<id>; the reply goes to
+--channel/--chat, which for an actor "telegram:123" default to telegram and 123.`,
 		Example: `  tendril cron add --name morning --cron "0 8 * * *" --tz Europe/Berlin --task "Check today's garden tasks" --actor telegram:123`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if strings.TrimSpace(spec.Name) == "" || spec.Task == "" || spec.ActorID == "" {
 				return usagef("cron add: --name, --task and --actor are required")
+			}
+			// The reply's channel and chat default from the actor's two
+			// parts: without them the job would deliver nowhere.
+			if ch, id, ok := strings.Cut(spec.ActorID, ":"); !ok || strings.TrimSpace(ch) == "" || strings.TrimSpace(id) == "" {
+				return usagef("cron add: --actor %q: want <channel>:<id>, e.g. telegram:123", spec.ActorID)
 			}
 			n := 0
 			for _, v := range []string{spec.At, spec.Every, spec.Cron} {
@@ -94,7 +99,7 @@ an actor "telegram:123" default to telegram and 123.`,
 	f.StringVar(&spec.Cron, "cron", "", "5-field cron expression")
 	f.StringVar(&spec.TZ, "tz", "", "IANA time zone (default UTC)")
 	f.StringVar(&spec.Task, "task", "", "what the agent is asked to do at run time (required)")
-	f.StringVar(&spec.ActorID, "actor", "", "actor the job runs as, e.g. telegram:123 (required)")
+	f.StringVar(&spec.ActorID, "actor", "", "actor the job runs as, <channel>:<id> such as telegram:123 (required)")
 	f.StringVar(&spec.Channel, "channel", "", "channel the reply goes to (default: the actor's prefix)")
 	f.StringVar(&spec.ChatID, "chat", "", "chat id the reply goes to (default: from the actor)")
 	f.StringVar(&spec.SessionID, "session", "", "session the turn runs in (default: the actor's)")

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
@@ -58,14 +59,16 @@ func (g *globals) loadConfig() (*config.Config, error) {
 
 // newLogger logs JSON when stderr is not a terminal and text when it is,
 // one format for the whole run: it also becomes slog's default, so every
-// package logs the same way.
+// package logs the same way. JSON lines carry bidirectional controls
+// escaped (bidiWriter), as the text handler quotes them; each line is one
+// Write under the handler's lock.
 func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	var log *slog.Logger
 	if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 		log = slog.New(slog.NewTextHandler(w, opts))
 	} else {
-		log = slog.New(slog.NewJSONHandler(w, opts))
+		log = slog.New(slog.NewJSONHandler(bidiWriter(w), opts))
 	}
 	slog.SetDefault(log)
 	return log
@@ -155,10 +158,12 @@ func strictGroups(c *cobra.Command) {
 
 func main() {
 	root := newRoot()
-	if isatty.IsTerminal(os.Stdout.Fd()) {
-		root.SetOut(termWriter{os.Stdout})
-	}
+	stdout, stderr := outputWriter(os.Stdout), outputWriter(os.Stderr)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	err := root.Execute()
+	stdout.Flush()
+	stderr.Flush()
 	if err == nil {
 		return
 	}
@@ -175,22 +180,36 @@ func main() {
 }
 
 // oneLine makes an error one printable line: newlines become "; " and
-// other control characters (terminal escapes from user input) are quoted.
+// other control characters (terminal escapes from user input) are quoted
+// (quoteRune).
 func oneLine(s string) string {
 	var b strings.Builder
 	for _, r := range strings.TrimSpace(s) {
 		switch {
 		case r == '\n':
 			b.WriteString("; ")
-		case unicode.IsControl(r):
-			fmt.Fprintf(&b, "\\x%02x", r)
-		case sanitize.IsBidi(r):
-			fmt.Fprintf(&b, "\\u%04x", r)
-		default:
+		case !quoteRune(&b, r):
 			b.WriteRune(r)
 		}
 	}
 	return b.String()
+}
+
+// quoteRune writes r to b quoted and reports true when r is a control
+// character or a bidirectional control (sanitize.IsBidi): "\x1b" for
+// C0 controls, which JSON output holds only escaped already, and
+// "\u0085", "\u202e" for the others, which is what JSON's own escape
+// means there.
+func quoteRune(b *strings.Builder, r rune) bool {
+	switch {
+	case r < 0x20:
+		fmt.Fprintf(b, "\\x%02x", r)
+	case unicode.IsControl(r) || sanitize.IsBidi(r):
+		fmt.Fprintf(b, "\\u%04x", r)
+	default:
+		return false
+	}
+	return true
 }
 
 // errorText is err as main prints it: one line (oneLine), except cobra's
@@ -206,34 +225,82 @@ func errorText(err error) string {
 }
 
 // printable quotes control characters other than newline and tab, and the
-// bidirectional controls (sanitize.IsBidi).
+// bidirectional controls (quoteRune).
 func printable(s string) string {
 	var b strings.Builder
 	for _, r := range s {
-		if unicode.IsControl(r) && r != '\n' && r != '\t' {
-			fmt.Fprintf(&b, "\\x%02x", r)
-			continue
+		if r == '\n' || r == '\t' || !quoteRune(&b, r) {
+			b.WriteRune(r)
 		}
-		if sanitize.IsBidi(r) {
-			fmt.Fprintf(&b, "\\u%04x", r)
-			continue
-		}
-		b.WriteRune(r)
 	}
 	return b.String()
 }
 
-// termWriter quotes control characters other than newline and tab, so
-// text a user sent (ANSI escapes, OSC titles, BEL) cannot drive the
-// operator's terminal. It wraps stdout only when stdout is a terminal;
-// piped output stays byte for byte.
-type termWriter struct{ w io.Writer }
+// outputWriter is the one way every command's output (stdout) and notes
+// (stderr) reach f. On a terminal it is termWriter. Anywhere else (a
+// pipe, a file, a log collector) it is bidiWriter: the bytes as stored,
+// except the bidirectional controls, which would reorder how a terminal or
+// log viewer shows the line later.
+func outputWriter(f *os.File) *escWriter {
+	if isatty.IsTerminal(f.Fd()) {
+		return termWriter(f)
+	}
+	return bidiWriter(f)
+}
 
-func (t termWriter) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(t.w, printable(string(p))); err != nil {
+// termWriter quotes control characters other than newline and tab, and
+// the bidirectional controls (printable), so that text a user sent (ANSI
+// escapes, OSC titles, BEL, U+202E) can neither drive the operator's
+// terminal nor reorder what it shows.
+func termWriter(w io.Writer) *escWriter { return &escWriter{w: w, esc: printable} }
+
+// bidiWriter writes each bidirectional control as its \uXXXX escape
+// (sanitize.EscapeBidi) and every other byte as it is. In JSON output such
+// characters only occur inside strings, where the escape decodes to the
+// same character: --json output means the same, and its bytes hold no
+// such control.
+func bidiWriter(w io.Writer) *escWriter {
+	return &escWriter{w: w, esc: sanitize.EscapeBidi}
+}
+
+// escWriter writes to w what esc makes of the text written to it. A UTF-8
+// sequence cut at the end of one Write (output copied in chunks) is held
+// until the next completes it, so a character is never escaped in halves;
+// Flush writes what is held at the end.
+type escWriter struct {
+	w    io.Writer
+	esc  func(string) string
+	held []byte
+}
+
+func (e *escWriter) Write(p []byte) (int, error) {
+	buf := append(e.held, p...)
+	cut := len(buf)
+	// Back up over at most utf8.UTFMax-1 bytes to the start of the last
+	// sequence: hold it when it is incomplete.
+	for i := len(buf) - 1; i >= 0 && i >= len(buf)-(utf8.UTFMax-1); i-- {
+		if utf8.RuneStart(buf[i]) {
+			if !utf8.FullRune(buf[i:]) {
+				cut = i
+			}
+			break
+		}
+	}
+	e.held = append([]byte(nil), buf[cut:]...)
+	if _, err := io.WriteString(e.w, e.esc(string(buf[:cut]))); err != nil {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// Flush writes what a last Write left held (an incomplete sequence).
+func (e *escWriter) Flush() error {
+	if len(e.held) == 0 {
+		return nil
+	}
+	_, err := io.WriteString(e.w, e.esc(string(e.held)))
+	e.held = nil
+	return err
 }
 
 func isCobraUsage(err error) bool {

@@ -242,10 +242,10 @@ every store runs afterwards and must find nothing.`,
 			}
 			return api(c, "POST", "/memory/rebuild", nil, struct{}{}, &out, func(w io.Writer) error {
 				for _, wn := range out.Warnings {
-					fmt.Fprintf(c.ErrOrStderr(), "warning: %s\n", wn)
+					fmt.Fprintf(c.ErrOrStderr(), "warning: %s\n", oneLine(wn))
 				}
 				if len(out.Warnings) > 0 {
-					fmt.Fprintf(w, "%d Markdown warning(s): a skipped entry stays in its file but is not in the index; fix the file and run rebuild again\n", len(out.Warnings))
+					fmt.Fprintf(w, "%d Markdown warning(s): a skipped entry, or a line that belongs to no entry, is not in the index; fix the file and run rebuild again\n", len(out.Warnings))
 				}
 				_, err := fmt.Fprintf(w, "rebuilt memory index from %d actor directories in %.2fs\n", out.Actors, out.Seconds)
 				return err

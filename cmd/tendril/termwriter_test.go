@@ -11,7 +11,7 @@ import (
 func TestTermWriterQuotesControls(t *testing.T) {
 	var b strings.Builder
 	in := "title\x1b]0;PWNED\x07 clear\x1b[2J rtl\u202eevil\u2066 ok 비료\n\tnext"
-	if _, err := (termWriter{&b}).Write([]byte(in)); err != nil {
+	if _, err := termWriter(&b).Write([]byte(in)); err != nil {
 		t.Fatal(err)
 	}
 	got := b.String()

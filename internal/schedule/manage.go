@@ -8,10 +8,14 @@ import (
 )
 
 // Add validates spec (see NewJob), stores the new job and queues its first
-// run.
+// run. It also fails with ErrBadSpec when the name is another job's ID
+// (nameIsNoID).
 func (s *Scheduler) Add(ctx context.Context, spec JobSpec) (Job, error) {
 	j, err := NewJob(spec, s.clock.Now())
 	if err != nil {
+		return Job{}, err
+	}
+	if err := s.nameIsNoID(ctx, j); err != nil {
 		return Job{}, err
 	}
 	if err := s.store.Create(ctx, j); err != nil {
@@ -19,6 +23,25 @@ func (s *Scheduler) Add(ctx context.Context, spec JobSpec) (Job, error) {
 	}
 	s.enqueueLogged(ctx, j)
 	return j, nil
+}
+
+// nameIsNoID fails with ErrBadSpec when j's name is the ID of another job:
+// a job is named by ID or name ("tendril cron remove <id|name>"), the ID
+// first, so such a name would name the other job.
+func (s *Scheduler) nameIsNoID(ctx context.Context, j Job) error {
+	if j.Name == "" {
+		return nil
+	}
+	other, err := s.store.Get(ctx, j.Name)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("check job name %q: %w", j.Name, err)
+	case other.ID != j.ID:
+		return badSpec("name %q is the ID of another job (%q of %s): a job is named by its ID or its name, so pick another name", j.Name, other.Name, other.ActorID)
+	}
+	return nil
 }
 
 // Get returns the job with id, or ErrNotFound.
@@ -120,7 +143,8 @@ func (s *Scheduler) RunNow(ctx context.Context, id string) (Job, error) {
 //     one that ran and is stored as done is unchanged, so it does not run
 //     again.
 //
-// Every spec must have a unique, non-empty Name. Invalid specs are reported
+// Every spec must have a unique, non-empty Name that is no other job's ID
+// (nameIsNoID). Invalid specs are reported
 // (joined, each wrapping ErrBadSpec) and skipped; the valid ones are still
 // applied. Safe to call from several instances at once.
 func (s *Scheduler) SyncConfigJobs(ctx context.Context, specs []JobSpec) error {
@@ -144,6 +168,13 @@ func (s *Scheduler) SyncConfigJobs(ctx context.Context, specs []JobSpec) error {
 		if err == nil && seen[j.Name] {
 			err = badSpec("name %q is used twice", j.Name)
 		}
+		cur, ok := byName[j.Name]
+		if err == nil {
+			if ok {
+				j.ID = cur.ID // CreatedAt = now: an every job's grid restarts
+			}
+			err = s.nameIsNoID(ctx, j)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("schedule.jobs[%d] %q: %w", i, spec.Name, err))
 			if cur, ok := byName[spec.Name]; ok && !seen[spec.Name] {
@@ -152,7 +183,6 @@ func (s *Scheduler) SyncConfigJobs(ctx context.Context, specs []JobSpec) error {
 			continue
 		}
 		seen[j.Name] = true
-		cur, ok := byName[j.Name]
 		if ok && sameDefinition(cur, j) {
 			continue
 		}
@@ -164,7 +194,6 @@ func (s *Scheduler) SyncConfigJobs(ctx context.Context, specs []JobSpec) error {
 		}
 		created := false
 		if ok {
-			j.ID = cur.ID // CreatedAt = now: an every job's grid restarts
 			err = s.store.Update(ctx, j)
 		} else {
 			err = s.store.Create(ctx, j)

@@ -18,6 +18,21 @@
 // comment; such a section becomes an active record of the file's layer
 // with an ID derived from its content.
 //
+// A record's text is its lines after the metadata, up to the first blank
+// line after them: a blank line inside a record's text is written as a
+// lone "\" (as a text line starting with "#", "\" or "<!-- tendril:" is
+// written with a "\" before it in every entry), so a text may hold
+// paragraphs and still round-trip. Lines after that blank line and before
+// the next "## " heading, like lines before the first heading other than
+// the file header (and, in rejected.md, its "- <hash>" lines), belong to
+// no entry: Parse reports them in Warnings by file and line and leaves
+// them out of every record, so that notes appended by hand never silently
+// become part of the record above them. Records written before this rule
+// carry no "format" in their metadata, and their text runs to the next
+// heading, blank lines included, as it always did; so does a hand-written
+// section's, and so does an event's: the daily logs are transcripts, whose
+// messages have paragraphs of their own, and stay plain Markdown.
+//
 // Record files are append-only between compactions: a record that changes
 // (a merge, an update, a supersede) is written again as a new entry with
 // the same ID at the end of its file, and the last entry of an ID in a
@@ -51,6 +66,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -169,7 +185,14 @@ type recordMeta struct {
 	UpdatedAt  time.Time       `json:"updatedAt"`
 	Sources    []string        `json:"sources,omitempty"`
 	Metadata   map[string]any  `json:"metadata,omitempty"`
+	Format     int             `json:"format,omitempty"` // formatBlankEnds, or 0 for an older entry
 }
+
+// formatBlankEnds marks an entry whose text ends at its first blank line
+// (its own blank lines are written "\"), so that lines appended after it
+// by hand are told apart from its text. Entries without it (written
+// before) take every line up to the next heading.
+const formatBlankEnds = 2
 
 const (
 	commentActor  = "<!-- tendril:actor "
@@ -238,16 +261,27 @@ func comment(prefix string, v any) string {
 	return prefix + string(b) + commentEnd
 }
 
-// escapeBody protects lines that would read as structure.
-func escapeBody(text string) string {
+// escapeBody protects lines that would read as structure: a heading, a
+// metadata comment, a leading backslash and, with blankEnds (a record), a
+// blank line before more text (a blank line ends a record's text;
+// trailing ones are trimmed on parse anyway, so they stay as they are).
+func escapeBody(text string, blankEnds bool) string {
 	lines := strings.Split(text, "\n")
+	last := len(lines) - 1 // the last line with text
+	for last >= 0 && isBlank(lines[last]) {
+		last--
+	}
 	for i, l := range lines {
-		if strings.HasPrefix(l, "#") || strings.HasPrefix(l, "\\") || strings.HasPrefix(l, "<!-- tendril:") {
+		if strings.HasPrefix(l, "#") || strings.HasPrefix(l, "\\") || strings.HasPrefix(l, "<!-- tendril:") || (blankEnds && i < last && isBlank(l)) {
 			lines[i] = "\\" + l
 		}
 	}
 	return strings.Join(lines, "\n")
 }
+
+// isBlank reports a line that is empty or only white space: Markdown's
+// paragraph break.
+func isBlank(l string) bool { return strings.TrimSpace(l) == "" }
 
 func unescapeLine(l string) string {
 	if strings.HasPrefix(l, "\\") {
@@ -284,7 +318,7 @@ func FormatEvent(ev memory.Event) []byte {
 	fmt.Fprintf(&b, "## %s · %s · session %s\n", ev.Timestamp.UTC().Format("2006-01-02 15:04:05"), oneLine(speaker), oneLine(ev.SessionID))
 	b.WriteString(comment(commentEvent, eventMeta{ID: ev.ID, SessionID: ev.SessionID, Role: ev.Role, Timestamp: ev.Timestamp.UTC(), Metadata: EncodeMetadata(ev.Metadata)}))
 	b.WriteString("\n")
-	b.WriteString(escapeBody(ev.Text))
+	b.WriteString(escapeBody(ev.Text, false))
 	b.WriteString("\n\n")
 	return b.Bytes()
 }
@@ -304,9 +338,10 @@ func FormatRecord(rec memory.Record) []byte {
 	b.WriteString(comment(commentRecord, recordMeta{
 		ID: rec.ID, Namespace: rec.Namespace, Strategy: rec.Strategy, Status: rec.Status, Importance: rec.Importance,
 		CreatedAt: rec.CreatedAt.UTC(), UpdatedAt: rec.UpdatedAt.UTC(), Sources: rec.Sources, Metadata: EncodeMetadata(rec.Metadata),
+		Format: formatBlankEnds,
 	}))
 	b.WriteString("\n")
-	b.WriteString(escapeBody(rec.Content))
+	b.WriteString(escapeBody(rec.Content, true))
 	b.WriteString("\n\n")
 	return b.Bytes()
 }
@@ -334,7 +369,8 @@ type Defaults struct {
 }
 
 // Parse reads one layer file. It never fails on content: unreadable
-// entries are skipped and reported in Warnings. Records come in the order
+// entries are skipped and reported in Warnings, and so are lines that
+// belong to no entry (see the package comment). Records come in the order
 // of their last entry; of several entries with one ID only the last
 // counts (an emptied last entry deletes the record) and the others are
 // counted in Stale and StaleBytes.
@@ -344,12 +380,39 @@ func Parse(data []byte, d Defaults) Parsed {
 		title   string
 		kind    string // "event", "record", "hand"
 		meta    string
-		body    []string
+		body    []string // as written (escaped)
+		bodyAt  []int    // the line number of each body line
 		lineNum int
 		size    int64 // bytes from the heading to the next heading
 	}
+	// textOf is an entry's text: with blankEnds (formatBlankEnds) the lines
+	// from its first line with text up to the next blank line, the rest
+	// reported as belonging to no entry; else every line.
+	textOf := func(e *entry, blankEnds bool, what string) string {
+		lines := e.body
+		if blankEnds {
+			start := slices.IndexFunc(lines, func(l string) bool { return !isBlank(l) })
+			if start < 0 {
+				start = len(lines)
+			}
+			if i := slices.IndexFunc(lines[start:], isBlank); i >= 0 {
+				end := start + i
+				lines = lines[:end]
+				p.Warnings = append(p.Warnings, strays(d.File, e.body[end:], e.bodyAt[end:], "after the end of "+what+
+					` (a blank line ends an entry's text; write a blank line inside it as a lone "\")`)...)
+			}
+		}
+		out := make([]string, len(lines))
+		for i, l := range lines {
+			out[i] = unescapeLine(l)
+		}
+		return strings.TrimSpace(strings.Join(out, "\n"))
+	}
 	var entries []*entry
 	var cur *entry
+	var pre []string // lines before the first heading that are no header
+	var preAt []int
+	rejected := filepath.Base(d.File) == RejectedFile
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 64*1024), 64*1024*1024)
 	line := 0
@@ -395,19 +458,27 @@ func Parse(data []byte, d Defaults) Parsed {
 			cur.meta = strings.TrimSuffix(cur.meta, commentEnd)
 			continue
 		case cur == nil:
-			if strings.HasPrefix(l, "- ") && filepath.Base(d.File) == RejectedFile {
-				h := strings.TrimSpace(l[2:])
-				if h != "" {
+			if h, ok := strings.CutPrefix(l, "- "); ok && rejected {
+				if h = strings.TrimSpace(h); h != "" {
 					p.Hashes = append(p.Hashes, h)
 				}
+				continue
+			}
+			if !strings.HasPrefix(l, "# ") { // the file's title, or text
+				pre, preAt = append(pre, l), append(preAt, line)
 			}
 			continue
 		}
-		cur.body = append(cur.body, unescapeLine(l))
+		cur.body, cur.bodyAt = append(cur.body, l), append(cur.bodyAt, line)
 	}
 	if err := sc.Err(); err != nil {
 		p.Warnings = append(p.Warnings, fmt.Sprintf("%s: %v", d.File, err))
 	}
+	where := `before the first "## " heading (start a "## " section to make a record of it)`
+	if rejected {
+		where = `before the first "## " heading and not a "- <hash>" line`
+	}
+	p.Warnings = append(p.Warnings, strays(d.File, pre, preAt, where)...)
 	// Records are collected with the index of their entry; an ID's later
 	// entry replaces (or, emptied, deletes) the earlier one.
 	type found struct {
@@ -428,7 +499,6 @@ func Parse(data []byte, d Defaults) Parsed {
 		recs = append(recs, f)
 	}
 	for ei, e := range entries {
-		text := strings.TrimSpace(strings.Join(e.body, "\n"))
 		switch e.kind {
 		case "event":
 			var m eventMeta
@@ -436,6 +506,9 @@ func Parse(data []byte, d Defaults) Parsed {
 				p.Warnings = append(p.Warnings, fmt.Sprintf("%s:%d: unreadable event metadata, entry skipped", d.File, e.lineNum))
 				continue
 			}
+			// An event's text runs to the next heading: the daily logs are
+			// transcripts, whose messages have paragraphs of their own.
+			text := textOf(e, false, "")
 			p.Events = append(p.Events, memory.Event{ID: m.ID, ActorID: p.ActorID, SessionID: m.SessionID, Role: m.Role,
 				Text: text, Timestamp: m.Timestamp.UTC(), Metadata: DecodeMetadata(m.Metadata)})
 		case "record":
@@ -444,6 +517,7 @@ func Parse(data []byte, d Defaults) Parsed {
 				p.Warnings = append(p.Warnings, fmt.Sprintf("%s:%d: unreadable record metadata, entry skipped", d.File, e.lineNum))
 				continue
 			}
+			text := textOf(e, m.Format >= formatBlankEnds, "record "+m.ID)
 			// A hand edit's "Active" or " semantic" means the known value;
 			// an unknown one would index a record no listing shows.
 			m.Status = memory.Status(strings.ToLower(strings.TrimSpace(string(m.Status))))
@@ -470,6 +544,7 @@ func Parse(data []byte, d Defaults) Parsed {
 				Metadata: DecodeMetadata(m.Metadata), CreatedAt: m.CreatedAt.UTC(), UpdatedAt: m.UpdatedAt.UTC(), Sources: m.Sources,
 				Importance: m.Importance, Status: m.Status}, size: e.size})
 		case "hand":
+			text := textOf(e, false, "")
 			if text == "" {
 				text = e.title
 			}
@@ -490,6 +565,30 @@ func Parse(data []byte, d Defaults) Parsed {
 		}
 	}
 	return p
+}
+
+// strays reports lines (numbered at) that belong to no entry, where
+// says where they are: one warning per run of them (blank lines end a
+// run and are not reported), naming the file and the run's first line.
+func strays(file string, lines []string, at []int, where string) []string {
+	var out []string
+	for i := 0; i < len(lines); {
+		if isBlank(lines[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(lines) && !isBlank(lines[j]) && (j == i || at[j] == at[j-1]+1) {
+			j++
+		}
+		what := "line ignored, it belongs"
+		if n := j - i; n > 1 {
+			what = fmt.Sprintf("%d lines (to line %d) ignored, they belong", n, at[j-1])
+		}
+		out = append(out, fmt.Sprintf("%s:%d: %s to no entry: text %s", file, at[i], what, where))
+		i = j
+	}
+	return out
 }
 
 // SortEvents orders events by timestamp, then ID.

@@ -84,6 +84,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(string(FileHeader("u", "Semantic memory")) + "## a\n<!-- tendril:record {\"id\":\"r\",\"namespace\":\"/m/u/long_term/\"} -->\ntext\n")
 	f.Add("## hand\nwritten\n## \n<!-- tendril:event {\"id\":\"e\"} -->\n\\## x\n")
 	f.Add("<!-- tendril:record {")
+	f.Add("## a\n<!-- tendril:record {\"id\":\"r\",\"format\":2} -->\n\ntext\n\\\n \nstray\n")
 	f.Fuzz(func(t *testing.T, data string) {
 		d := Defaults{ActorID: "u", File: "semantic.md", Namespace: "/m/u/long_term/", Strategy: memory.StrategySemantic}
 		p := Parse([]byte(data), d)

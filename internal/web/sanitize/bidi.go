@@ -3,6 +3,7 @@ package sanitize
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // IsBidi reports the Unicode bidirectional formatting characters: the
@@ -16,20 +17,23 @@ func IsBidi(r rune) bool {
 
 // EscapeBidi writes each bidirectional formatting character of s (IsBidi)
 // as its \uXXXX escape (lower-case hex, as JSON writes it) and leaves the
-// rest of s as it is, so the text displays in the order it is stored. In
-// valid JSON such characters occur only inside strings, where the escape
-// means the same character. It returns s itself when s holds none.
+// rest of s byte for byte as it is (invalid UTF-8 included), so the text
+// displays in the order it is stored. In valid JSON such characters occur
+// only inside strings, where the escape means the same character. It
+// returns s itself when s holds none.
 func EscapeBidi(s string) string {
 	if !strings.ContainsFunc(s, IsBidi) {
 		return s
 	}
 	var b strings.Builder
-	for _, r := range s {
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
 		if IsBidi(r) {
 			fmt.Fprintf(&b, `\u%04x`, r)
-			continue
+		} else {
+			b.WriteString(s[i : i+n])
 		}
-		b.WriteRune(r)
+		i += n
 	}
 	return b.String()
 }
