@@ -29,7 +29,7 @@ func TestE2EAgentCoreRefusesWithoutDatabase(t *testing.T) {
 		t.Fatalf("agentcore without a database: exit %d, stderr %q", code, stderr)
 	}
 	_, stderr, code = runCLI(t, t.TempDir(), []string{"TENDRIL_RUNTIME=lambda"}, "serve")
-	if code != 1 || !strings.Contains(stderr, `runtime "lambda"`) {
+	if code != 1 || !strings.Contains(stderr, `runtime (from TENDRIL_RUNTIME) "lambda" is unknown`) {
 		t.Fatalf("unknown runtime: exit %d, stderr %q", code, stderr)
 	}
 }
