@@ -575,6 +575,37 @@ func (a *Agent) postTurn(ctx context.Context, t *turn, res *Result) error {
 // since only its caller knows whether a request not approved was denied
 // or expired.
 func (a *Agent) Resume(ctx context.Context, requestID string, approved bool, reason string, resume json.RawMessage) (*Result, error) {
+	mode := resumeDenied
+	if approved {
+		mode = resumeApproved
+	}
+	return a.resume(ctx, requestID, mode, reason, resume)
+}
+
+// InterruptedOutcome is the tool result ResumeInterrupted gives the
+// paused call (an error result), for the model to tell the user.
+const InterruptedOutcome = "outcome unknown: the call was approved and started, but the process running it stopped before its result was recorded; it may or may not have finished, so check before running it again"
+
+// ResumeInterrupted finishes a paused turn whose approved call was started
+// (its request is executed in the ledger) by a process that stopped before
+// the turn was recorded: the call is not run again (an approval is redeemed
+// once), it gets the error result InterruptedOutcome, and the model
+// finishes the turn, which is persisted and delivered as Resume's is.
+// resume is the saved paused turn, as for Resume.
+func (a *Agent) ResumeInterrupted(ctx context.Context, requestID string, resume json.RawMessage) (*Result, error) {
+	return a.resume(ctx, requestID, resumeInterrupted, "", resume)
+}
+
+// resumeMode is how resume settles the paused call.
+type resumeMode int
+
+const (
+	resumeApproved    resumeMode = iota // redeem the approval and run the call
+	resumeDenied                        // "not approved: <reason>"
+	resumeInterrupted                   // InterruptedOutcome
+)
+
+func (a *Agent) resume(ctx context.Context, requestID string, mode resumeMode, reason string, resume json.RawMessage) (*Result, error) {
 	var t turn
 	if err := json.Unmarshal(resume, &t); err != nil {
 		return nil, fmt.Errorf("decode paused turn: %w", err)
@@ -600,7 +631,8 @@ func (a *Agent) Resume(ctx context.Context, requestID string, approved bool, rea
 	use := t.PendingUses[len(t.Results)]
 	var out string
 	var isErr bool
-	if approved {
+	switch mode {
+	case resumeApproved:
 		if a.deps.Gate == nil {
 			return nil, errors.New("no approval gate configured")
 		}
@@ -622,7 +654,9 @@ func (a *Agent) Resume(ctx context.Context, requestID string, approved bool, rea
 		if err != nil {
 			return nil, err
 		}
-	} else {
+	case resumeInterrupted:
+		out, isErr = InterruptedOutcome, true
+	default:
 		if reason == "" {
 			reason = "denied by the operator"
 		}

@@ -249,6 +249,15 @@ func (a *Assistant) waitPaused(ctx context.Context, channel, sessionID string) e
 			case approval.StatusExpired, approval.StatusInvalidated, approval.StatusRejected:
 				a.closePaused(r, "the approval request "+string(r.Status))
 				blocking = true
+			case approval.StatusExecuted:
+				// Its call started. A resume still running holds the
+				// session's lock and drops the saved turn when it ends; one
+				// saved with the lock free was cut short (kill -9 mid-call):
+				// finish it, or the session waits for it for ever.
+				if err := a.finishInterrupted(ctx, r); err != nil {
+					return err
+				}
+				blocking = true
 			default:
 				// Denied or executed but not yet resumed here (decided by
 				// another process before we saw it): Refresh fires it.
@@ -404,4 +413,46 @@ func (a *Assistant) resume(req approval.Request, approved bool, reason, outcome 
 		a.paused.end(req.ID)
 		a.log.Info("shutting down: the paused turn resumes at the next start", "request", req.ID)
 	}
+}
+
+// finishInterrupted finishes the paused turn of req, an executed request
+// whose saved turn is still there once the session's lock is free: the
+// process that redeemed the approval and started the call stopped before
+// the turn was recorded (a resume in flight, here or on another instance,
+// holds the lock until it drops the saved turn). The call is not run again
+// (an approval is redeemed once); it gets agent.InterruptedOutcome as its
+// result and the model finishes the turn, which is stored and delivered.
+// Nothing happens while this process resumes req itself, or when another
+// instance finished it meanwhile. Errors: ErrNotReady when the session's
+// lock cannot be taken; ctx's error.
+func (a *Assistant) finishInterrupted(ctx context.Context, req approval.Request) error {
+	if !a.paused.begin(req.ID) {
+		return nil // resuming here: the wait sees it end
+	}
+	defer a.paused.end(req.ID)
+	defer a.actors.rlock(req.ActorID)()
+	lctx, release, err := a.locks.turn(ctx, req.Channel+"\x00"+req.SessionID, req.ActorID)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: %v", ErrNotReady, err)
+	}
+	defer release()
+	payload, err := a.gate.LoadResume(req)
+	if err != nil {
+		return nil // finished (or forgotten) while we waited for the lock
+	}
+	if cur, err := a.gate.Get(lctx, req.ID); err != nil || cur.Status != approval.StatusExecuted {
+		return nil
+	}
+	a.log.Warn("paused turn was cut short after its approved call started; finishing it with an unknown outcome",
+		"request", req.ID, "tool", req.Tool, "session", req.SessionID)
+	if _, err := a.agent.ResumeInterrupted(lctx, req.ID, payload); err != nil {
+		a.log.Warn("interrupted paused turn did not finish; its saved turn is dropped so the session goes on",
+			"request", req.ID, "code", agent.ErrorCode(err), "err", err)
+	}
+	a.gate.DropResume(req)
+	a.markClosed(req.ID)
+	return nil
 }

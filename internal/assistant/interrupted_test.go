@@ -1,0 +1,110 @@
+package assistant
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/agent"
+	"github.com/tendrilai/tendril/internal/approval"
+	"github.com/tendrilai/tendril/internal/config"
+	"github.com/tendrilai/tendril/internal/model/modeltest"
+	"github.com/tendrilai/tendril/internal/state"
+)
+
+// A process killed after it redeemed an approval and started the call, but
+// before the resumed turn was recorded, leaves an executed request with its
+// saved turn. The session's next message finishes that turn first, with
+// the call's outcome unknown and the call not run again, and is then
+// answered; before, it waited behind the saved turn until it timed out,
+// and so did every later message of the session.
+func TestInterruptedResumeDoesNotBlockTheSession(t *testing.T) {
+	fake := modeltest.NewOpenAI(t)
+	t.Setenv("TENDRIL_HOME", t.TempDir())
+	t.Setenv("MODEL_ID", "openai/gpt-test")
+	t.Setenv("OPENAI_BASE_URL", fake.BaseURL())
+	t.Setenv("OPENAI_API_KEY", "k")
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Memory.LLMExtraction = false
+	ctx := context.Background()
+	open := func(start bool) *Assistant {
+		t.Helper()
+		a, err := Open(ctx, cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Owner: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if start {
+			if err := a.Start(ctx, StartOptions{}); err != nil {
+				a.Close()
+				t.Fatal(err)
+			}
+		}
+		return a
+	}
+
+	// 1. A turn pauses at the gate.
+	a := open(true)
+	fake.Push(modeltest.Reply{ToolCalls: []modeltest.ToolCall{{Name: "notes", Args: `{"action":"add","text":"fig pruned"}`}}})
+	res, err := a.Invoke(ctx, agent.Request{Message: "note: fig pruned", ActorID: "api:me", Channel: "api", SessionID: "s1"})
+	if err != nil || res.PendingApproval == nil {
+		t.Fatalf("no paused turn: %v %+v", err, res)
+	}
+	id := res.PendingApproval.RequestID
+	a.Close()
+
+	// 2. The crash: the approval is redeemed (the call starts) and the
+	// process dies before the turn is recorded. A process that does not
+	// serve decides and redeems it without resuming anything.
+	b := open(false)
+	req, err := b.gate.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.gate.Decide(ctx, id, true, "cli:ana"); err != nil {
+		t.Fatal(err)
+	}
+	call := approval.Call{AgentID: req.AgentID, ActorID: req.ActorID, SessionID: req.SessionID, Channel: req.Channel, Tool: req.Tool, Class: req.Class, Args: req.Args}
+	if _, err := b.gate.Authorize(ctx, id, call, state.Normal); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+
+	// 3. Restarted: the next message of the session.
+	c := open(true)
+	defer c.Close()
+	if r, err := c.gate.Get(ctx, id); err != nil || r.Status != approval.StatusExecuted {
+		t.Fatalf("request %s: %v %v, want executed", id, r.Status, err)
+	}
+	before := len(fake.Requests())
+	tctx, cancel := context.WithTimeout(ctx, time.Minute) // a hang guard, not a timing assertion
+	defer cancel()
+	res, err = c.Invoke(tctx, agent.Request{Message: "what next?", ActorID: "api:me", Channel: "api", SessionID: "s1"})
+	if err != nil {
+		t.Fatalf("the session's next message: %v", err)
+	}
+	if res.Text != "echo: what next?" {
+		t.Errorf("reply %q, want the echo of the new message", res.Text)
+	}
+	var outcomes []string
+	for _, s := range fake.Requests()[before:] {
+		outcomes = append(outcomes, s.LastUserText())
+	}
+	if len(outcomes) != 2 || !strings.HasSuffix(outcomes[0], agent.InterruptedOutcome) || outcomes[1] != "what next?" {
+		t.Errorf("model calls after the restart saw %q, want the interrupted call's outcome, then the new message", outcomes)
+	}
+	if _, err := c.gate.LoadResume(req); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("saved turn after it finished: %v, want it dropped", err)
+	}
+	// The call ran no second time: the gate refuses the spent approval.
+	if _, err := c.gate.Authorize(ctx, id, call, state.Normal); err == nil {
+		t.Error("the executed approval was redeemed again")
+	}
+}
