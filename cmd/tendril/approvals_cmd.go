@@ -39,6 +39,41 @@ func operator() string {
 	return "cli:unknown"
 }
 
+// showJSON returns JSON for display with encoding/json's HTML escapes
+// (\u003c, \u003e, \u0026, which the management API's encoder writes in
+// every string, json.RawMessage included) turned back into <, > and &, so
+// "echo a >> f" shows as written. Every other escape stays: control
+// characters remain \u00xx, and the output writer quotes bidirectional
+// controls, which JSON does not escape.
+func showJSON(j []byte) string {
+	var b strings.Builder
+	for i := 0; i < len(j); i++ {
+		if j[i] != '\\' || i+1 == len(j) {
+			b.WriteByte(j[i])
+			continue
+		}
+		if j[i+1] == 'u' && i+6 <= len(j) {
+			var c byte
+			switch strings.ToLower(string(j[i+2 : i+6])) {
+			case "003c":
+				c = '<'
+			case "003e":
+				c = '>'
+			case "0026":
+				c = '&'
+			}
+			if c != 0 {
+				b.WriteByte(c)
+				i += 5
+				continue
+			}
+		}
+		b.Write(j[i : i+2]) // a whole escape, so \\u003e stays
+		i++
+	}
+	return b.String()
+}
+
 func newApprovalsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "approvals",
@@ -70,7 +105,7 @@ verification the gate closes until "tendril approvals reset".`,
 				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tSTATUS\tTOOL\tACTOR\tEXPIRES\tARGS")
 				for _, r := range out.Requests {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Status, r.Tool, r.ActorID, r.ExpiresAt.Local().Format("15:04:05"), clip(string(r.Args), 80))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Status, r.Tool, r.ActorID, r.ExpiresAt.Local().Format("15:04:05"), clip(showJSON(r.Args), 80))
 				}
 				return tw.Flush()
 			})
@@ -89,7 +124,7 @@ paused turn at once, replying on its channel.`,
 			Args: cobra.ExactArgs(1),
 			RunE: func(c *cobra.Command, args []string) error {
 				if !approval.ValidRequestID(args[0]) {
-					return usagef("%q is not a request ID (26 characters, see \"tendril approvals list\")", args[0])
+					return usagef("%s is not a request ID (26 characters, see \"tendril approvals list\")", approval.QuoteID(args[0]))
 				}
 				if by == "" {
 					by = operator()
@@ -99,7 +134,7 @@ paused turn at once, replying on its channel.`,
 					if err := cn.API(ctx, "POST", "/approvals/"+args[0]+"/"+verb, nil, mgmt.Decision{By: by}, &r); err != nil {
 						return err
 					}
-					_, err := fmt.Fprintf(c.OutOrStdout(), "%s %s: %s %s\n", r.ID, r.Status, oneLine(r.Tool), oneLine(string(r.Args)))
+					_, err := fmt.Fprintf(c.OutOrStdout(), "%s %s: %s %s\n", r.ID, r.Status, oneLine(r.Tool), oneLine(showJSON(r.Args)))
 					if cn.local != nil && verb == "approve" {
 						fmt.Fprintln(c.ErrOrStderr(), cn.noServerNote("the paused turn resumes"))
 					}

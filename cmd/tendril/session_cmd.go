@@ -81,6 +81,8 @@ $TENDRIL_HOME/agents/<agent>/sessions/, or in Redis when TENDRIL_REDIS_URL is se
 				if err := cn.API(ctx, "GET", path(args[0], ""), q(), nil, &t); err != nil {
 					return err
 				}
+				showInputs(t.Nodes)
+				showInputs(t.ActivePath)
 				w := c.OutOrStdout()
 				if tree {
 					return session.WriteTree(w, t.Nodes, t.Leaf)
@@ -183,4 +185,16 @@ $TENDRIL_HOME/agents/<agent>/sessions/, or in Redis when TENDRIL_REDIS_URL is se
 	clear.Flags().BoolVar(&all, "all", false, "clear every session of the agent")
 	cmd.AddCommand(list, show, branch, export, clear)
 	return cmd
+}
+
+// showInputs makes the tool_use inputs of nodes display as written
+// (showJSON): "echo a >> f", not "echo a \u003e\u003e f".
+func showInputs(nodes []session.Node) {
+	for i := range nodes {
+		for j := range nodes[i].Blocks {
+			if b := &nodes[i].Blocks[j]; b.Type == session.BlockToolUse {
+				b.Input = json.RawMessage(showJSON(b.Input))
+			}
+		}
+	}
 }

@@ -82,3 +82,37 @@ func TestSessionCLI(t *testing.T) {
 		t.Fatalf("list --json after clear: %q %v", out, err)
 	}
 }
+
+// session show prints a tool call's input as the tool got it ("echo run1
+// >> /tmp/x"), not with encoding/json's HTML escapes (\u003e), and keeps
+// control characters escaped.
+func TestSessionShowToolInputAsWritten(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("TENDRIL_HOME", home)
+	t.Setenv("TENDRIL_REDIS_URL", "")
+	st, err := jsonl.Open(filepath.Join(home, "agents"), jsonl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := session.Key{AgentID: "main", Channel: "api", ID: "ana"}
+	err = st.Append(context.Background(), k,
+		session.Node{ID: "m1", Role: "user", Text: "log it"},
+		session.Node{ID: "m2", ParentID: "m1", Role: "assistant", Blocks: []session.Block{{Type: session.BlockToolUse, ID: "call_1", Name: "shell",
+			Input: json.RawMessage(`{"command":"echo run1 >> /tmp/x","note":"a\u001bb"}`)}}})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"session", "show", "api:ana"}, {"session", "show", "api:ana", "--tree"}} {
+		out, err := runTendril(t, home, args...)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if !strings.Contains(out, "echo run1 >> /tmp/x") || strings.Contains(out, `\u003e`) {
+			t.Errorf("%v: want the command as written:\n%s", args, out)
+		}
+		if strings.Contains(out, "\u001b") {
+			t.Errorf("%v: a raw control character:\n%q", args, out)
+		}
+	}
+}

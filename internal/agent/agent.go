@@ -226,6 +226,8 @@ func ErrorCode(err error) string {
 		return "NOT_READY"
 	case errors.Is(err, ErrForbidden):
 		return "FORBIDDEN"
+	case errors.Is(err, ErrActorForgotten):
+		return "ACTOR_FORGOTTEN"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "MODEL_ERROR"
 	}
@@ -318,8 +320,8 @@ func hasVisible(s string) bool {
 }
 
 // ValidateID accepts 1–256 bytes with no control characters, no invisible
-// formatting characters that disguise an ID (invisible: bidirectional
-// overrides, zero-width spaces, line separators) and at least one visible
+// characters that disguise an ID (invisible: bidirectional overrides,
+// zero-width spaces, line separators, blank fillers) and at least one visible
 // character. Storage backends encode IDs further; this
 // only rejects what no channel produces.
 func ValidateID(id string) error { return validateID(id, false) }
@@ -341,7 +343,7 @@ func validateID(id string, stored bool) error {
 		case unicode.IsControl(r) || r == unicode.ReplacementChar:
 			return errors.New("contains a control or invalid character")
 		case !stored && invisible(r):
-			return fmt.Errorf("contains the invisible formatting character U+%04X", r)
+			return fmt.Errorf("contains the invisible character U+%04X", r)
 		}
 	}
 	if !hasVisible(id) {
@@ -350,14 +352,18 @@ func validateID(id string, stored bool) error {
 	return nil
 }
 
-// invisible reports the formatting characters an ID may not hold: an ID
+// invisible reports the characters an ID may not hold: an ID
 // holding one displays as another ID, or as none. They are the
 // bidirectional controls (U+061C, U+200E, U+200F, U+202A–U+202E,
 // U+2066–U+2069; Unicode UAX #9, CVE-2021-42574), the zero-width space
 // and word joiners (U+200B, U+2060–U+2064, U+FEFF), the soft hyphen
-// (U+00AD) and the line and paragraph separators (U+2028, U+2029). The
-// joiners that scripts and emoji need (U+200C, U+200D, the tag characters
-// of flag sequences) stay allowed.
+// (U+00AD), the line and paragraph separators (U+2028, U+2029), and the
+// letters and marks that render blank: the Hangul fillers (U+115F, U+1160,
+// U+3164, U+FFA0), the combining grapheme joiner (U+034F), the Mongolian
+// vowel separator (U+180E), the Khmer inherent vowels (U+17B4, U+17B5) and
+// the Braille pattern blank (U+2800). The joiners that scripts and emoji
+// need (U+200C, U+200D, the tag characters of flag sequences) stay
+// allowed.
 func invisible(r rune) bool {
 	switch {
 	case r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
@@ -365,6 +371,10 @@ func invisible(r rune) bool {
 	case r == 0x200b || (r >= 0x2060 && r <= 0x2064) || r == 0xfeff || r == 0x00ad:
 		return true
 	case r == 0x2028 || r == 0x2029:
+		return true
+	case r == 0x115f || r == 0x1160 || r == 0x3164 || r == 0xffa0:
+		return true
+	case r == 0x034f || r == 0x180e || r == 0x17b4 || r == 0x17b5 || r == 0x2800:
 		return true
 	}
 	return false

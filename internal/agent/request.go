@@ -71,4 +71,9 @@ var (
 	ErrNotReady = errors.New("not ready")
 	// ErrForbidden: the session belongs to another actor.
 	ErrForbidden = errors.New("FORBIDDEN")
+	// ErrActorForgotten: the actor was forgotten while the message waited
+	// behind an earlier one of its session; it was not run, so nothing of
+	// it outlives the forget. Sent again, it starts afresh. Code
+	// ACTOR_FORGOTTEN (HTTP 409).
+	ErrActorForgotten = errors.New("actor forgotten")
 )

@@ -1182,10 +1182,13 @@ func syncDir(dir string) {
 	}
 }
 
-// quoteID quotes an ID for an error message, its first 64 bytes at most
-// and the length of the rest, so a hostile megabyte of input is not
-// echoed back whole.
-func quoteID(id string) string {
+// quoteID is QuoteID.
+func quoteID(id string) string { return QuoteID(id) }
+
+// QuoteID quotes an ID for an error message: Go-quoted, its first 64
+// bytes at most (cut at a character boundary) and then "… (N bytes)", so
+// a hostile megabyte of input is not echoed back whole.
+func QuoteID(id string) string {
 	const most = 64
 	if len(id) <= most {
 		return fmt.Sprintf("%q", id)

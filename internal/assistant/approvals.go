@@ -82,7 +82,8 @@ func (a *Assistant) Deliver(ctx context.Context, channel, actorID string, meta m
 }
 
 // deliverTo sends text on a channel: Telegram pushes to chatID; other
-// channels publish to subscribers of the actor.
+// channels publish to subscribers of the actor, on every instance sharing
+// the database (deliveryBus).
 func (a *Assistant) deliverTo(ctx context.Context, channel, actorID, chatID, text string) error {
 	if channel == "telegram" {
 		if a.telegram == nil {
@@ -90,7 +91,15 @@ func (a *Assistant) deliverTo(ctx context.Context, channel, actorID, chatID, tex
 		}
 		return a.telegram.Deliver(ctx, chatID, text)
 	}
-	a.hub.publish(Delivery{Channel: channel, ActorID: actorID, ChatID: chatID, Text: text, At: time.Now().UTC()})
+	d := Delivery{Channel: channel, ActorID: actorID, ChatID: chatID, Text: text, At: time.Now().UTC()}
+	a.hub.publish(d)
+	if a.bus != nil {
+		// Listeners on the other instances too; the reply is in the
+		// session whatever happens here.
+		if err := a.bus.publish(ctx, d); err != nil {
+			a.log.Warn("delivery to the other instances failed", "channel", channel, "err", err)
+		}
+	}
 	return nil
 }
 

@@ -78,7 +78,9 @@ type Assistant struct {
 	actors actorLocks
 	// db is the shared pool when TENDRIL_DATABASE_URL is set (nil for the
 	// embedded stores); locks serialise turns across instances on it.
-	db          *pgxpool.Pool
+	db *pgxpool.Pool
+	// bus carries deliveries to the other instances on db (nil without).
+	bus         *deliveryBus
 	dbCheckedAt atomic.Int64 // unix ns of the last good ping (Ready)
 	// redisCheckedAt is the same for the Redis session store.
 	redisCheckedAt atomic.Int64
@@ -113,6 +115,9 @@ type Assistant struct {
 
 // Config returns the effective configuration.
 func (a *Assistant) Config() *config.Config { return a.cfg }
+
+// Logger returns the assistant's logger.
+func (a *Assistant) Logger() *slog.Logger { return a.log }
 
 // Metrics returns the process metrics.
 func (a *Assistant) Metrics() *metrics.Metrics { return a.metrics }
@@ -161,20 +166,31 @@ func (a *Assistant) Invoke(ctx context.Context, req agent.Request) (*agent.Resul
 	if req.SessionID != "" {
 		key += agent.SessionSep + req.SessionID
 	}
-	var queued func()
+	// A message that waits behind an earlier one of its session notes the
+	// actor's forget epoch first: if a forget lands while it waits, it
+	// does not run afterwards and write back what was just forgotten.
+	epoch := int64(-1)
+	waited := func() {
+		if epoch < 0 && a.pipeline != nil {
+			if e, err := a.pipeline.ForgetEpoch(ctx, req.ActorID); err == nil {
+				epoch = e
+			}
+		}
+	}
+	queued := waited
 	if ctx = withWaitReport(ctx); waitReportOf(ctx) != nil {
 		// A message queued behind another that waits for a paused turn
 		// hears of the approval now, not when its turn comes; each
 		// request is reported once as waiting and once as decided
 		// across the two waits.
-		queued = func() { a.reportPending(ctx, channel, key) }
+		queued = func() { waited(); a.reportPending(ctx, channel, key) }
 	}
 	release, err := a.sessionQueue.lockOr(ctx, channel+"\x00"+key, queued)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	if err := a.waitPaused(ctx, channel, key); err != nil {
+	if err := a.waitPaused(ctx, channel, key, waited); err != nil {
 		if errors.Is(err, ErrNotReady) {
 			return nil, err
 		}
@@ -187,7 +203,15 @@ func (a *Assistant) Invoke(ctx context.Context, req agent.Request) (*agent.Resul
 	lctx, dunlock, err := a.locks.turn(ctx, channel+"\x00"+key, req.ActorID)
 	if err != nil {
 		unlock()
-		return nil, fmt.Errorf("%w: %v", ErrNotReady, err)
+		return nil, fmt.Errorf("%w: %w", ErrNotReady, err)
+	}
+	if epoch >= 0 {
+		if e, err := a.pipeline.ForgetEpoch(lctx, req.ActorID); err == nil && e != epoch {
+			dunlock()
+			unlock()
+			a.log.Info("message not run: its actor was forgotten while it waited", "channel", req.Channel, "actor", req.ActorID)
+			return nil, fmt.Errorf("%w while this message waited behind an earlier one of its session: it was not run; send it again to start afresh", agent.ErrActorForgotten)
+		}
 	}
 	res, err := a.agent.Invoke(lctx, req)
 	dunlock()
@@ -239,37 +263,89 @@ var ErrNotReady = agent.ErrNotReady
 // the server closed meanwhile, and the approval ledger is re-read so
 // decisions made while we were stopped are seen. MCP servers are
 // re-checked, and restarted, per turn by the tool source. Errors wrap
-// ErrNotReady.
+// ErrNotReady and the cause.
 func (a *Assistant) Ready(ctx context.Context) error {
-	if _, err := os.Stat(a.cfg.Home); err != nil {
-		return fmt.Errorf("%w: home %s: %v", ErrNotReady, a.cfg.Home, err)
+	if err := a.checkHome(); err != nil {
+		return err
 	}
 	if a.db != nil && time.Since(time.Unix(0, a.dbCheckedAt.Load())) > 5*time.Second {
 		// After a freeze the server may have closed every connection: the
 		// ping makes the pool replace them now, and a database that is
 		// really gone fails the turn here, clearly, not half-way through.
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := a.db.Ping(pctx)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("%w: database: %v", ErrNotReady, err)
+		if err := a.pingDB(ctx); err != nil {
+			return err
 		}
-		a.dbCheckedAt.Store(time.Now().UnixNano())
 	}
-	if p, ok := a.sessions.(interface{ Ping(context.Context) error }); ok && time.Since(time.Unix(0, a.redisCheckedAt.Load())) > 5*time.Second {
+	if time.Since(time.Unix(0, a.redisCheckedAt.Load())) > 5*time.Second {
 		// the Redis session store: a turn fails here, clearly, not with
 		// the dial error half-way through loading its session
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := p.Ping(pctx)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("%w: redis: %v", ErrNotReady, err)
+		if err := a.pingRedis(ctx); err != nil {
+			return err
 		}
-		a.redisCheckedAt.Store(time.Now().UnixNano())
 	}
 	if err := a.gate.Refresh(ctx); err != nil {
 		a.log.Warn("approval ledger refresh failed", "err", err)
 	}
+	return nil
+}
+
+// CheckReady reports whether a turn could run now, for a readiness probe
+// (GET /readyz): nil, or ErrNotReady wrapped with the cause — shutting
+// down (from BeginShutdown on), the home gone, or the database or the
+// Redis session store not answering a ping within ctx. Unlike Ready it
+// pings every time (the caller caches its answer) and does not re-read
+// the approval ledger. A failed ping also makes the next turn ping again
+// instead of trusting an earlier success.
+func (a *Assistant) CheckReady(ctx context.Context) error {
+	if a.isClosing() || a.stopping.Err() != nil {
+		return fmt.Errorf("%w: shutting down", ErrNotReady)
+	}
+	if err := a.checkHome(); err != nil {
+		return err
+	}
+	if a.db != nil {
+		if err := a.pingDB(ctx); err != nil {
+			return err
+		}
+	}
+	return a.pingRedis(ctx)
+}
+
+func (a *Assistant) checkHome() error {
+	if _, err := os.Stat(a.cfg.Home); err != nil {
+		return fmt.Errorf("%w: home %s: %w", ErrNotReady, a.cfg.Home, err)
+	}
+	return nil
+}
+
+// pingDB pings the database within 5 s (or ctx) and records a success
+// for Ready. The cause stays in the chain (%w) so that the HTTP layers
+// can tell a refused connection and keep its details out of responses.
+func (a *Assistant) pingDB(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := a.db.Ping(pctx); err != nil {
+		a.dbCheckedAt.Store(0)
+		return fmt.Errorf("%w: database: %w", ErrNotReady, err)
+	}
+	a.dbCheckedAt.Store(time.Now().UnixNano())
+	return nil
+}
+
+// pingRedis pings the Redis session store, when sessions are on Redis,
+// like pingDB.
+func (a *Assistant) pingRedis(ctx context.Context) error {
+	p, ok := a.sessions.(interface{ Ping(context.Context) error })
+	if !ok {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := p.Ping(pctx); err != nil {
+		a.redisCheckedAt.Store(0)
+		return fmt.Errorf("%w: redis: %w", ErrNotReady, err)
+	}
+	a.redisCheckedAt.Store(time.Now().UnixNano())
 	return nil
 }
 

@@ -57,8 +57,13 @@ func (h *hub) close() {
 }
 
 // Subscribe returns the deliveries for actorID ("" = every actor) until
-// cancel is called or the assistant closes (the channel is then closed).
+// cancel is called or the assistant closes (the channel is then closed):
+// this process's, and with a database every other instance's as well
+// (deliveryBus), from the first Subscribe on.
 func (a *Assistant) Subscribe(actorID string) (<-chan Delivery, func()) {
+	if a.bus != nil {
+		a.bus.listen(nil) // deliveries of the other instances, from now on
+	}
 	s := &subscriber{actor: actorID, ch: make(chan Delivery, 16)}
 	h := a.hub
 	h.mu.Lock()

@@ -113,6 +113,14 @@ func (a *Assistant) openStores(ctx context.Context, opts Options) error {
 	if err := a.openDatabase(ctx); err != nil {
 		return err
 	}
+	if a.db != nil {
+		bus, err := newDeliveryBus(ctx, a.db, a.hub, a.log)
+		if err != nil {
+			return err
+		}
+		a.bus = bus
+		a.stops = append(a.stops, bus.stop)
+	}
 	if opts.Owner && cfg.RedisURL == "" && cfg.DatabaseURL == "" {
 		maxAge, maxSize, err := cfg.Session.Retention.Limits()
 		if err != nil {

@@ -219,7 +219,7 @@ func pendingApproval(req approval.Request) agent.PendingApproval {
 // closed here. A decision made by another process is seen within the
 // ledger watcher's second. Each pending request it waits behind is
 // reported once to the context's WithApprovalWait function.
-func (a *Assistant) waitPaused(ctx context.Context, channel, sessionID string) error {
+func (a *Assistant) waitPaused(ctx context.Context, channel, sessionID string, blocked func()) error {
 	w := waitReportOf(ctx)
 	for {
 		blocking := false
@@ -280,6 +280,7 @@ func (a *Assistant) waitPaused(ctx context.Context, channel, sessionID string) e
 			}
 			return fmt.Errorf("%w: a turn of this session waits for approval; decide it (tendril approvals list) or start tendril serve", ErrBusySession)
 		}
+		blocked() // before the report: what hears it may act at once
 		for _, r := range undecided {
 			w.waiting(r)
 		}

@@ -22,12 +22,53 @@ var secretPatterns = []*regexp.Regexp{
 	regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)`),
 }
 
-// statedSecrets keep their keyword and lose the value: "my password is
-// hunter2" → "my password is [redacted]".
+// statedSecrets keep the words that name a secret and lose its value: the
+// word after a connector (is, are, was, were, ":", "="; es, est, ist, é):
+// "my password is hunter2" → "my password is [redacted]".
+//
+// Up to two words, then a phrase of one or two words after for, of, on,
+// at, to or in (and the, my, …), may stand between a keyword and the
+// connector, and stay: "the wifi password for the shed: GreenShed2024" →
+// "the wifi password for the shed: [redacted]". They hold letters only:
+// "password hunter2 is …" redacts hunter2 as below, but "password letmein
+// is what I use" takes letmein for a noun and redacts "what".
+//
+// "Secret" is too common a word to be a keyword by itself: it names a
+// credential right before the connector ("my secret is PURPLEWOMBAT",
+// which also redacts "the secret is patience") or through a credential
+// noun (code, key, word, phrase, number) at most one word later ("my
+// secret garden code is PURPLEWOMBAT"). So "the secret to good figs is
+// water" and "the secret garden is lovely" stay whole.
+//
+// Without a connector the word right after a keyword is the value only if
+// it holds a digit ("pin 1234", "password hunter2"): "password reset" and
+// "pin the poster" stay.
+//
+// Korean: 비밀번호, 비번, 암호 or 핀번호, then 은/는/이/가 and a space or
+// ":" or "=" before the value ("비밀번호는 qwerty123"); a value after only
+// spaces, or glued to the keyword, must not start with Hangul, so 암호화폐,
+// "비밀번호를 잊었어요" and "비밀번호 변경 완료" stay.
+//
+// Each regexp keeps ${1}${3} (statedKeep) and drops the value.
 var statedSecrets = []*regexp.Regexp{
-	regexp.MustCompile(`(?i)(\b(?:pass\s?words?|passwd|passcodes?|passphrases?|pins?|pw|pwd|secrets?|api[ _-]?keys?|tokens?|contraseñas?|mot de passe|passwort|senha)\b(?:\s*(?:is|was|es|est|ist|é|:|：|=)\s*|\s+))\S+`),
-	regexp.MustCompile(`((?:비밀번호|비번|암호|핀번호)\s*(?:은|는|이|가|:|=)?\s*)\S+`),
+	regexp.MustCompile(`(?i)(\b(?:(?:` + statedKeywords + `)\b(?:\s+\pL+){0,2}?` + statedOwner + `|` + statedSecret + `)` + statedLink + `)(\S+)` +
+		`|(\b(?:` + statedKeywords + `|secrets?)\b\s+)(\S*\pN\S*)`),
+	regexp.MustCompile(`((?:비밀번호|비번|암호|핀번호)(?:(?:은|는|이|가)?\s*[:：=]|(?:은|는|이|가)\s)\s*)(\S+)` +
+		`|((?:비밀번호|비번|암호|핀번호)(?:은|는|이|가)?\s*)([^\s\p{Hangul}]\S*)`),
 }
+
+// statedKeep is the replacement template of statedSecrets, before Redacted.
+const statedKeep = "${1}${3}"
+
+// Parts of statedSecrets[0].
+const (
+	statedKeywords = `pass\s?words?|passwd|passcodes?|passphrases?|pins?|pw|pwd|api[ _-]?keys?|tokens?|contraseñas?|mot de passe|passwort|senha`
+	// statedOwner is "for the shed", "of my bank account".
+	statedOwner = `(?:\s+(?:for|of|on|at|to|in)(?:\s+(?:the|my|our|your|his|her|their|this|that|a|an))?(?:\s+\pL+){1,2})?`
+	// statedSecret is "secret", "secret code", "secret garden code for the vault".
+	statedSecret = `secrets?\b(?:(?:\s+\pL+)?\s+(?:code|key|word|phrase|number)s?\b` + statedOwner + `)?`
+	statedLink   = `(?:\s+(?:is|are|was|were|es|est|ist|é)(?:\s*[:：=]\s*|\s+)|\s*[:：=]\s*)`
+)
 
 // ssnRE matches US social security numbers (AAA-GG-SSSS).
 var ssnRE = regexp.MustCompile(`\b\d{3}-\d{2}-\d{4}\b`)
@@ -78,7 +119,7 @@ func Redact(text string) (string, bool) {
 			run = !isASCII(out) || containsAny(strings.ToLower(out), statedHints[i])
 		}
 		if run {
-			out = re.ReplaceAllString(out, "${1}"+Redacted)
+			out = re.ReplaceAllString(out, statedKeep+Redacted)
 		}
 	}
 	if strings.Contains(out, "-") {

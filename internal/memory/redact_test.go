@@ -42,6 +42,43 @@ func TestRedact(t *testing.T) {
 	}
 }
 
+// A stated secret loses its value and keeps the words that name it: the
+// keyword, the nouns and "for the …" phrase after it, and the connector.
+// Sentences that only use the words stay whole.
+func TestRedactStatedSecret(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"My password is hunter2xyz", "My password is [redacted]"},
+		{"my secret code is PURPLEWOMBAT", "my secret code is [redacted]"},
+		{"My secret garden code is PURPLEWOMBAT", "My secret garden code is [redacted]"},
+		{"the wifi password for the shed: GreenShed2024", "the wifi password for the shed: [redacted]"},
+		{"the password of my bank account is Tr0ub4dor", "the password of my bank account is [redacted]"},
+		{"my secret is PURPLEWOMBAT", "my secret is [redacted]"},
+		{"the secret key for the vault = abc123", "the secret key for the vault = [redacted]"},
+		{"my pin is 1234 and my pin code is 5678", "my pin is [redacted] and my pin code is [redacted]"},
+		{"password is: hunter2", "password is: [redacted]"},
+		{"password hunter2", "password [redacted]"},
+		{"the api key for staging is sk_live_x", "the api key for staging is [redacted]"},
+		{"와이파이 비밀번호는 GreenShed2024 이에요", "와이파이 비밀번호는 [redacted] 이에요"},
+		{"창고 비번: 사과나무", "창고 비번: [redacted]"},
+		{"비밀번호1234", "비밀번호[redacted]"},
+		{"비밀번호는1234", "비밀번호는[redacted]"},
+		{"비번 abc123", "비번 [redacted]"},
+		// Ordinary sentences.
+		{"the secret to good figs is water", "the secret to good figs is water"},
+		{"The secret garden is lovely in May", "The secret garden is lovely in May"},
+		{"I forgot to reset my password yesterday", "I forgot to reset my password yesterday"},
+		{"pin the poster on the door", "pin the poster on the door"},
+		{"the password island ferry", "the password island ferry"},
+		{"암호화폐는 위험해요", "암호화폐는 위험해요"},
+		{"비밀번호를 잊어버렸어요", "비밀번호를 잊어버렸어요"},
+		{"비밀번호 변경 완료", "비밀번호 변경 완료"},
+	} {
+		if got, _ := Redact(tc.in); got != tc.want {
+			t.Errorf("Redact(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 func FuzzRedact(f *testing.F) {
 	f.Add("password is x")
 	f.Add("4111111111111111")
@@ -60,7 +97,7 @@ func redactRegexps(text string) string {
 		out = re.ReplaceAllString(out, Redacted)
 	}
 	for _, re := range statedSecrets {
-		out = re.ReplaceAllString(out, "${1}"+Redacted)
+		out = re.ReplaceAllString(out, statedKeep+Redacted)
 	}
 	out = ssnRE.ReplaceAllString(out, Redacted)
 	return cardRE.ReplaceAllStringFunc(out, func(m string) string {
@@ -84,6 +121,8 @@ var redactSeeds = []string{
 	"xoxb-1234567890-abc", "123456789:ABCdefGHIjklMNOpqrSTUvwxYZ0123456789", "eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.sig",
 	"-----BEGIN RSA PRIVATE KEY-----\nabc\n-----END RSA PRIVATE KEY-----", "ssn 123-45-6789", "card 4111 1111 1111 1111",
 	"4111-1111-1111-1112", "pa\u017fsword is x", "to\u212Aen is x", "PassWord is déjà", "(2026-06-01) user: my pw is abc",
+	"my secret garden code is PURPLEWOMBAT", "the wifi password for the shed: x", "the secret to good figs is water",
+	"pin 1234", "암호화폐는 위험해요", "비밀번호는1234",
 }
 
 // The hints only skip regexps that cannot match: Redact equals running

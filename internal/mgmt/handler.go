@@ -7,14 +7,19 @@
 //
 // Errors are {"ok":false,"error":CODE,"message":text}: 400
 // INVALID_REQUEST, 403 FORBIDDEN, 404 NOT_FOUND, 409 CONFLICT (decided,
-// expired, ledger broken, not configured), 500 INTERNAL_ERROR.
+// expired, ledger broken, not configured), 503 NOT_READY (a dependency
+// such as the database is unreachable: try again), 500 INTERNAL_ERROR.
+// A 5xx message names no user, database, host or port except on the
+// management socket (runtime.SafeMessage); the error is logged whole.
 package mgmt
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -36,11 +41,14 @@ const Prefix = "/api/v1"
 // MaxBodyBytes bounds a request body.
 const MaxBodyBytes = 1 << 20
 
-type api struct{ a *assistant.Assistant }
+type api struct {
+	a   *assistant.Assistant
+	log *slog.Logger
+}
 
 // Handler serves the management API over a.
 func Handler(a *assistant.Assistant) http.Handler {
-	h := &api{a: a}
+	h := &api{a: a, log: a.Logger()}
 	mux := http.NewServeMux()
 	route := func(pattern string, f func(w http.ResponseWriter, r *http.Request) (any, error)) {
 		method, path, _ := strings.Cut(pattern, " ")
@@ -48,7 +56,7 @@ func Handler(a *assistant.Assistant) http.Handler {
 			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 			v, err := f(w, r)
 			if err != nil {
-				writeError(w, err)
+				h.writeError(w, r, err)
 				return
 			}
 			if v != nil {
@@ -134,14 +142,43 @@ func status(err error) (int, string) {
 		errors.Is(err, approval.ErrNotBroken), errors.Is(err, approval.ErrRulesChanged), errors.Is(err, approval.ErrConsumed),
 		errors.Is(err, assistant.ErrNoTelegram), errors.Is(err, telegram.ErrPairingExpired):
 		return http.StatusConflict, "CONFLICT"
+	case runtime.Unavailable(err), errors.Is(err, context.DeadlineExceeded):
+		// A dependency is down or did not answer in time (a pool
+		// connection not acquired before the deadline): the request may
+		// succeed once it is back, as a turn's NOT_READY says.
+		return http.StatusServiceUnavailable, "NOT_READY"
 	}
 	return http.StatusInternalServerError, "INTERNAL_ERROR"
 }
 
-func writeError(w http.ResponseWriter, err error) {
+// writeError answers a failed operation. An internal error while the
+// assistant is not ready (a database connection cut mid-query reads as a
+// bare "unexpected EOF") is 503 NOT_READY, with the readiness check's
+// answer added. A 5xx is logged whole and, but on the management socket
+// (whose caller owns the home), answered with runtime.SafeMessage: no
+// user, database, host or port.
+func (h *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	st, code := status(err)
-	writeJSON(w, st, errorBody(code, err.Error()))
+	if st == http.StatusInternalServerError {
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		rerr := h.a.CheckReady(ctx)
+		cancel()
+		if rerr != nil {
+			st, code, err = http.StatusServiceUnavailable, "NOT_READY", fmt.Errorf("%w; %w", err, rerr)
+		}
+	}
+	msg := err.Error()
+	if st >= 500 {
+		h.log.Warn("management request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+		if !runtime.IsLocal(r.Context()) {
+			msg = runtime.SafeMessage(err)
+		}
+	}
+	writeJSON(w, st, errorBody(code, msg))
 }
+
+// readyTimeout bounds the readiness check of a failed request.
+const readyTimeout = 2 * time.Second
 
 var errBadBody = errors.New("malformed JSON body")
 
@@ -328,7 +365,7 @@ func (h *api) decide(approve bool) func(w http.ResponseWriter, r *http.Request) 
 		}
 		id := r.PathValue("id")
 		if !approval.ValidRequestID(id) {
-			return nil, fmt.Errorf("%w: %q is not a request ID", approval.ErrInvalidID, id)
+			return nil, fmt.Errorf("%w: %s is not a request ID", approval.ErrInvalidID, approval.QuoteID(id))
 		}
 		if err := approval.ValidateBy(d.By); err != nil {
 			return nil, err

@@ -109,7 +109,7 @@ func TestStateShowRefusesInvalidActor(t *testing.T) {
 // naming it, before anything is written (it was a 500 from the middle of
 // the export); the live memory directory and the home are refused, also
 // through a symbolic link; a path with ".." is cleaned and created; a
-// server fault stays a 500.
+// server fault is never a 400.
 func TestMemoryExportPaths(t *testing.T) {
 	a := openAssistant(t)
 	if err := a.Memory().AppendEvents(context.Background(), []memory.Event{{ActorID: "api:x", SessionID: "s", Role: "user", Text: "figs by the door"}}); err != nil {
@@ -167,10 +167,12 @@ func TestMemoryExportPaths(t *testing.T) {
 		t.Errorf("%s/new was created: the path was not cleaned", tmp)
 	}
 
-	a.Close() // the memory store is closed: a server fault, not the caller's
+	// The memory store is closed: a server fault, not the caller's, and
+	// as the assistant is shut down, 503 NOT_READY.
+	a.Close()
 	res, out = do(t, srv.URL, "POST", "/memory/export", map[string]string{"dir": filepath.Join(tmp, "after")})
-	if res.StatusCode != http.StatusInternalServerError || out["error"] != "INTERNAL_ERROR" {
-		t.Fatalf("export with the store closed: %d %v, want 500 INTERNAL_ERROR", res.StatusCode, out)
+	if msg, _ := out["message"].(string); res.StatusCode != http.StatusServiceUnavailable || out["error"] != "NOT_READY" || !strings.Contains(msg, "shutting down") {
+		t.Fatalf("export with the store closed: %d %v, want 503 NOT_READY (shutting down)", res.StatusCode, out)
 	}
 }
 
@@ -274,4 +276,20 @@ func TestPausedTurnArgsAreCanonical(t *testing.T) {
 		t.Fatalf("deny: %d %v", r.StatusCode, out)
 	}
 	io.Copy(io.Discard, sres.Body) // let the second turn finish
+}
+
+// A hostile-size approval ID in the path is echoed short in the 400, not
+// whole: before, 5,000 bytes of it came back in the message.
+func TestDecideEchoesLongIDShort(t *testing.T) {
+	srv := httptest.NewServer(Handler(openAssistant(t)))
+	defer srv.Close()
+	res, err := http.Post(srv.URL+Prefix+"/approvals/"+strings.Repeat("A", 5000)+"/approve", "application/json", strings.NewReader(`{"by":"cli:ana"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusBadRequest || len(b) > 400 || !strings.Contains(string(b), "(5000 bytes)") {
+		t.Fatalf("%d, %d bytes: %.300s", res.StatusCode, len(b), b)
+	}
 }

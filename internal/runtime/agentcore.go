@@ -112,8 +112,22 @@ func (s *Server) serveTick(ctx context.Context) (int, map[string]any) {
 	}
 	n, err := s.opt.Tick(ctx)
 	if err != nil {
-		s.countError("INTERNAL_ERROR")
-		return http.StatusInternalServerError, map[string]any{"ok": false, "error": "INTERNAL_ERROR", "message": "run due jobs: " + err.Error()}
+		err = fmt.Errorf("run due jobs: %w", err)
+		status, code, msg := http.StatusInternalServerError, "INTERNAL_ERROR", err.Error()
+		if Unavailable(err) {
+			status, code = http.StatusServiceUnavailable, "NOT_READY"
+		} else if rerr := s.ready.get(ctx); rerr != nil {
+			err = fmt.Errorf("%w; %w", err, rerr)
+			status, code, msg = http.StatusServiceUnavailable, "NOT_READY", err.Error()
+		}
+		if !IsLocal(ctx) {
+			if safe := SafeMessage(err); safe != msg {
+				s.opt.Logger.Warn("cron invocation failed; connection details withheld from the client", "err", err)
+				msg = safe
+			}
+		}
+		s.countError(code)
+		return status, map[string]any{"ok": false, "error": code, "message": msg}
 	}
 	return http.StatusOK, map[string]any{"ok": true, "text": "", "metadata": map[string]any{"invocation_type": "cron", "jobs_run": n}}
 }

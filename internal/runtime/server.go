@@ -1,6 +1,7 @@
 // Package runtime is Tendril's HTTP server: the AgentCore Runtime contract
-// (GET /ping, POST /invocations, /ws), /metrics, and mounting of channel and
-// management routes, with token auth and graceful shutdown. With
+// (GET /ping, POST /invocations, /ws), the readiness probe GET /readyz,
+// /metrics, and mounting of channel and management routes, with token auth
+// and graceful shutdown. With
 // Options.AgentCore it runs in AgentCore Runtime mode (agentcore.go).
 package runtime
 
@@ -18,6 +19,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tendrilai/tendril/internal/agent"
@@ -72,6 +74,9 @@ type Server struct {
 	root  http.Handler // mux behind the JSON 405 of the API routes
 	http  *http.Server
 	local *http.Server
+	ready *readiness
+	// shutting is set when Shutdown begins: GET /readyz answers 503.
+	shutting atomic.Bool
 }
 
 // ErrUnsafeAddr is returned by New for a non-loopback address without an
@@ -117,7 +122,15 @@ func New(opt Options) (*Server, error) {
 		}
 		s.mux.ServeHTTP(w, r)
 	})
+	check := func(context.Context) error { return nil }
+	if rc, ok := opt.Invoker.(ReadinessChecker); ok {
+		check = rc.CheckReady
+	}
+	s.ready = newReadiness(check, opt.Logger)
+	// /ping is AgentCore's liveness contract (Healthy or HealthyBusy, never
+	// anything else); whether a turn could run is /readyz's answer.
 	s.mux.HandleFunc("GET /ping", s.handlePing)
+	s.mux.HandleFunc("GET /readyz", s.handleReady)
 	s.mux.Handle("POST /invocations", s.contract(http.HandlerFunc(s.handleInvocations)))
 	s.mux.Handle("GET /ws", s.contract(http.HandlerFunc(s.handleWS)))
 	if opt.Metrics != nil {
@@ -278,6 +291,7 @@ func (s *Server) Listen() (net.Listener, error) { return net.Listen("tcp", s.opt
 // Shutdown stops accepting connections and waits up to ShutdownGrace for
 // in-flight requests (turns) to finish.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutting.Store(true)
 	ctx, cancel := context.WithTimeout(ctx, s.opt.ShutdownGrace)
 	defer cancel()
 	var lerr error
@@ -384,7 +398,7 @@ func (s *Server) handleInvocations(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.opt.Invoker.Invoke(ctx, req)
 	if err != nil {
-		status, code, msg := errorStatus(err)
+		status, code, msg := s.errorStatus(r.Context(), err)
 		writeError(w, status, code, msg)
 		return
 	}
@@ -408,7 +422,7 @@ func (s *Server) countError(code string) {
 // {"ok":false,"error":CODE,"message"}.
 func ResponseBody(res *agent.Result, err error) map[string]any {
 	if err != nil {
-		_, code, msg := errorStatus(err)
+		_, code, msg, _ := errorStatus(err, false, nil)
 		return map[string]any{"ok": false, "error": code, "message": msg}
 	}
 	return successBody(res)
@@ -536,32 +550,69 @@ func (s *Server) parseInvocation(b []byte, hdr http.Header) (call, int, string, 
 	return call{kind: callTurn, req: req}, 0, "", ""
 }
 
-// errorStatus maps an Invoke error to the HTTP status, code and message.
-// The message drops a leading "CODE: " so the code is not said twice.
-func errorStatus(err error) (int, string, string) {
-	code := agent.ErrorCode(err)
-	if msg := err.Error(); strings.HasPrefix(msg, code+": ") {
-		return errorStatusMsg(code, strings.TrimPrefix(msg, code+": "))
+// errorStatus maps an Invoke error to the HTTP status, code and message
+// for the caller of ctx (see errorStatus). An error that names no failed
+// dependency but came while one is down (a database connection cut
+// mid-query reads as a bare "unexpected EOF") is NOT_READY too: the
+// readiness check, cached as for GET /readyz, decides. The error is logged
+// whole when the message leaves part of it out.
+func (s *Server) errorStatus(ctx context.Context, err error) (int, string, string) {
+	status, code, msg, withheld := errorStatus(err, IsLocal(ctx), func() error { return s.ready.get(ctx) })
+	if withheld {
+		s.opt.Logger.Warn("request failed; connection details withheld from the client", "code", code, "err", err)
 	}
-	return errorStatusMsg(code, err.Error())
+	return status, code, msg
 }
 
-func errorStatusMsg(code, msg string) (int, string, string) {
+// errorStatus maps an Invoke error to the HTTP status, code and message.
+// A dependency that could not be reached is 503 NOT_READY whatever code
+// the turn gave it: a database connection lost half-way through a turn
+// comes back as an internal error, a pgconn timeout as a model error
+// (context.DeadlineExceeded). So is an internal error while ready, when
+// not nil, reports a dependency down; its answer is added to the message.
+// The message drops a leading "CODE: " so the code is not said twice. For
+// a 5xx it is SafeMessage's (no user, database, host or port; withheld
+// reports that it differs) unless local: callers that own the home (the
+// management socket, the CLI in-process) see the error whole.
+func errorStatus(err error, local bool, ready func() error) (status int, code, msg string, withheld bool) {
+	code = agent.ErrorCode(err)
+	prefix := code + ": "
+	if (code == "INTERNAL_ERROR" && Unavailable(err)) || (code == "MODEL_ERROR" && databaseUnavailable(err)) {
+		code = "NOT_READY"
+	} else if code == "INTERNAL_ERROR" && ready != nil {
+		if rerr := ready(); rerr != nil {
+			code, err = "NOT_READY", fmt.Errorf("%w; %w", err, rerr)
+		}
+	}
+	msg = strings.TrimPrefix(err.Error(), prefix)
+	status, code = codeStatus(code)
+	if status >= 500 && !local {
+		if safe := strings.TrimPrefix(SafeMessage(err), prefix); safe != msg {
+			msg, withheld = safe, true
+		}
+	}
+	return status, code, msg, withheld
+}
+
+// codeStatus returns the HTTP status of an error code, and the code the
+// client sees: INTERNAL_ERROR for codes it does not know.
+func codeStatus(code string) (int, string) {
 	switch code {
 	case "INVALID_REQUEST", "INVALID_ACTOR_ID":
-		return http.StatusBadRequest, code, msg
+		return http.StatusBadRequest, code
 	case "FORBIDDEN":
-		return http.StatusForbidden, code, msg
+		return http.StatusForbidden, code
 	case "MODEL_NOT_CONFIGURED", "NOT_READY":
-		return http.StatusServiceUnavailable, code, msg
+		return http.StatusServiceUnavailable, code
 	case "MODEL_ERROR":
-		return http.StatusBadGateway, code, msg
-	case "APPROVAL_PENDING":
+		return http.StatusBadGateway, code
+	case "APPROVAL_PENDING", "ACTOR_FORGOTTEN":
 		// A turn of the session waits for an approval (a paused turn
-		// itself is answered 202 before this, with its request).
-		return http.StatusConflict, code, msg
+		// itself is answered 202 before this, with its request); or the
+		// actor was forgotten while the message waited, and it did not run.
+		return http.StatusConflict, code
 	}
-	return http.StatusInternalServerError, "INTERNAL_ERROR", msg
+	return http.StatusInternalServerError, "INTERNAL_ERROR"
 }
 
 // stream answers with Server-Sent Events: a "start" frame, "delta" frames
@@ -635,7 +686,7 @@ func (s *Server) runFrames(ctx context.Context, req agent.Request, frame func(v 
 	})
 	res, err := s.opt.Invoker.Invoke(ctx, req)
 	if err != nil {
-		_, code, msg := errorStatus(err)
+		_, code, msg := s.errorStatus(ctx, err)
 		frame(map[string]any{"type": "final", "ok": false, "error": code, "message": msg})
 		return
 	}

@@ -973,3 +973,15 @@ func retryAfter(attempt int) time.Duration {
 	}
 	return d
 }
+
+// ForgetEpoch returns how many times actorID has been forgotten (0 before
+// the first Forget), read from the job database that every instance
+// shares: a turn that reads it before it waits behind another and again
+// before it runs can tell that the actor was forgotten meanwhile.
+func (p *Pipeline) ForgetEpoch(ctx context.Context, actorID string) (int64, error) {
+	e, err := epochOf(ctx, p.q.db(), actorID)
+	if err != nil {
+		return 0, fmt.Errorf("memory pipeline: forget epoch: %w", err)
+	}
+	return e, nil
+}
