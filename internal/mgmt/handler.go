@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/tendrilai/tendril/internal/approval"
 	"github.com/tendrilai/tendril/internal/assistant"
@@ -228,8 +229,10 @@ func (h *api) memoryActors(w http.ResponseWriter, r *http.Request) (any, error) 
 
 func (h *api) memorySearch(w http.ResponseWriter, r *http.Request) (any, error) {
 	q := r.URL.Query()
-	if strings.TrimSpace(q.Get("q")) == "" {
-		// it listed every record with score 0; listing is GET /memory/records
+	if !strings.ContainsFunc(q.Get("q"), func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
+		// Blank, punctuation or invisible characters only: nothing to
+		// rank by (it listed every record with score 0 once); listing is
+		// GET /memory/records.
 		return nil, fmt.Errorf("%w: q: search needs words to rank by; GET %s/memory/records lists an actor's records", assistant.ErrInvalid, Prefix)
 	}
 	var k int

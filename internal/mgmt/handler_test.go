@@ -72,7 +72,7 @@ func TestMemorySearchK(t *testing.T) {
 			t.Errorf("k=%s: %d %s, want 400 INVALID_REQUEST naming k", k, st, body)
 		}
 	}
-	for _, q := range []string{"", "%20%20"} {
+	for _, q := range []string{"", "%20%20", "!!!", "%E2%80%8B", "%3F%3F%20-"} { // blank, punctuation, a zero-width space
 		res, err := http.Get(srv.URL + Prefix + "/memory/search?actor=api:k&q=" + q)
 		if err != nil {
 			t.Fatal(err)
