@@ -24,6 +24,70 @@ import (
 // answered; before, it waited behind the saved turn until it timed out,
 // and so did every later message of the session.
 func TestInterruptedResumeDoesNotBlockTheSession(t *testing.T) {
+	fake, c, req, call := interruptedResume(t)
+	ctx := context.Background()
+	id := req.ID
+	before := len(fake.Requests())
+	tctx, cancel := context.WithTimeout(ctx, time.Minute) // a hang guard, not a timing assertion
+	defer cancel()
+	res, err := c.Invoke(tctx, agent.Request{Message: "what next?", ActorID: "api:me", Channel: "api", SessionID: "s1"})
+	if err != nil {
+		t.Fatalf("the session's next message: %v", err)
+	}
+	if res.Text != "echo: what next?" {
+		t.Errorf("reply %q, want the echo of the new message", res.Text)
+	}
+	var outcomes []string
+	for _, s := range fake.Requests()[before:] {
+		outcomes = append(outcomes, s.LastUserText())
+	}
+	if len(outcomes) != 2 || !strings.HasSuffix(outcomes[0], agent.InterruptedOutcome) || outcomes[1] != "what next?" {
+		t.Errorf("model calls after the restart saw %q, want the interrupted call's outcome, then the new message", outcomes)
+	}
+	if _, err := c.gate.LoadResume(req); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("saved turn after it finished: %v, want it dropped", err)
+	}
+	// The call ran no second time: the gate refuses the spent approval.
+	if _, err := c.gate.Authorize(ctx, id, call, state.Normal); err == nil {
+		t.Error("the executed approval was redeemed again")
+	}
+}
+
+// With several instances every one of them hears the approval and waits
+// for the session's lock to resume the turn; when the one that took it
+// dies mid-call, the next takes the lock and finds the request executed.
+// It finishes the turn as interrupted. Before, it tried to redeem the
+// approval again, was refused ("request already used"), and dropped the
+// turn: the session kept only the user message, and the model, seeing it
+// again with the next one, asked for the same call again.
+func TestInterruptedResumeFinishedByAnotherInstance(t *testing.T) {
+	fake, c, req, _ := interruptedResume(t)
+	before := len(fake.Requests())
+	ended := c.paused.wait()
+	c.onDecision(req, true) // what the ledger watcher does on each instance
+	select {
+	case <-ended:
+	case <-time.After(time.Minute): // a hang guard, not a timing assertion
+		t.Fatal("the resume never ended")
+	}
+	seen := fake.Requests()[before:]
+	if len(seen) != 1 || !strings.HasSuffix(seen[0].LastUserText(), agent.InterruptedOutcome) {
+		var got []string
+		for _, s := range seen {
+			got = append(got, s.LastUserText())
+		}
+		t.Fatalf("model calls of the resume saw %q, want one with the interrupted call's outcome", got)
+	}
+	if _, err := c.gate.LoadResume(req); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("saved turn after it finished: %v, want it dropped", err)
+	}
+}
+
+// interruptedResume leaves, in a fresh home, a paused turn whose approval
+// was redeemed (its call started) by a process that then died, and
+// returns a started assistant on that home with the request and its call.
+func interruptedResume(t *testing.T) (*modeltest.Server, *Assistant, approval.Request, approval.Call) {
+	t.Helper()
 	fake := modeltest.NewOpenAI(t)
 	t.Setenv("TENDRIL_HOME", t.TempDir())
 	t.Setenv("MODEL_ID", "openai/gpt-test")
@@ -77,34 +141,11 @@ func TestInterruptedResumeDoesNotBlockTheSession(t *testing.T) {
 	}
 	b.Close()
 
-	// 3. Restarted: the next message of the session.
+	// 3. Restarted.
 	c := open(true)
-	defer c.Close()
-	if r, err := c.gate.Get(ctx, id); err != nil || r.Status != approval.StatusExecuted {
-		t.Fatalf("request %s: %v %v, want executed", id, r.Status, err)
+	t.Cleanup(func() { c.Close() })
+	if req, err = c.gate.Get(ctx, id); err != nil || req.Status != approval.StatusExecuted {
+		t.Fatalf("request %s: %v %v, want executed", id, req.Status, err)
 	}
-	before := len(fake.Requests())
-	tctx, cancel := context.WithTimeout(ctx, time.Minute) // a hang guard, not a timing assertion
-	defer cancel()
-	res, err = c.Invoke(tctx, agent.Request{Message: "what next?", ActorID: "api:me", Channel: "api", SessionID: "s1"})
-	if err != nil {
-		t.Fatalf("the session's next message: %v", err)
-	}
-	if res.Text != "echo: what next?" {
-		t.Errorf("reply %q, want the echo of the new message", res.Text)
-	}
-	var outcomes []string
-	for _, s := range fake.Requests()[before:] {
-		outcomes = append(outcomes, s.LastUserText())
-	}
-	if len(outcomes) != 2 || !strings.HasSuffix(outcomes[0], agent.InterruptedOutcome) || outcomes[1] != "what next?" {
-		t.Errorf("model calls after the restart saw %q, want the interrupted call's outcome, then the new message", outcomes)
-	}
-	if _, err := c.gate.LoadResume(req); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("saved turn after it finished: %v, want it dropped", err)
-	}
-	// The call ran no second time: the gate refuses the spent approval.
-	if _, err := c.gate.Authorize(ctx, id, call, state.Normal); err == nil {
-		t.Error("the executed approval was redeemed again")
-	}
+	return fake, c, req, call
 }

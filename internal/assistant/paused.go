@@ -2,6 +2,7 @@ package assistant
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -402,6 +403,16 @@ func (a *Assistant) resume(req approval.Request, approved bool, reason, outcome 
 		if payload, err = a.gate.LoadResume(req); err != nil {
 			return // resumed or closed by another instance meanwhile
 		}
+		if approved {
+			// Redeemed already, its saved turn still here and the lock
+			// ours: the instance that redeemed it died mid-call (it held
+			// the lock until then). Redeeming again would be refused and
+			// lose the turn.
+			if cur, err := a.gate.Get(lctx, req.ID); err == nil && cur.Status == approval.StatusExecuted {
+				a.finishAsInterrupted(lctx, req, payload)
+				return
+			}
+		}
 		a.metrics.Approvals.WithLabelValues(outcome).Inc()
 		res, err := a.agent.Resume(lctx, req.ID, approved, reason, payload)
 		if err != nil {
@@ -447,13 +458,20 @@ func (a *Assistant) finishInterrupted(ctx context.Context, req approval.Request)
 	if cur, err := a.gate.Get(lctx, req.ID); err != nil || cur.Status != approval.StatusExecuted {
 		return nil
 	}
+	a.finishAsInterrupted(lctx, req, payload)
+	a.gate.DropResume(req)
+	a.markClosed(req.ID)
+	return nil
+}
+
+// finishAsInterrupted finishes the paused turn payload of req, executed by
+// a process that stopped mid-call, with agent.ResumeInterrupted. The
+// caller holds the session's lock and drops the saved turn after.
+func (a *Assistant) finishAsInterrupted(lctx context.Context, req approval.Request, payload json.RawMessage) {
 	a.log.Warn("paused turn was cut short after its approved call started; finishing it with an unknown outcome",
 		"request", req.ID, "tool", req.Tool, "session", req.SessionID)
 	if _, err := a.agent.ResumeInterrupted(lctx, req.ID, payload); err != nil {
 		a.log.Warn("interrupted paused turn did not finish; its saved turn is dropped so the session goes on",
 			"request", req.ID, "code", agent.ErrorCode(err), "err", err)
 	}
-	a.gate.DropResume(req)
-	a.markClosed(req.ID)
-	return nil
 }
