@@ -165,18 +165,10 @@ func Open(ctx context.Context, url string, opts Options) (*pgxpool.Pool, error) 
 	if scheme, _, ok := strings.Cut(url, "://"); ok && scheme != "postgres" && scheme != "postgresql" {
 		return nil, fmt.Errorf("database url: scheme %q: want postgres:// or postgresql:// (or libpq key=value pairs)", scheme)
 	}
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := poolConfig(url, opts)
 	if err != nil {
-		return nil, fmt.Errorf("database url: %w", err)
+		return nil, err
 	}
-	if opts.MaxConns > 0 && !strings.Contains(url, "pool_max_conns") {
-		cfg.MaxConns = opts.MaxConns
-	}
-	cfg.MaxConnIdleTime = 5 * time.Minute
-	cfg.HealthCheckPeriod = 30 * time.Second
-	// pgxpool pings a connection idle for a second or more before handing
-	// it out; bound that ping so a dead one is replaced, not waited on.
-	cfg.PingTimeout = 5 * time.Second
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
@@ -192,6 +184,35 @@ func Open(ctx context.Context, url string, opts Options) (*pgxpool.Pool, error) 
 		return nil, fmt.Errorf("database unreachable: %w", err)
 	}
 	return pool, nil
+}
+
+// DefaultConnectTimeout bounds each new connection's dial and startup
+// when the URL sets no connect_timeout: a server that accepts the TCP
+// connection and then never answers (a hung host, a black-holed proxy)
+// fails a request within it, as NOT_READY, instead of holding it until
+// the kernel gives up minutes later.
+const DefaultConnectTimeout = 5 * time.Second
+
+// poolConfig parses url into the pool's configuration with Tendril's
+// defaults (MaxConns unless pool_max_conns is given, idle and health
+// periods, DefaultConnectTimeout unless connect_timeout is given).
+func poolConfig(url string, opts Options) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	if !strings.Contains(url, "connect_timeout") {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	if opts.MaxConns > 0 && !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = opts.MaxConns
+	}
+	cfg.MaxConnIdleTime = 5 * time.Minute
+	cfg.HealthCheckPeriod = 30 * time.Second
+	// pgxpool pings a connection idle for a second or more before handing
+	// it out; bound that ping so a dead one is replaced, not waited on.
+	cfg.PingTimeout = 5 * time.Second
+	return cfg, nil
 }
 
 // IsUnique reports whether err is a unique-violation (SQLSTATE 23505).
