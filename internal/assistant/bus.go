@@ -30,7 +30,9 @@ import (
 // reads the row by key and hands it to its hub, except its own (its hub
 // had it at once). A random key, not a serial, so that another deployment
 // on the same database in another schema, which hears the same channel,
-// finds no row of its own by it. Rows older than deliveryKeep are pruned.
+// finds no row of its own by it. Rows older than deliveryKeep are pruned
+// (every deliveryPruneEvery, by a publishing or listening process), and
+// Forget deletes an actor's.
 // Delivery stays best effort, as the hub is: one published while an
 // instance's listening connection is down is not replayed to it; the reply
 // is in the session either way.
@@ -44,14 +46,16 @@ type deliveryBus struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
-	// published counts publishes, to prune every deliveryPruneEvery.
-	published atomic.Int64
+	// pruned is when this process last pruned (unix nanoseconds).
+	pruned atomic.Int64
 }
 
 const (
-	deliveryChannel    = "tendril_deliveries"
-	deliveryKeep       = 10 * time.Minute
-	deliveryPruneEvery = 64
+	deliveryChannel = "tendril_deliveries"
+	deliveryKeep    = 10 * time.Minute
+	// deliveryPruneEvery is how often a process prunes: on a publish
+	// after this long, and from its listener while it listens.
+	deliveryPruneEvery = time.Minute
 )
 
 // newDeliveryBus creates the table when missing. The listener starts with
@@ -86,11 +90,28 @@ func (b *deliveryBus) publish(ctx context.Context, d Delivery) error {
 		SELECT pg_notify('`+deliveryChannel+`', key) FROM ins`, randomKey(), b.origin, payload); err != nil {
 		return fmt.Errorf("deliveries: publish: %w", err)
 	}
-	if b.published.Add(1)%deliveryPruneEvery == 0 {
-		if _, err := b.pool.Exec(ctx, `DELETE FROM tendril_deliveries WHERE created_at < now() - make_interval(secs => $1)`,
-			deliveryKeep.Seconds()); err != nil {
-			b.log.Warn("deliveries: prune failed", "err", err)
-		}
+	b.pruneDue(ctx)
+	return nil
+}
+
+// pruneDue deletes the rows older than deliveryKeep when this process
+// has not for deliveryPruneEvery.
+func (b *deliveryBus) pruneDue(ctx context.Context) {
+	last := b.pruned.Load()
+	now := time.Now().UnixNano()
+	if now-last < int64(deliveryPruneEvery) || !b.pruned.CompareAndSwap(last, now) {
+		return
+	}
+	if _, err := b.pool.Exec(ctx, `DELETE FROM tendril_deliveries WHERE created_at < now() - make_interval(secs => $1)`,
+		deliveryKeep.Seconds()); err != nil {
+		b.log.Warn("deliveries: prune failed", "err", err)
+	}
+}
+
+// forget deletes every delivery of actorID (Forget).
+func (b *deliveryBus) forget(ctx context.Context, actorID string) error {
+	if _, err := b.pool.Exec(ctx, `DELETE FROM tendril_deliveries WHERE payload->>'actor_id' = $1`, actorID); err != nil {
+		return fmt.Errorf("deliveries: forget: %w", err)
 	}
 	return nil
 }
@@ -143,8 +164,16 @@ func (b *deliveryBus) listenOnce(ready func()) error {
 		ready()
 	}
 	for {
-		n, err := conn.WaitForNotification(b.ctx)
+		// Woken at least every deliveryPruneEvery to prune, so that rows
+		// of a deployment that stopped publishing do not stay.
+		wctx, cancel := context.WithTimeout(b.ctx, deliveryPruneEvery)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
 		if err != nil {
+			if b.ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				b.pruneDue(b.ctx)
+				continue
+			}
 			return err
 		}
 		b.receive(n.Payload)

@@ -72,4 +72,12 @@ func TestDeliveriesReachEveryInstance(t *testing.T) {
 		t.Errorf("another actor's listener heard %.80q", d.Text)
 	default:
 	}
+	// Forget takes the actor's deliveries with it.
+	if _, err := b.Forget(ctx, ForgetRequest{ActorID: "api:ana"}); err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	if err := a.db.QueryRow(ctx, `SELECT count(*) FROM tendril_deliveries WHERE payload->>'actor_id' = 'api:ana'`).Scan(&left); err != nil || left != 0 {
+		t.Errorf("after forget %d deliveries of the actor are stored (%v), want 0", left, err)
+	}
 }

@@ -356,6 +356,11 @@ func (a *Assistant) Forget(ctx context.Context, req ForgetRequest) (ForgetReport
 	if err := a.state.Forget(ctx, req.ActorID); err != nil {
 		return rep, fmt.Errorf("forget state: %w", err)
 	}
+	if a.bus != nil {
+		if err := a.bus.forget(ctx, req.ActorID); err != nil {
+			return rep, err
+		}
+	}
 	n, err := a.gate.ForgetActor(ctx, req.ActorID, "forget")
 	// Their paused turns are gone, so resume never counts these denials.
 	a.metrics.Approvals.WithLabelValues(outcomeDenied).Add(float64(n))

@@ -26,6 +26,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/tendrilai/tendril/internal/agent"
 	"github.com/tendrilai/tendril/internal/approval"
 	"github.com/tendrilai/tendril/internal/assistant"
 	"github.com/tendrilai/tendril/internal/channel/telegram"
@@ -618,8 +619,10 @@ func (h *api) deliveries(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	actor := r.URL.Query().Get("actor")
-	if actor == "" {
-		writeJSON(w, http.StatusBadRequest, errorBody("INVALID_REQUEST", "actor is required"))
+	// Checked as the other read routes check an actor (an ID stored before
+	// IDs refused invisible characters can still be listened for).
+	if err := agent.ValidateStoredID(actor); err != nil {
+		writeJSON(w, http.StatusBadRequest, errorBody("INVALID_REQUEST", "actor "+err.Error()))
 		return
 	}
 	ch, cancel := h.a.Subscribe(actor)

@@ -293,3 +293,21 @@ func TestDecideEchoesLongIDShort(t *testing.T) {
 		t.Fatalf("%d, %d bytes: %.300s", res.StatusCode, len(b), b)
 	}
 }
+
+// GET /deliveries refuses the actor IDs the other read routes refuse
+// (before, any non-empty value subscribed).
+func TestDeliveriesRefuseBadActor(t *testing.T) {
+	srv := httptest.NewServer(Handler(openAssistant(t)))
+	defer srv.Close()
+	for _, actor := range []string{"", "%20", "api:%00", "%FF%FE", strings.Repeat("a", 300)} {
+		res, err := http.Get(srv.URL + Prefix + "/deliveries?actor=" + actor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "INVALID_REQUEST") {
+			t.Errorf("actor %.40q: %d %.200s, want 400 INVALID_REQUEST", actor, res.StatusCode, b)
+		}
+	}
+}
