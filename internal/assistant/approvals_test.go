@@ -2,8 +2,6 @@ package assistant
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -19,25 +17,9 @@ import (
 // requests expire after expiry.
 func openApprovalApp(t *testing.T, fake *modeltest.Server, expiry time.Duration) *Assistant {
 	t.Helper()
-	t.Setenv("TENDRIL_HOME", t.TempDir())
-	t.Setenv("MODEL_ID", "openai/gpt-test")
-	t.Setenv("OPENAI_BASE_URL", fake.BaseURL())
-	t.Setenv("OPENAI_API_KEY", "k")
-	cfg, err := config.Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Memory.LLMExtraction = false
+	cfg := testConfig(t, fake, nil)
 	cfg.Approval.Expiry = config.Duration(expiry)
-	a, err := Open(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Owner: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	if err := a.Start(context.Background(), StartOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return openConfig(t, cfg, true)
 }
 
 // approvalsCount reads tendril_approvals_total{outcome}.

@@ -3,8 +3,6 @@ package assistant
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -12,7 +10,6 @@ import (
 
 	"github.com/tendrilai/tendril/internal/agent"
 	"github.com/tendrilai/tendril/internal/approval"
-	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/model/modeltest"
 	"github.com/tendrilai/tendril/internal/state"
 )
@@ -89,30 +86,9 @@ func TestInterruptedResumeFinishedByAnotherInstance(t *testing.T) {
 func interruptedResume(t *testing.T) (*modeltest.Server, *Assistant, approval.Request, approval.Call) {
 	t.Helper()
 	fake := modeltest.NewOpenAI(t)
-	t.Setenv("TENDRIL_HOME", t.TempDir())
-	t.Setenv("MODEL_ID", "openai/gpt-test")
-	t.Setenv("OPENAI_BASE_URL", fake.BaseURL())
-	t.Setenv("OPENAI_API_KEY", "k")
-	cfg, err := config.Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Memory.LLMExtraction = false
+	cfg := testConfig(t, fake, nil)
 	ctx := context.Background()
-	open := func(start bool) *Assistant {
-		t.Helper()
-		a, err := Open(ctx, cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Owner: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if start {
-			if err := a.Start(ctx, StartOptions{}); err != nil {
-				a.Close()
-				t.Fatal(err)
-			}
-		}
-		return a
-	}
+	open := func(start bool) *Assistant { t.Helper(); return openConfig(t, cfg, start) }
 
 	// 1. A turn pauses at the gate.
 	a := open(true)
@@ -143,7 +119,6 @@ func interruptedResume(t *testing.T) (*modeltest.Server, *Assistant, approval.Re
 
 	// 3. Restarted.
 	c := open(true)
-	t.Cleanup(func() { c.Close() })
 	if req, err = c.gate.Get(ctx, id); err != nil || req.Status != approval.StatusExecuted {
 		t.Fatalf("request %s: %v %v, want executed", id, req.Status, err)
 	}

@@ -23,21 +23,43 @@ func openTestApp(t *testing.T, fake *modeltest.Server) *Assistant {
 // openTestAppWith is openTestApp with env set by env() after the defaults.
 func openTestAppWith(t *testing.T, fake *modeltest.Server, env func()) *Assistant {
 	t.Helper()
+	return openConfig(t, testConfig(t, fake, env), false)
+}
+
+// testConfig points a fresh home at fake (TENDRIL_HOME, MODEL_ID and the
+// OpenAI endpoint in the environment), runs env (nil: none) and loads the
+// configuration, with LLM extraction off.
+func testConfig(t *testing.T, fake *modeltest.Server, env func()) *config.Config {
+	t.Helper()
 	t.Setenv("TENDRIL_HOME", t.TempDir())
 	t.Setenv("MODEL_ID", "openai/gpt-test")
 	t.Setenv("OPENAI_BASE_URL", fake.BaseURL())
 	t.Setenv("OPENAI_API_KEY", "k")
-	env()
+	if env != nil {
+		env()
+	}
 	cfg, err := config.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Memory.LLMExtraction = false
+	return cfg
+}
+
+// openConfig opens an assistant on cfg, started when start is set; the
+// test's cleanup closes it (closing it earlier is fine).
+func openConfig(t *testing.T, cfg *config.Config, start bool) *Assistant {
+	t.Helper()
 	a, err := Open(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Owner: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
+	if start {
+		if err := a.Start(context.Background(), StartOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return a
 }
 
@@ -108,15 +130,7 @@ func TestTurnRemembersExplicitPreferenceAcrossSessions(t *testing.T) {
 // originals stay on disk, and memory extraction consumed them first.
 func TestTurnAutoCompaction(t *testing.T) {
 	fake := modeltest.NewOpenAI(t)
-	t.Setenv("TENDRIL_HOME", t.TempDir())
-	t.Setenv("MODEL_ID", "openai/gpt-test")
-	t.Setenv("OPENAI_BASE_URL", fake.BaseURL())
-	t.Setenv("OPENAI_API_KEY", "k")
-	cfg, err := config.Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Memory.LLMExtraction = false
+	cfg := testConfig(t, fake, nil)
 	cfg.Model.ContextWindow = 200 // tokens: a few turns pass 0.8 × 200
 	cfg.Session.Compaction.KeepLast = 2
 	a, err := Open(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Owner: true})
