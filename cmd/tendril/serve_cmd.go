@@ -177,6 +177,24 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	case <-ctx.Done():
 	}
+	if d := cfg.ShutdownDelay.D(); d > 0 {
+		// Leave the load balancer's rotation first: /readyz says 503
+		// while turns are still served, then the listener closes. A
+		// second signal skips the rest of the wait.
+		srv.Drain()
+		log.Info("draining: /readyz answers 503 while requests are still served", "delay", d.String())
+		again := make(chan os.Signal, 1)
+		signal.Notify(again, syscall.SIGTERM, syscall.SIGINT)
+		select {
+		case <-time.After(d):
+		case <-again:
+			log.Info("second signal: not waiting out the drain delay")
+		case err := <-errc:
+			signal.Stop(again)
+			return err
+		}
+		signal.Stop(again)
+	}
 	log.Info("shutting down: no new work accepted, waiting for in-flight turns", "grace", cfg.ShutdownGrace.D().String())
 	a.BeginShutdown()
 	shutErr := srv.Shutdown(context.Background())

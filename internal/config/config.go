@@ -99,6 +99,14 @@ type Config struct {
 
 	// ShutdownGrace bounds how long in-flight turns may run after SIGTERM.
 	ShutdownGrace Duration `json:"shutdownGrace"`
+	// ShutdownDelay is how long serve keeps serving after SIGTERM with
+	// GET /readyz answering 503, before it stops accepting connections
+	// (0, the default: at once). Behind a load balancer or a Kubernetes
+	// Service, set it to a little more than the readiness probe's period
+	// times its failureThreshold, so the instance leaves the rotation
+	// before its listener closes and no client sees a refused connection
+	// (TENDRIL_SHUTDOWN_DELAY, e.g. "10s").
+	ShutdownDelay Duration `json:"shutdownDelay,omitempty"`
 	// MaxBodyBytes caps /invocations request bodies (413 above it).
 	MaxBodyBytes int64 `json:"maxBodyBytes"`
 	// MemoryLimitMB is the Go runtime's soft memory limit for tendril
@@ -558,6 +566,16 @@ func Load(path string) (*Config, error) {
 	if err := c.applyEnv(os.Getenv); err != nil {
 		return nil, err
 	}
+	if v := strings.TrimSpace(os.Getenv("TENDRIL_SHUTDOWN_DELAY")); v != "" {
+		d, err := ParseDuration(v)
+		if err != nil {
+			return nil, fmt.Errorf("TENDRIL_SHUTDOWN_DELAY %q: want a duration such as 10s", v)
+		}
+		if d < 0 {
+			return nil, fmt.Errorf("TENDRIL_SHUTDOWN_DELAY %q: want 0 or more", v)
+		}
+		c.ShutdownDelay = Duration(d)
+	}
 	if v := os.Getenv("TENDRIL_MEMORY_CACHE_MB"); v != "" {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil {
@@ -868,6 +886,7 @@ func (c *Config) validate(src sources) error {
 		{"approval.expiry", int64(c.Approval.Expiry)},
 		{"telegram.albumDebounce", int64(c.Telegram.AlbumDebounce)},
 		{"shutdownGrace", int64(c.ShutdownGrace)},
+		{"shutdownDelay", int64(c.ShutdownDelay)},
 		{"maxBodyBytes", c.MaxBodyBytes},
 	}
 	for ch, l := range c.Session.ChannelOverrides {

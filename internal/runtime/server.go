@@ -288,6 +288,11 @@ func (s *Server) ServeLocal(l net.Listener) error {
 // Listen opens the configured address.
 func (s *Server) Listen() (net.Listener, error) { return net.Listen("tcp", s.opt.Addr) }
 
+// Drain makes GET /readyz answer 503 "shutting down" while the server goes
+// on serving every request, so that load balancers take the instance out
+// of rotation before Shutdown closes its listener (config shutdownDelay).
+func (s *Server) Drain() { s.shutting.Store(true) }
+
 // Shutdown stops accepting connections and waits up to ShutdownGrace for
 // in-flight requests (turns) to finish.
 func (s *Server) Shutdown(ctx context.Context) error {
