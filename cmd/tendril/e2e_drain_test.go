@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -78,5 +80,39 @@ func TestShutdownDelayConfig(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, "TENDRIL_SHUTDOWN_DELAY") {
 			t.Fatalf("TENDRIL_SHUTDOWN_DELAY=%s: exit %d stderr %q", v, code, stderr)
 		}
+	}
+}
+
+// The unauthenticated /readyz says what is missing but not where: a
+// removed home is "home: stat: no such file or directory", without its
+// path, which only the server's log carries.
+func TestE2EReadyzHidesHomePath(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "private-home-dir")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p := startServe(t, home)
+	if err := os.RemoveAll(home); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, reason, ok := readyz(p.URL)
+		if !ok {
+			t.Fatal("/readyz unreachable")
+		}
+		if st == http.StatusServiceUnavailable {
+			if strings.Contains(reason, "private-home-dir") || !strings.Contains(reason, "home") {
+				t.Fatalf("reason %q: want the home named as a dependency, not its path", reason)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still %d with the home removed", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(p.logs.String(), "private-home-dir") {
+		t.Errorf("the log should name the missing home for the operator:\n%s", p.logs.String())
 	}
 }

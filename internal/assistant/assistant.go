@@ -313,7 +313,9 @@ func (a *Assistant) CheckReady(ctx context.Context) error {
 
 func (a *Assistant) checkHome() error {
 	if _, err := os.Stat(a.cfg.Home); err != nil {
-		return fmt.Errorf("%w: home %s: %w", ErrNotReady, a.cfg.Home, err)
+		// err (an *fs.PathError) names the path for the log; the
+		// HTTP layers' SafeMessage keeps it out of responses.
+		return fmt.Errorf("%w: home: %w", ErrNotReady, err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"regexp"
 	"strings"
@@ -77,6 +78,9 @@ func SafeMessage(err error) string {
 			repl = e.Op + " failed" + because(e)
 		case *net.DNSError:
 			repl = "lookup failed" + because(e)
+		case *fs.PathError:
+			// the file's path tells a caller how the host is laid out
+			repl = e.Op + ": " + e.Err.Error()
 		default:
 			return
 		}

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -81,6 +83,7 @@ func TestSafeMessage(t *testing.T) {
 		{"dns as text", errors.New("lookup db.internal on 127.0.0.53:53: no such host"), "lookup: no such host"},
 		{"url in text", errors.New("open postgres://tendril:s3cret@127.0.0.1:5432/pgpass: bad"), "open postgres://… bad"},
 		{"other", errors.New("session store: disk full"), "session store: disk full"},
+		{"home gone", fmt.Errorf("%w: home: %w", agent.ErrNotReady, &fs.PathError{Op: "stat", Path: "/srv/tendril-home", Err: syscall.ENOENT}), "not ready: home: stat: no such file or directory"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
