@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -114,5 +115,27 @@ func TestE2EReadyzHidesHomePath(t *testing.T) {
 	}
 	if !strings.Contains(p.logs.String(), "private-home-dir") {
 		t.Errorf("the log should name the missing home for the operator:\n%s", p.logs.String())
+	}
+}
+
+// invoke --json prints an envelope on stdout even when no turn could run
+// because the stores would not open (no server, database refused).
+func TestInvokeJSONWhenTheDatabaseIsDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connections are refused
+	stdout, stderr, code := runCLI(t, t.TempDir(), []string{"TENDRIL_DATABASE_URL=postgres://tendril@" + addr + "/x"}, "invoke", "--json", "hi")
+	var out map[string]any
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("stdout is not JSON: %q (stderr %q)", stdout, stderr)
+	}
+	if code != 1 || out["ok"] != false || out["error"] != "NOT_READY" || !strings.Contains(out["message"].(string), "refused") {
+		t.Fatalf("exit %d, %v", code, out)
+	}
+	if !strings.Contains(stderr, "refused") {
+		t.Fatalf("stderr %q should say why too", stderr)
 	}
 }

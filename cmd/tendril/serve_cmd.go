@@ -254,7 +254,7 @@ turn is paused waits behind it; stderr then names the approval it waits for.`,
 		Example: `  tendril invoke "what should I plant in March?" --actor cli:me --json`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.with(cmd, func(ctx context.Context, cn *conn) error {
+			err := g.with(cmd, func(ctx context.Context, cn *conn) error {
 				body, err := cn.turn(ctx, f.request(strings.Join(args, " ")), func(p agent.PendingApproval) {
 					fmt.Fprintln(cmd.ErrOrStderr(), approvalWaitLine(p))
 				})
@@ -287,11 +287,35 @@ turn is paused waits behind it; stderr then names the approval it waits for.`,
 				}
 				return nil
 			})
+			if se := (silentErr{}); asJSON && err != nil && !errors.As(err, &se) {
+				// No turn ran (no server and the stores would not open,
+				// the connection broke): a script reading stdout still
+				// gets the envelope /invocations would give.
+				fmt.Fprintln(cmd.OutOrStdout(), string(errorEnvelope(err)))
+			}
+			return err
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the /invocations JSON body")
 	return cmd
+}
+
+// errorEnvelope is the /invocations error body for an error that kept a
+// turn from running: NOT_READY (503's code) when a dependency could not be
+// reached, INVALID_REQUEST for bad usage, else INTERNAL_ERROR.
+func errorEnvelope(err error) []byte {
+	code := "INTERNAL_ERROR"
+	var ue usageError
+	switch {
+	case runtime.Unavailable(err):
+		code = "NOT_READY"
+	case errors.As(err, &ue) || isCobraUsage(err):
+		code = "INVALID_REQUEST"
+	}
+	msg := strings.NewReplacer("\n\t", "; ", "\n", "; ").Replace(strings.TrimSpace(err.Error()))
+	b, _ := json.Marshal(map[string]any{"ok": false, "error": code, "message": msg})
+	return b
 }
 
 // silentErr fails the command with exit status code (1 or 2) without
