@@ -347,7 +347,10 @@ approval given elsewhere are shown as they arrive. Commands: /help, /quit.`,
 			out := &syncWriter{w: cmd.OutOrStdout()}
 			var deliveries <-chan assistant.Delivery
 			if cn.local != nil {
-				ch, unsub := cn.local.Subscribe(f.actor)
+				ch, unsub, err := cn.local.Subscribe(f.actor)
+				if err != nil {
+					return err
+				}
 				defer unsub()
 				deliveries = ch
 			} else if deliveries, err = cn.Deliveries(ctx, f.actor); err != nil {

@@ -29,11 +29,11 @@ func TestDeliveriesReachEveryInstance(t *testing.T) {
 	case <-time.After(time.Minute): // a hang guard, not a timing assertion
 		t.Fatal("instance a never listened")
 	}
-	onA, stopA := a.Subscribe("api:ana")
+	onA, stopA, _ := a.Subscribe("api:ana")
 	defer stopA()
-	otherOnA, stopOther := a.Subscribe("api:bob")
+	otherOnA, stopOther, _ := a.Subscribe("api:bob")
 	defer stopOther()
-	onB, stopB := b.Subscribe("api:ana")
+	onB, stopB, _ := b.Subscribe("api:ana")
 	defer stopB()
 
 	long := strings.Repeat("the figs by the south wall need water. ", 500) // 19,500 bytes

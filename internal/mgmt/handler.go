@@ -625,7 +625,12 @@ func (h *api) deliveries(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, errorBody("INVALID_REQUEST", "actor "+err.Error()))
 		return
 	}
-	ch, cancel := h.a.Subscribe(actor)
+	ch, cancel, err := h.a.Subscribe(actor)
+	if err != nil {
+		w.Header().Set("Retry-After", "5")
+		writeJSON(w, http.StatusServiceUnavailable, errorBody("TOO_MANY_LISTENERS", err.Error()))
+		return
+	}
 	defer cancel()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")

@@ -387,7 +387,12 @@ func (d *Dashboard) deliveries(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusInternalServerError, errors.New("streaming unsupported"))
 		return
 	}
-	ch, stop := d.a.Subscribe(tg.Actor)
+	ch, stop, err := d.a.Subscribe(tg.Actor)
+	if err != nil {
+		w.Header().Set("Retry-After", "5")
+		d.fail(w, r, http.StatusServiceUnavailable, err)
+		return
+	}
 	defer stop()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
