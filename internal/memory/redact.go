@@ -3,6 +3,8 @@ package memory
 import (
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Redacted replaces a secret in remembered text.
@@ -30,8 +32,8 @@ var secretPatterns = []*regexp.Regexp{
 // at, to or in (and the, my, …), may stand between a keyword and the
 // connector, and stay: "the wifi password for the shed: GreenShed2024" →
 // "the wifi password for the shed: [redacted]". They hold letters only:
-// "password hunter2 is …" redacts hunter2 as below, but "password letmein
-// is what I use" takes letmein for a noun and redacts "what".
+// "password hunter2 is …" redacts hunter2 as below; for "password letmein
+// is what I use" see redactStatedEnglish.
 //
 // "Secret" is too common a word to be a keyword by itself: it names a
 // credential right before the connector ("my secret is PURPLEWOMBAT",
@@ -51,14 +53,113 @@ var secretPatterns = []*regexp.Regexp{
 //
 // Each regexp keeps ${1}${3} (statedKeep) and drops the value.
 var statedSecrets = []*regexp.Regexp{
-	regexp.MustCompile(`(?i)(\b(?:(?:` + statedKeywords + `)\b(?:\s+\pL+){0,2}?` + statedOwner + `|` + statedSecret + `)` + statedLink + `)(\S+)` +
+	regexp.MustCompile(`(?i)(\b(?:(?:` + statedKeywords + `)\b((?:\s+\pL+){0,2}?)` + statedOwner + `|` + statedSecret + `)` + statedLink + `)(\S+)` +
 		`|(\b(?:` + statedKeywords + `|secrets?)\b\s+)(\S*\pN\S*)`),
 	regexp.MustCompile(`((?:비밀번호|비번|암호|핀번호)(?:(?:은|는|이|가)?\s*[:：=]|(?:은|는|이|가)\s)\s*)(\S+)` +
 		`|((?:비밀번호|비번|암호|핀번호)(?:은|는|이|가)?\s*)([^\s\p{Hangul}]\S*)`),
 }
 
-// statedKeep is the replacement template of statedSecrets, before Redacted.
+// statedKeep is the replacement template of statedSecrets[1], before
+// Redacted; statedSecrets[0] is applied by redactStatedEnglish.
 const statedKeep = "${1}${3}"
+
+// redactStatedEnglish applies statedSecrets[0] match by match. After a
+// word connector (is, was, …) a value that is an ordinary predicate
+// (notPassword: "my password was stolen", "the pin is wrong") stays; and
+// when words stand between the keyword and that connector, one that is
+// not a noun that usually follows the keyword (secretNouns: manager,
+// reset, …) is taken for the value instead: "password letmein is what I
+// use" → "password [redacted] is what I use", while "my password manager
+// is great" stays whole.
+func redactStatedEnglish(text string) string {
+	re := statedSecrets[0]
+	var b strings.Builder
+	last := 0
+	for _, m := range re.FindAllStringSubmatchIndex(text, -1) {
+		b.WriteString(text[last:m[0]])
+		last = m[1]
+		if m[8] >= 0 { // keyword, then a value holding a digit
+			b.WriteString(text[m[8]:m[9]])
+			b.WriteString(Redacted)
+			continue
+		}
+		head, value := text[m[2]:m[3]], text[m[6]:m[7]]
+		// a word connector (is, was, …) rather than ":" or "="
+		t := strings.TrimRightFunc(head, unicode.IsSpace)
+		r, _ := utf8.DecodeLastRuneInString(t)
+		wordLink := unicode.IsLetter(r)
+		if !wordLink || !notPassword(value) {
+			b.WriteString(head)
+			b.WriteString(Redacted)
+			continue
+		}
+		// The value is an ordinary word: keep it, and redact a word
+		// between the keyword and the connector that is no usual noun.
+		if m[4] >= 0 && m[5] > m[4] {
+			mid := text[m[4]:m[5]]
+			b.WriteString(text[m[2]:m[4]])
+			for _, w := range strings.Fields(mid) {
+				b.WriteByte(' ')
+				if secretNouns[strings.ToLower(w)] {
+					b.WriteString(w)
+				} else {
+					b.WriteString(Redacted)
+				}
+			}
+			b.WriteString(text[m[5]:m[1]])
+			continue
+		}
+		b.WriteString(text[m[0]:m[1]])
+	}
+	b.WriteString(text[last:])
+	return b.String()
+}
+
+// notPassword reports whether a value after a word connector reads as an
+// ordinary predicate rather than a secret: a lower-case word that is a
+// function word or common adjective (predicateWords), or a past
+// participle in -ed. A value with a digit, a capital or a symbol is a
+// secret.
+func notPassword(v string) bool {
+	v = strings.TrimRight(v, ".,;!?")
+	if v == "" {
+		return false
+	}
+	for _, r := range v {
+		if r != '-' && r != '\'' && !unicode.IsLower(r) {
+			return false
+		}
+	}
+	return predicateWords[v] || len(v) >= 5 && strings.HasSuffix(v, "ed")
+}
+
+// predicateWords are words that follow "my password is/was" as a
+// statement about it, not as its value.
+var predicateWords = setOf(`a an the my your our his her their its this that not no never still also just now
+	too very so quite really always already being going what which where who how why when
+	in on at for to from with about under same different new old easy hard weak strong wrong right
+	correct incorrect invalid valid secure insecure safe unsafe long short simple complex
+	stolen known shown taken written hidden forgotten broken gone lost mine yours ours theirs
+	here there somewhere something nothing everywhere case-sensitive
+	good great bad fine ok okay nice awesome terrible useful useless free expensive cheap
+	open closed locked unlocked required needed optional empty blank set fixed due
+	important personal private public shared unique random memorable impossible
+	hard-coded temporary permanent different`)
+
+// secretNouns are nouns that follow a secret's keyword ("password
+// manager is …") and are no value.
+var secretNouns = setOf(`manager managers reset resets field fields policy policies hint hints change changes
+	requirement requirements rule rules vault vaults app apps prompt prompts box boxes
+	protection login screen page form generator strength length expiry history recovery
+	entry entries list file files book holder code codes number numbers`)
+
+func setOf(words string) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(words) {
+		m[w] = true
+	}
+	return m
+}
 
 // Parts of statedSecrets[0].
 const (
@@ -118,7 +219,10 @@ func Redact(text string) (string, bool) {
 		if i == 0 {
 			run = !isASCII(out) || containsAny(strings.ToLower(out), statedHints[i])
 		}
-		if run {
+		switch {
+		case run && i == 0:
+			out = redactStatedEnglish(out)
+		case run:
 			out = re.ReplaceAllString(out, statedKeep+Redacted)
 		}
 	}

@@ -63,6 +63,19 @@ func TestRedactStatedSecret(t *testing.T) {
 		{"비밀번호1234", "비밀번호[redacted]"},
 		{"비밀번호는1234", "비밀번호는[redacted]"},
 		{"비번 abc123", "비번 [redacted]"},
+		// A predicate after a word connector is no value; a word between
+		// the keyword and the connector may be.
+		{"my password was stolen", "my password was stolen"},
+		{"My password is wrong again", "My password is wrong again"},
+		{"the pin was changed yesterday", "the pin was changed yesterday"},
+		{"password letmein is what I use", "password [redacted] is what I use"},
+		{"my password manager is great", "my password manager is great"},
+		{"the password reset is broken", "the password reset is broken"},
+		{"my password is letmein", "my password is [redacted]"},
+		{"my password is Stolen", "my password is [redacted]"},
+		{"my password was stolen2024", "my password was [redacted]"},
+		{"password: stolen", "password: [redacted]"},
+		{"password = wrong", "password = [redacted]"},
 		// Ordinary sentences.
 		{"the secret to good figs is water", "the secret to good figs is water"},
 		{"The secret garden is lovely in May", "The secret garden is lovely in May"},
@@ -96,9 +109,8 @@ func redactRegexps(text string) string {
 	for _, re := range secretPatterns {
 		out = re.ReplaceAllString(out, Redacted)
 	}
-	for _, re := range statedSecrets {
-		out = re.ReplaceAllString(out, statedKeep+Redacted)
-	}
+	out = redactStatedEnglish(out)
+	out = statedSecrets[1].ReplaceAllString(out, statedKeep+Redacted)
 	out = ssnRE.ReplaceAllString(out, Redacted)
 	return cardRE.ReplaceAllStringFunc(out, func(m string) string {
 		digits := strings.Map(func(r rune) rune {
@@ -122,7 +134,8 @@ var redactSeeds = []string{
 	"-----BEGIN RSA PRIVATE KEY-----\nabc\n-----END RSA PRIVATE KEY-----", "ssn 123-45-6789", "card 4111 1111 1111 1111",
 	"4111-1111-1111-1112", "pa\u017fsword is x", "to\u212Aen is x", "PassWord is déjà", "(2026-06-01) user: my pw is abc",
 	"my secret garden code is PURPLEWOMBAT", "the wifi password for the shed: x", "the secret to good figs is water",
-	"pin 1234", "암호화폐는 위험해요", "비밀번호는1234",
+	"pin 1234", "암호화폐는 위험해요", "비밀번호는1234", "my password was stolen", "password letmein is what I use",
+	"PASSWORD MANAGER IS GREAT", "password is wrong", "my pin is 1234 and my password is wrong",
 }
 
 // The hints only skip regexps that cannot match: Redact equals running
