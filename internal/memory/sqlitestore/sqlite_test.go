@@ -426,3 +426,96 @@ func TestIndexPragmas(t *testing.T) {
 		}
 	}
 }
+
+// IDs are global, so a record or event entry pasted from one actor's
+// Markdown into another's must not take the first actor's row over: the
+// copy is skipped with a warning (kept by RebuildWarn), and each actor
+// keeps what its own files hold, after a sync and after a rebuild.
+func TestPastedIDStaysWithItsActor(t *testing.T) {
+	home := t.TempDir()
+	s, err := Open(home, Options{SyncInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ra, err := s.Put(bg, memory.Record{Namespace: "/main/telegram:1/long_term/", Content: "Ana keeps bees"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(bg, memory.Record{Namespace: "/main/telegram:2/long_term/", Content: "Bo grows leeks"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendEvents(bg, []memory.Event{{ID: "ev-ana-1", ActorID: "telegram:1", SessionID: "s", Role: "user", Text: "my hives are doing well", Timestamp: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	dirA, dirB := filepath.Join(home, "memory", "telegram%3A1"), filepath.Join(home, "memory", "telegram%3A2")
+	semA, err := os.ReadFile(filepath.Join(dirA, "semantic.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Bo's file gets Ana's entry, its ID and all, with other text.
+	i := strings.Index(string(semA), "## ")
+	// (namespace edited to Bo's: an entry still naming Ana's is skipped
+	// by its namespace already)
+	pasted := strings.NewReplacer("Ana keeps bees", "Bo keeps Ana's bees", "/main/telegram:1/", "/main/telegram:2/").Replace(string(semA[i:]))
+	f, err := os.OpenFile(filepath.Join(dirB, "semantic.md"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("\n" + pasted)
+	f.Close()
+	// and Ana's event lines are pasted into a daily log of Bo's
+	var evA []byte
+	filepath.WalkDir(filepath.Join(dirA, "episodic"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			evA, _ = os.ReadFile(p)
+		}
+		return nil
+	})
+	if !strings.Contains(string(evA), "ev-ana-1") {
+		t.Fatalf("Ana's daily log does not hold her event: %q", evA)
+	}
+	if err := os.MkdirAll(filepath.Join(dirB, "episodic"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dirB, "episodic", "2020-01-01.md"), evA, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		got, err := s.Get(bg, ra.ID)
+		if err != nil || got.Content != "Ana keeps bees" || !strings.HasPrefix(got.Namespace, "/main/telegram:1/") {
+			t.Fatalf("%s: Ana's record = %+v, %v", when, got, err)
+		}
+		hits, err := s.Search(bg, memory.Query{NamespacePath: "/main/telegram:2/", Text: "bees hives"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hits {
+			if h.Record.ID == ra.ID || strings.Contains(h.Record.Content, "hives") {
+				t.Fatalf("%s: Bo's search finds Ana's row: %+v", when, h.Record)
+			}
+		}
+		hits, err = s.Search(bg, memory.Query{NamespacePath: "/main/telegram:1/", Text: "hives"})
+		if err != nil || len(hits) == 0 {
+			t.Fatalf("%s: Ana's event is gone from her search: %+v, %v", when, hits, err)
+		}
+	}
+	if err := s.Sync(bg); err != nil {
+		t.Fatal(err)
+	}
+	check("after sync")
+	warns, err := s.RebuildWarn(bg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("after rebuild")
+	var recWarn, evWarn bool
+	for _, w := range warns {
+		recWarn = recWarn || strings.Contains(w, "record "+ra.ID+" belongs to actor")
+		evWarn = evWarn || strings.Contains(w, "event ev-ana-1 belongs to actor")
+	}
+	if !recWarn || !evWarn {
+		t.Fatalf("rebuild warnings %q: want the skipped record and event named", warns)
+	}
+}

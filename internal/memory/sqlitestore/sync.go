@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -310,11 +311,24 @@ func (s *Store) readActorDir(enc string, compact bool) (actor string, recs []mem
 		return "", nil, nil, nil, nil, fmt.Errorf("read memory markdown %s: %w", enc, err)
 	}
 	sort.Slice(items, func(i, j int) bool { return items[i].rel < items[j].rel })
-	// The actor ID is in every file header; find it first.
+	// The actor ID is in every file header; find it first. Only a header
+	// whose actor encodes to this directory's name counts: a file copied
+	// in from another actor's directory must not make this directory that
+	// actor's (its entries are read as this directory's, and rows another
+	// actor owns are skipped by reload).
 	for _, it := range items {
-		if p := markdown.Parse(it.data, markdown.Defaults{File: it.rel}); p.ActorID != "" {
+		p := markdown.Parse(it.data, markdown.Defaults{File: it.rel})
+		if p.ActorID == "" {
+			continue
+		}
+		if e, err := markdown.EncodeActor(p.ActorID); err == nil && e == enc {
 			actor = p.ActorID
 			break
+		}
+	}
+	for _, it := range items {
+		if p := markdown.Parse(it.data, markdown.Defaults{File: it.rel}); p.ActorID != "" && p.ActorID != actor {
+			s.warn(actor, fmt.Sprintf("%s: its header names actor %q, not this directory's: read as %q", it.rel, p.ActorID, actor))
 		}
 	}
 	for _, it := range items {
@@ -333,10 +347,7 @@ func (s *Store) readActorDir(enc string, compact bool) (actor string, recs []mem
 		}
 		p := markdown.Parse(it.data, d)
 		for _, w := range p.Warnings {
-			s.opts.Logger.Warn("memory markdown", "actor", actor, "warning", w)
-			if s.warnings != nil {
-				s.warnings = append(s.warnings, actor+": "+w)
-			}
+			s.warn(actor, w)
 		}
 		if compact && p.Stale > 0 {
 			st, err := s.compactFile(filepath.Join(root, filepath.FromSlash(it.rel)), it.rel, actor, p)
@@ -349,7 +360,7 @@ func (s *Store) readActorDir(enc string, compact bool) (actor string, recs []mem
 			if _, a, ok := memory.NamespaceActor(r.Namespace); ok && a == actor {
 				recs = append(recs, r)
 			} else {
-				s.opts.Logger.Warn("memory markdown: record namespace names another actor; skipped", "file", it.rel, "id", r.ID)
+				s.warn(actor, fmt.Sprintf("%s: record %s: its namespace names another actor: skipped", it.rel, r.ID))
 			}
 		}
 		for _, e := range p.Events {
@@ -359,6 +370,15 @@ func (s *Store) readActorDir(enc string, compact bool) (actor string, recs []mem
 		rejected = append(rejected, p.Hashes...)
 	}
 	return actor, recs, evs, rejected, files, nil
+}
+
+// warn logs a Markdown warning of actor's files and, during a Rebuild,
+// keeps it for RebuildWarn's answer.
+func (s *Store) warn(actor, w string) {
+	s.opts.Logger.Warn("memory markdown", "actor", actor, "warning", w)
+	if s.warnings != nil {
+		s.warnings = append(s.warnings, actor+": "+w)
+	}
 }
 
 // reload replaces the index rows of one actor directory with its
@@ -386,8 +406,37 @@ func (s *Store) reload(ctx context.Context, enc string, compact bool) error {
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
+	// IDs are global: a row another actor owns (an entry pasted from its
+	// file into this one) is skipped with a warning, so that one actor's
+	// file can never replace, and so take over, another's record or event.
+	ownerRec, err := tx.PrepareContext(ctx, `SELECT actor FROM records WHERE id=?`)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	ownerEv, err := tx.PrepareContext(ctx, `SELECT actor FROM events WHERE id=?`)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	foreign := func(st *sql.Stmt, kind, id string) (bool, error) {
+		var other string
+		switch err := st.QueryRowContext(ctx, id).Scan(&other); {
+		case errors.Is(err, sql.ErrNoRows):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("memory index: %w", err)
+		case other == actor:
+			return false, nil
+		}
+		s.warn(actor, fmt.Sprintf("%s %s belongs to actor %q: skipped (give the entry a new ID to keep it here)", kind, id, other))
+		return true, nil
+	}
 	var fts ftsBatch
 	for _, r := range recs {
+		if skip, err := foreign(ownerRec, "record", r.ID); err != nil {
+			return err
+		} else if skip {
+			continue
+		}
 		if err := insertRecord(ctx, rs, actor, r); err != nil {
 			return err
 		}
@@ -398,6 +447,11 @@ func (s *Store) reload(ctx context.Context, enc string, compact bool) error {
 		return fmt.Errorf("memory index: %w", err)
 	}
 	for _, e := range evs {
+		if skip, err := foreign(ownerEv, "event", e.ID); err != nil {
+			return err
+		} else if skip {
+			continue
+		}
 		if err := insertEvent(ctx, es, actor, e); err != nil {
 			return err
 		}
