@@ -50,6 +50,14 @@ func TestE2EMultiInstance(t *testing.T) {
 		"TELEGRAM_ALLOWED_CHAT_IDS="+strings.Join(allowed, ","))
 	shared := testHome(t)
 	procs := []*proc{startServe(t, shared, env...), startServe(t, shared, env...), startServe(t, testHome(t), env...)}
+	// The second instance on the shared home serves HTTP only and says so,
+	// instead of naming the management socket the first one holds.
+	if l := procs[1].logs.String(); !strings.Contains(l, "socket=\"none (another instance holds this home's)\"") {
+		t.Errorf("second instance on a shared home: log does not say it holds no socket:\n%s", l)
+	}
+	if l := procs[0].logs.String(); !strings.Contains(l, "tendril.sock") {
+		t.Errorf("first instance: log does not name its socket:\n%s", l)
+	}
 
 	// Memory written through one instance is recalled through another.
 	st, out := invoke(t, procs[0].URL, map[string]any{"message": "I only use organic fertiliser on my roses.", "user_id": "api:mem"})

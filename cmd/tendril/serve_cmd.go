@@ -164,7 +164,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if !a.ModelConfigured() {
 		log.Warn("no model configured: turns will answer MODEL_NOT_CONFIGURED; set MODEL_ID (e.g. ollama/llama3.2)")
 	}
-	log.Info("tendril serving", "addr", l.Addr().String(), "socket", sock, "home", cfg.Home, "model", cfg.Model.ID, "vision_model", cfg.Model.VisionID)
+	socket := sock
+	if ls == nil {
+		socket = "none (another instance holds this home's)"
+	}
+	log.Info("tendril serving", "addr", l.Addr().String(), "socket", socket, "home", cfg.Home, "model", cfg.Model.ID, "vision_model", cfg.Model.VisionID)
 	errc := make(chan error, 2)
 	servers := 1
 	go func() { errc <- srv.Serve(l) }()

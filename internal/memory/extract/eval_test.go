@@ -13,9 +13,25 @@ import (
 // the share of utterances given a record whose first record has the
 // expected strategy; recall the share of utterances expecting one that
 // get it.
+//
+// en and ko were written beside the rules. The *_dev and *_heldout sets
+// (60 lines each) were written afterwards by someone who had not seen the
+// rules or the first sets; the dev sets were then read to find what the
+// rules missed, the held-out sets only scored, so their figures are what
+// the rules do on text nobody tuned them to. Each set has its floor, set
+// just under what the rules reach, so that a change that loses ground
+// fails here.
 func TestLabelledSets(t *testing.T) {
 	ref := time.Date(2023, 5, 8, 13, 56, 0, 0, time.UTC)
-	for _, lang := range []string{"en", "ko"} {
+	for _, set := range []struct {
+		name       string
+		minP, minR float64
+	}{
+		{"en", 0.8, 0.8}, {"ko", 0.8, 0.8},
+		{"en_dev", 0.95, 0.95}, {"ko_dev", 0.95, 0.95},
+		{"en_heldout", 0.9, 0.65}, {"ko_heldout", 0.9, 0.65},
+	} {
+		lang := set.name
 		f, err := os.Open("testdata/" + lang + ".tsv")
 		if err != nil {
 			t.Fatal(err)
@@ -50,8 +66,8 @@ func TestLabelledSets(t *testing.T) {
 		f.Close()
 		p, r := float64(tp)/float64(tp+fp), float64(tp)/float64(tp+fn)
 		t.Logf("%s: precision %.3f recall %.3f (tp %d fp %d fn %d)", lang, p, r, tp, fp, fn)
-		if p < 0.8 || r < 0.8 {
-			t.Errorf("%s: precision %.3f recall %.3f, want both ≥ 0.8", lang, p, r)
+		if p < set.minP || r < set.minR {
+			t.Errorf("%s: precision %.3f recall %.3f, want ≥ %.2f and ≥ %.2f", lang, p, r, set.minP, set.minR)
 		}
 	}
 }

@@ -24,6 +24,16 @@ func statementOf(cl clause) string {
 		// the question mark belongs to the request
 		return rest
 	}
+	if question && strings.ContainsFunc(text, isHangul) {
+		// "저 땅콩 알레르기 있는데 간식 좀 추천해 줄래요?": the statement
+		// before a connective (-는데, -거든) is kept, the question dropped.
+		if ix := reConnectiveKO.FindAllStringIndex(text, -1); len(ix) > 0 {
+			left := strings.TrimSpace(text[:ix[len(ix)-1][1]])
+			if !Interrogative(left) {
+				return left
+			}
+		}
+	}
 	idx := reSegment.FindAllStringIndex(text, -1)
 	if len(idx) == 0 {
 		if question || Interrogative(text) {
@@ -52,6 +62,10 @@ func statementOf(cl clause) string {
 	}
 	return strings.Join(kept, ", ")
 }
+
+// reConnectiveKO ends a Korean clause that a question follows in the same
+// sentence: -는데/-은데/-인데 ("있는데"), -거든.
+var reConnectiveKO = regexp.MustCompile(`(?:는데|은데|인데|거든)(?:요)?,?`)
 
 // reSegment separates the segments of a clause.
 var reSegment = regexp.MustCompile(`\s*[,:;，：；]\s*|\s+[—–-]+\s+`)

@@ -2,6 +2,7 @@ package extract
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -23,7 +24,7 @@ func re(s string) *regexp.Regexp { return regexp.MustCompile(s) }
 // rules are tried in order; the first match wins for a clause. Procedural
 // before preference before semantic, English before Korean; the broad
 // statement rules (general.go) come last so a specific rule always wins.
-var rules = append(baseRules[:len(baseRules):len(baseRules)], generalRules...)
+var rules = slices.Concat(baseRules, generalRules, broadRules)
 
 var baseRules = []rule{
 	// ---- PROCEDURAL, English
@@ -77,11 +78,11 @@ var baseRules = []rule{
 			}
 			return objectTopic(lower, m[2], "likes"), nil, true
 		}},
-	{memory.StrategyUserPreference, "preference", []string{"favourite", "favorite"}, re(`(?i)\bmy\s+(?:all[-\s]time\s+)?favou?rite\s+(\p{L}+)\s+(?:is|are)\s+(.+)$`),
+	{memory.StrategyUserPreference, "preference", []string{"favourite", "favorite", "go-to"}, re(`(?i)\bmy\s+(?:all[-\s]time\s+)?(?:favou?rite|go-to)\s+(\p{L}+)(?:\s+\p{L}+)?\s+(?:is|are)\s+(.+)$`),
 		func(m []string, _, _ string) (string, []string, bool) {
 			return "favourite:" + strings.ToLower(m[1]), nil, true
 		}},
-	{memory.StrategyUserPreference, "preference", []string{"rather", "prefer"}, re(`(?i)\bi(?:'d|\s+would)\s+(?:rather|prefer)\s+(.+)$`),
+	{memory.StrategyUserPreference, "preference", []string{"rather", "prefer"}, re(`(?i)\bi(?:'d|\s+would)\s+(?:much\s+|far\s+|really\s+|definitely\s+|honestly\s+|always\s+)?(?:rather|prefer)\s+(.+)$`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			if headWord(m[1]) == "" {
 				return "", nil, false
@@ -328,6 +329,9 @@ func matchClause(clause, role string) (Candidate, bool) {
 	hangul, latin := scripts(clause)
 	for i, r := range rules {
 		if !needed(lower, r.need) || (ruleHangul[i] && !hangul) || (!ruleHangul[i] && !latin) || (onlyThird && !isThirdPerson(r)) {
+			continue
+		}
+		if r.strategy != memory.StrategyProcedural && hypothetical(clause, lower) {
 			continue
 		}
 		m := r.re.FindStringSubmatch(clause)
