@@ -52,7 +52,7 @@ func TestE2EMultiInstance(t *testing.T) {
 	procs := []*proc{startServe(t, shared, env...), startServe(t, shared, env...), startServe(t, testHome(t), env...)}
 	// The second instance on the shared home serves HTTP only and says so,
 	// instead of naming the management socket the first one holds.
-	if l := procs[1].logs.String(); !strings.Contains(l, "socket=\"none (another instance holds this home's)\"") {
+	if l := procs[1].logs.String(); !strings.Contains(l, `"socket":"none (another instance holds this home's)"`) {
 		t.Errorf("second instance on a shared home: log does not say it holds no socket:\n%s", l)
 	}
 	if l := procs[0].logs.String(); !strings.Contains(l, "tendril.sock") {
