@@ -65,7 +65,7 @@ var broadRules = []rule{
 	// ---- SEMANTIC, English
 	// Health: conditions, intolerances, diagnoses.
 	{memory.StrategySemantic, "fact", []string{"intoleran", "diabet", "pregnan", "celiac", "coeliac", "asthma", "diagnosed", "migraine", "arthritis", "adhd", "epilep", "eczema", "insomnia", "blood pressure", "bad back", "colorblind", "colourblind", "color-blind", "colour-blind", "deaf", "anemic", "anaemic"},
-		re(`(?i)\bi(?:'m|\s+am)\s+(?:\p{L}+\s+)?(?:intolerant|diabetic|pregnant|celiac|coeliac|asthmatic|colou?r-?blind|deaf|anemic|anaemic)\b` +
+		re(`(?i)\bi(?:'m|\s+am)\s+(?:\p{L}+\s+){0,2}(?:intolerant|diabetic|pregnant|celiac|coeliac|asthmatic|colou?r-?blind|deaf|anemic|anaemic)\b` +
 			`|\bi\s+(?:was|got|'ve\s+been|have\s+been)\s+(?:just\s+|recently\s+|finally\s+|officially\s+)?diagnosed\s+with\s+\S` +
 			`|\bi\s+(?:have|'ve\s+got|suffer\s+from|live\s+with|deal\s+with)\s+(?:type\s+\d\s+|mild\s+|severe\s+|chronic\s+|bad\s+|really\s+bad\s+)?(?:diabetes|asthma|celiac|coeliac|migraines?|arthritis|adhd|epilepsy|eczema|insomnia|high\s+blood\s+pressure|a\s+bad\s+back)\b`),
 		func(_ []string, _, _ string) (string, []string, bool) { return "", nil, true }},
@@ -121,7 +121,7 @@ var broadRules = []rule{
 			if reOthersKO.MatchString(clause) {
 				return "", nil, false
 			}
-			h := headWord(m[1])
+			h := headWord(reIntensifierKO.ReplaceAllString(m[1], " "))
 			return "", nil, h != "" && !badObjectKO[h]
 		}},
 	// A habit: "아침 먹기 전에 항상 조깅해", "커피는 늘 아이스 아메리카노로
@@ -158,11 +158,13 @@ var notHabit = map[string]bool{"have": true, "get": true, "feel": true, "think":
 	"was": true, "do": true, "did": true, "mean": true, "meant": true, "hope": true, "try": false, "will": true, "would": true}
 
 var (
-	reLength   = regexp.MustCompile(`\b(?:under|below|within|at\s+most|less\s+than|shorter\s+than|no\s+more\s+than)\s+(?:\d+|one|two|three|four|five|ten)\b|\b(?:short|shorter|brief|concise)\b`)
-	reLengthKO = regexp.MustCompile(`(?:짧게|간단히|간단하게|간결하게|길게|자세히|자세하게|이내로|이하로|넘지\s*않게)`)
+	// reIntensifierKO: adverbs of degree, which are no object.
+	reIntensifierKO = regexp.MustCompile(`(?:^|\s)(?:진짜|정말|너무|완전|엄청|제일|가장|아주|더|좀|넘)(?:\s|$)`)
+	reLength        = regexp.MustCompile(`\b(?:under|below|within|at\s+most|less\s+than|shorter\s+than|no\s+more\s+than)\s+(?:\d+|one|two|three|four|five|ten)\b|\b(?:short|shorter|brief|concise)\b`)
+	reLengthKO      = regexp.MustCompile(`(?:짧게|간단히|간단하게|간결하게|길게|자세히|자세하게|이내로|이하로|넘지\s*않게)`)
 	// reStandingKO: the request is about the assistant's replies or holds
 	// from now on.
-	reStandingKO = regexp.MustCompile(`(?:답변|대답|답은|답을|응답|요약|설명은|이모티콘|이모지|반말|존댓말|말투|글머리|나한테|저한테|나에게|저에게|앞으로|항상|매번|언제나|늘\s|때마다|면\s|면$|할\s*때|하실\s*때)`)
+	reStandingKO = regexp.MustCompile(`(?:답변|대답|답은|답을|응답|요약|설명은|이모티콘|이모지|반말|존댓말|말투|글머리|나한테는|저한테는|나에게는|저에게는|앞으로|항상|매번|언제나|늘\s|때마다|면\s|면$|할\s*때|하실\s*때)`)
 	// reOneOffKO: a request about this message or today only.
 	reOneOffKO = regexp.MustCompile(`(?:^|\s)(?:이|그|저)\s+(?:문장|글|메시지|사진|파일|거)|오늘|지금|내일|이번에?만|하나\s`)
 	// reAboutSpeakerKO: the clause names the speaker, a person or animal
@@ -174,7 +176,7 @@ var (
 	// reLifeKO: a life event, which a passing word does not make passing.
 	reLifeKO = regexp.MustCompile(`(?:알레르기|불내증|진단|수술|임신|부러|다쳐|다쳤|입원|병원)`)
 	// reTransientKO: a passing state, greeting or thanks.
-	reTransientKO = regexp.MustCompile(`(?:피곤|졸려|졸리|배고|배불|심심|기분|덥|추워|춥|고마|감사|반가|안녕|좋은\s*아침|알겠|ㅋㅋ|ㅎㅎ)`)
+	reTransientKO = regexp.MustCompile(`(?:피곤|졸려|졸리|배고|배불|심심|기분|바빠|바쁘|지쳐|짜증|덥|추워|춥|고마|감사|반가|안녕|좋은\s*아침|알겠|ㅋㅋ|ㅎㅎ)`)
 	// reOthersKO: people in general, hearsay, a hypothetical or an
 	// uncertain statement.
 	reOthersKO = regexp.MustCompile(`(?:사람들은|사람들이|다들|대부분|누구나|그러는데|그러던데|래요?$|대요?$|다더라|라더라|만약|다면|라면|모르겠|몰라|지도\s*몰|아마|언젠가|글쎄)`)
