@@ -14,10 +14,10 @@ import (
 // expected strategy; recall the share of utterances expecting one that
 // get it.
 //
-// en and ko were written beside the rules. The *_dev and *_heldout sets
-// (60 lines each) were written afterwards by someone who had not seen the
-// rules or the first sets; the dev sets were then read to find what the
-// rules missed, the held-out sets only scored, so their figures are what
+// en and ko were written beside the rules. The *_dev, *_dev2 (60 and 80
+// lines) and *_heldout (60) sets were written afterwards by someone who
+// had not seen the rules or the first sets; the dev sets were then read
+// to find what the rules missed, the held-out sets only scored, so their figures are what
 // the rules do on text nobody tuned them to. Each set has its floor, set
 // just under what the rules reach, so that a change that loses ground
 // fails here.
@@ -29,7 +29,8 @@ func TestLabelledSets(t *testing.T) {
 	}{
 		{"en", 0.8, 0.8}, {"ko", 0.8, 0.8},
 		{"en_dev", 0.95, 0.95}, {"ko_dev", 0.95, 0.95},
-		{"en_heldout", 0.9, 0.65}, {"ko_heldout", 0.9, 0.65},
+		{"en_dev2", 0.95, 0.95}, {"ko_dev2", 0.95, 0.95},
+		{"en_heldout", 0.9, 0.8}, {"ko_heldout", 0.9, 0.75},
 	} {
 		lang := set.name
 		f, err := os.Open("testdata/" + lang + ".tsv")

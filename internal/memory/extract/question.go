@@ -36,6 +36,9 @@ func statementOf(cl clause) string {
 	}
 	idx := reSegment.FindAllStringIndex(text, -1)
 	if len(idx) == 0 {
+		if !question && reNotAskForm.MatchString(text) {
+			return text
+		}
 		if question || Interrogative(text) {
 			return ""
 		}
@@ -63,9 +66,16 @@ func statementOf(cl clause) string {
 	return strings.Join(kept, ", ")
 }
 
+// reNotAskForm: statements, without a question mark, that look like a
+// question's form: "Had my gallbladder removed in 2021" (a participle
+// after "had my/a/the", not "Had you …"), and Korean verbs whose stem
+// ends in 나, which reads as the question ending -나요 ("첫째 태어나요",
+// "친구 만나요", "일이 끝나요").
+var reNotAskForm = regexp.MustCompile(`(?i)^had\s+(?:my|our|a|an|the|\d+)\s+\S+(?:\s+\S+)?\s+(?:\p{L}+ed|done|taken|out|removed|fixed|cut)\b|(?:태어|만|떠|끝|지|일어|헤어|자라|빠져)나요$`)
+
 // reConnectiveKO ends a Korean clause that a question follows in the same
 // sentence: -는데/-은데/-인데 ("있는데"), -거든.
-var reConnectiveKO = regexp.MustCompile(`(?:는데|은데|인데|거든)(?:요)?,?`)
+var reConnectiveKO = regexp.MustCompile(`(?:[가-힣]데|거든)(?:요)?,?`)
 
 // reSegment separates the segments of a clause.
 var reSegment = regexp.MustCompile(`\s*[,:;，：；]\s*|\s+[—–-]+\s+`)

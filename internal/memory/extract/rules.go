@@ -64,7 +64,7 @@ var baseRules = []rule{
 			}
 			return "name", []string{m[1]}, true
 		}},
-	{memory.StrategyUserPreference, "preference", []string{"only", "always", "exclusively", "usually", "mostly", "generally", "normally"}, re(`(?i)\bi\s+(?:only|always|exclusively|usually|mostly|generally|normally)\s+(use|grow|buy|water|drink|eat|read|plant|feed|choose|pick|wear|cook|shop|go\s+with|listen\s+to|watch)\b\s*(.*)$`),
+	{memory.StrategyUserPreference, "preference", []string{"only", "always", "exclusively", "usually", "mostly", "generally", "normally"}, re(`(?i)\bi\s+(?:only|always|exclusively|usually|mostly|generally|normally)\s+(use|grow|buy|water|drink|eat|read|plant|feed|choose|pick|wear|cook|shop|take|order|go\s+with|listen\s+to|watch)\b\s*(.*)$`),
 		func(m []string, _, lower string) (string, []string, bool) {
 			verb := strings.ToLower(strings.Join(strings.Fields(m[1]), " "))
 			return objectTopic(lower, m[2], verb), nil, true
@@ -210,7 +210,10 @@ var baseRules = []rule{
 			return "my:" + h, nil, true
 		}},
 	{memory.StrategySemantic, "fact", []string{"저는"}, re(`저는\s+(.+?)(?:이에요|예요|입니다)$`),
-		func(m []string, _, _ string) (string, []string, bool) { return "occupation", nil, headWord(m[1]) != "" }},
+		func(m []string, clause, _ string) (string, []string, bool) {
+			// "저는 커피보다 차 파예요" (I'm team tea) is a preference
+			return "occupation", nil, headWord(m[1]) != "" && !strings.HasSuffix(clause, "파예요") && !strings.HasSuffix(clause, "파입니다")
+		}},
 }
 
 var notInstruction = map[string]bool{"mind": true, "worry": true, "know": true, "care": true, "think": true, "be": true, "forget": false, "bother": true, "panic": true}
@@ -221,7 +224,7 @@ var badObject = map[string]bool{"it": true, "that": true, "this": true, "them": 
 
 var badObjectKO = map[string]bool{"그거": true, "그것": true, "이거": true, "저거": true, "네": true, "응": true, "정말": true, "진짜": true, "너무": true, "아주": true, "저": true, "나": true, "저는": true, "그게": true}
 
-var notIdentity = map[string]bool{"bit": true, "little": true, "lot": true, "tad": true, "big": true, "huge": true, "bit,": true, "few": true, "good": true, "great": true, "new": false}
+var notIdentity = map[string]bool{"night": true, "morning": true, "early": true, "bit": true, "little": true, "lot": true, "tad": true, "big": true, "huge": true, "bit,": true, "few": true, "good": true, "great": true, "new": false}
 
 var stopHeads = map[string]bool{"question": true, "questions": true, "problem": true, "point": true, "guess": true, "bad": true, "idea": true, "answer": true, "friend": false}
 
@@ -315,7 +318,7 @@ func capitalised(s string) string {
 
 // matchClause runs the rules over one clause.
 func matchClause(clause, role string) (Candidate, bool) {
-	clause = strings.TrimSpace(clause)
+	clause = tidyChat(clause)
 	if clause == "" || len(clause) > 600 {
 		return Candidate{}, false
 	}
@@ -331,7 +334,7 @@ func matchClause(clause, role string) (Candidate, bool) {
 		if !needed(lower, r.need) || (ruleHangul[i] && !hangul) || (!ruleHangul[i] && !latin) || (onlyThird && !isThirdPerson(r)) {
 			continue
 		}
-		if r.strategy != memory.StrategyProcedural && hypothetical(clause, lower) {
+		if r.strategy != memory.StrategyProcedural && hypothetical(clause, lower) || r.strategy == memory.StrategyProcedural && reOneOff.MatchString(clause) {
 			continue
 		}
 		m := r.re.FindStringSubmatch(clause)
