@@ -171,14 +171,25 @@ type heldLockKey struct{}
 // ErrLockLost: the turn's session lock went away before its nodes were
 // written (its connection was terminated, for example while the process
 // was frozen); nothing of the turn is stored, since another instance may
-// have run a turn of the session meanwhile.
-var ErrLockLost = errors.New("the turn lost its session lock")
+// have run a turn of the session meanwhile. It wraps ErrNotReady: the
+// database connection went away, so the client may send the message
+// again (503 NOT_READY over HTTP).
+var ErrLockLost = fmt.Errorf("%w: the turn lost its session lock", ErrNotReady)
 
 // lockedSessions is the session store of an assistant on a database: an
 // append made under a turn lock first checks that the lock is still held,
 // so a turn that was frozen past its lock never writes behind a turn that
 // ran meanwhile.
 type lockedSessions struct{ session.Store }
+
+// Ping checks the wrapped store's server when it has one (Redis), so that
+// readiness sees a Redis outage with a database set too.
+func (s lockedSessions) Ping(ctx context.Context) error {
+	if p, ok := s.Store.(interface{ Ping(context.Context) error }); ok {
+		return p.Ping(ctx)
+	}
+	return nil
+}
 
 func (s lockedSessions) Append(ctx context.Context, key session.Key, nodes ...session.Node) error {
 	if h, ok := ctx.Value(heldLockKey{}).(*heldLock); ok {

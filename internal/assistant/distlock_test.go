@@ -81,8 +81,8 @@ func TestTurnThatLostItsLockWritesNothing(t *testing.T) {
 		}
 	}
 	err = <-done
-	if !errors.Is(err, ErrLockLost) {
-		t.Fatalf("turn after losing its lock: %v", err)
+	if !errors.Is(err, ErrLockLost) || !errors.Is(err, ErrNotReady) {
+		t.Fatalf("turn after losing its lock: %v, want ErrLockLost, which is NOT_READY (503)", err)
 	}
 	key, err := a.ParseSessionKey("", "api:lost~s")
 	if err != nil {

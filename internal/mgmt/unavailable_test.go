@@ -269,3 +269,53 @@ func TestStatusMapping(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisOutageWithDatabase: sessions on Redis beside a database (the
+// session store is then wrapped for the turn locks) — with Redis gone,
+// GET /readyz says so and a turn is 503 NOT_READY. The wrapper hid the
+// store's Ping, so /readyz said ready while every turn failed.
+func TestRedisOutageWithDatabase(t *testing.T) {
+	pgURL := testenv.PostgresSchema(t)
+	proxy := startProxy(t, testenv.Redis(t))
+
+	t.Setenv("TENDRIL_HOME", t.TempDir())
+	t.Setenv("TENDRIL_DATABASE_URL", pgURL)
+	t.Setenv("TENDRIL_REDIS_URL", "redis://"+proxy.l.Addr().String()+"/11")
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Memory.LLMExtraction = false
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := assistant.Open(context.Background(), cfg, assistant.Options{Logger: quiet, Owner: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	srv, err := runtime.New(runtime.Options{Invoker: a, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := httptest.NewServer(srv.Handler())
+	defer remote.Close()
+	if st, out := getURL(t, remote.URL+"/readyz"); st != http.StatusOK {
+		t.Fatalf("GET /readyz with Redis up: %d %v", st, out)
+	}
+
+	proxy.Close()
+
+	var st int
+	var out map[string]any
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		st, out = getURL(t, remote.URL+"/readyz")
+		if st != http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+	}
+	if reason, _ := out["reason"].(string); st != http.StatusServiceUnavailable || !strings.HasPrefix(reason, "redis: ") {
+		t.Fatalf("GET /readyz with Redis gone: %d %v, want 503 naming redis", st, out)
+	}
+	if resp, inv := postInvocation(t, remote.URL, `{"message":"hi","actor_id":"api:me"}`); resp != http.StatusServiceUnavailable || inv["error"] != "NOT_READY" {
+		t.Errorf("POST /invocations with Redis gone: %d %v, want 503 NOT_READY", resp, inv)
+	}
+}
