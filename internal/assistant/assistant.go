@@ -200,7 +200,9 @@ func (a *Assistant) Invoke(ctx context.Context, req agent.Request) (*agent.Resul
 	// a turn never writes back what a forget just removed.
 	unlock := a.actors.rlock(req.ActorID)
 	// Across instances: one turn per session, none during a forget.
-	lctx, dunlock, err := a.locks.turn(ctx, channel+"\x00"+key, req.ActorID)
+	// A message that waits there for another instance's turn notes the
+	// forget epoch first too.
+	lctx, dunlock, err := a.locks.turn(ctx, channel+"\x00"+key, req.ActorID, waited)
 	if err != nil {
 		unlock()
 		return nil, fmt.Errorf("%w: %w", ErrNotReady, err)

@@ -21,7 +21,9 @@ type turnLocks interface {
 	// turn holds the session's exclusive lock and the actor's shared lock
 	// until release. The returned context carries the lock, so the
 	// session store refuses to write once the lock is lost (lockedSessions).
-	turn(ctx context.Context, session, actor string) (lctx context.Context, release func(), err error)
+	// waiting, when not nil, is called once before the turn blocks for a
+	// lock another instance holds (not when the locks are free).
+	turn(ctx context.Context, session, actor string, waiting func()) (lctx context.Context, release func(), err error)
 	// forget holds the actor's exclusive lock until release: no instance
 	// runs a turn of the actor meanwhile.
 	forget(ctx context.Context, actor string) (release func(), err error)
@@ -29,7 +31,7 @@ type turnLocks interface {
 
 type localLocks struct{}
 
-func (localLocks) turn(ctx context.Context, _, _ string) (context.Context, func(), error) {
+func (localLocks) turn(ctx context.Context, _, _ string, _ func()) (context.Context, func(), error) {
 	return ctx, func() {}, nil
 }
 func (localLocks) forget(context.Context, string) (func(), error) { return func() {}, nil }
@@ -90,10 +92,10 @@ func (h *heldLock) release() {
 	h.conn.Release()
 }
 
-func (l pgLocks) acquire(ctx context.Context, sqls []string, args [][]any) (*heldLock, error) {
+func (l pgLocks) acquire(ctx context.Context, sqls []string, args [][]any, waiting func()) (*heldLock, error) {
 	var last error
 	for attempt := 0; attempt < 3; attempt++ {
-		h, err := l.acquireOnce(ctx, sqls, args)
+		h, err := l.acquireOnce(ctx, sqls, args, waiting)
 		if err == nil || ctx.Err() != nil {
 			return h, err
 		}
@@ -109,13 +111,30 @@ func (l pgLocks) acquire(ctx context.Context, sqls []string, args [][]any) (*hel
 	return nil, fmt.Errorf("turn lock: %w", last)
 }
 
-func (l pgLocks) acquireOnce(ctx context.Context, sqls []string, args [][]any) (*heldLock, error) {
+func (l pgLocks) acquireOnce(ctx context.Context, sqls []string, args [][]any, waiting func()) (*heldLock, error) {
 	conn, err := l.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	h := &heldLock{conn: conn}
 	for i, q := range sqls {
+		if waiting != nil {
+			// Try first: only a lock that is taken makes the caller wait.
+			var got bool
+			if err := conn.QueryRow(ctx, "SELECT "+tryOf[q], args[i]...).Scan(&got); err != nil {
+				h.release()
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				return nil, err
+			}
+			if got {
+				h.sqls, h.args = append(h.sqls, q), append(h.args, args[i])
+				continue
+			}
+			waiting()
+			waiting = nil
+		}
 		if _, err := conn.Exec(ctx, "SELECT "+q, args[i]...); err != nil {
 			h.release()
 			if ctx.Err() != nil {
@@ -133,6 +152,11 @@ const (
 	lockS = "pg_advisory_lock_shared($1::int, $2::int)"
 )
 
+var tryOf = map[string]string{
+	lockX: "pg_try_advisory_lock($1::int, $2::int)",
+	lockS: "pg_try_advisory_lock_shared($1::int, $2::int)",
+}
+
 var unlockOf = map[string]string{
 	lockX: "pg_advisory_unlock($1::int, $2::int)",
 	lockS: "pg_advisory_unlock_shared($1::int, $2::int)",
@@ -148,10 +172,10 @@ func lockKey(name string) int32 {
 	return int32(h.Sum32())
 }
 
-func (l pgLocks) turn(ctx context.Context, session, actor string) (context.Context, func(), error) {
+func (l pgLocks) turn(ctx context.Context, session, actor string, waiting func()) (context.Context, func(), error) {
 	// Session first, then actor, in every caller: no lock-order cycle.
 	h, err := l.acquire(ctx, []string{lockX, lockS},
-		[][]any{{lockClassSession, lockKey(session)}, {lockClassActor, lockKey(actor)}})
+		[][]any{{lockClassSession, lockKey(session)}, {lockClassActor, lockKey(actor)}}, waiting)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -159,7 +183,7 @@ func (l pgLocks) turn(ctx context.Context, session, actor string) (context.Conte
 }
 
 func (l pgLocks) forget(ctx context.Context, actor string) (func(), error) {
-	h, err := l.acquire(ctx, []string{lockX}, [][]any{{lockClassActor, lockKey(actor)}})
+	h, err := l.acquire(ctx, []string{lockX}, [][]any{{lockClassActor, lockKey(actor)}}, nil)
 	if err != nil {
 		return nil, err
 	}

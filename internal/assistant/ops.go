@@ -130,7 +130,7 @@ func (a *Assistant) BranchFrom(ctx context.Context, k session.Key, nodeID string
 		return err
 	}
 	defer release()
-	lctx, dunlock, err := a.locks.turn(ctx, channel+"\x00"+k.ID, "")
+	lctx, dunlock, err := a.locks.turn(ctx, channel+"\x00"+k.ID, "", nil)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrNotReady, err)
 	}

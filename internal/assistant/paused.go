@@ -394,7 +394,7 @@ func (a *Assistant) resume(req approval.Request, approved bool, reason, outcome 
 		// Every instance sharing the ledger sees the decision: the one that
 		// takes the session's lock first resumes, and the saved turn is
 		// dropped before the lock is released, so the others find nothing.
-		lctx, release, err := a.locks.turn(ctx, req.Channel+"\x00"+req.SessionID, req.ActorID)
+		lctx, release, err := a.locks.turn(ctx, req.Channel+"\x00"+req.SessionID, req.ActorID, nil)
 		if err != nil {
 			a.log.Warn("paused turn did not resume", "request", req.ID, "err", err)
 			return
@@ -443,7 +443,7 @@ func (a *Assistant) finishInterrupted(ctx context.Context, req approval.Request)
 	}
 	defer a.paused.end(req.ID)
 	defer a.actors.rlock(req.ActorID)()
-	lctx, release, err := a.locks.turn(ctx, req.Channel+"\x00"+req.SessionID, req.ActorID)
+	lctx, release, err := a.locks.turn(ctx, req.Channel+"\x00"+req.SessionID, req.ActorID, nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -92,6 +92,10 @@ type Reply struct {
 	Body string
 	// Delay waits before answering, or until the client goes away.
 	Delay time.Duration
+	// Hold, when not nil, waits until it is closed before answering (after
+	// Delay), or until the client goes away: a test decides when the
+	// model call ends.
+	Hold <-chan struct{}
 
 	// Streaming: requests with "stream": true (OpenAI, Anthropic) are
 	// answered in the provider's SSE format, Bedrock /converse-stream in
@@ -294,6 +298,13 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 		case <-r.Context().Done():
 			t.Stop()
+			return
+		}
+	}
+	if reply.Hold != nil {
+		select {
+		case <-reply.Hold:
+		case <-r.Context().Done():
 			return
 		}
 	}
