@@ -25,6 +25,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/tendrilai/tendril/internal/agent"
 	"github.com/tendrilai/tendril/internal/approval"
@@ -35,6 +36,7 @@ import (
 	"github.com/tendrilai/tendril/internal/schedule"
 	"github.com/tendrilai/tendril/internal/session"
 	"github.com/tendrilai/tendril/internal/web/dashboard"
+	"github.com/tendrilai/tendril/internal/web/sanitize"
 )
 
 // Prefix is the path prefix of every route.
@@ -116,8 +118,26 @@ func Handler(a *assistant.Assistant) http.Handler {
 	return mux
 }
 
+// errorBody is an error response. Its message never carries a
+// bidirectional control as such (escaped as \u202e, so a hostile ID
+// cannot reorder what an operator reads) and is cut at maxMessage bytes,
+// so a 100 KB ID in a path is not echoed back whole.
 func errorBody(code, msg string) map[string]any {
-	return map[string]any{"ok": false, "error": code, "message": msg}
+	return map[string]any{"ok": false, "error": code, "message": clipMessage(sanitize.EscapeBidi(msg))}
+}
+
+// maxMessage bounds an error message, in bytes.
+const maxMessage = 1024
+
+func clipMessage(msg string) string {
+	if len(msg) <= maxMessage {
+		return msg
+	}
+	cut := maxMessage
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", msg[:cut], len(msg))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

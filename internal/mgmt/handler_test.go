@@ -183,3 +183,30 @@ func TestApprovalsByIsValidated(t *testing.T) {
 		t.Fatalf("approve by cli:ana: %d %v", st, out)
 	}
 }
+
+// TestErrorMessagesBoundedAndEscaped: an error never echoes a hostile
+// path segment whole (a 100 KB ID gave a 100 KB answer on three routes)
+// nor a bidirectional control as such.
+func TestErrorMessagesBoundedAndEscaped(t *testing.T) {
+	a := openAssistant(t)
+	srv := httptest.NewServer(Handler(a))
+	defer srv.Close()
+	long := strings.Repeat("q", 100000)
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/memory/records/" + long},
+		{"POST", "/memory/staging/" + long + "/approve"},
+		{"POST", "/pairing/" + long + "/approve"},
+		{"GET", "/sessions/api:" + long},
+	} {
+		res, out := do(t, srv.URL, c.method, c.path, nil)
+		msg, _ := out["message"].(string)
+		if res.StatusCode < 400 || len(msg) > 1200 {
+			t.Errorf("%s %s…: %d, message of %d bytes %.80q…, want an error cut short", c.method, c.path[:20], res.StatusCode, len(msg), msg)
+		}
+	}
+	res, out := do(t, srv.URL, "GET", "/sessions/api:%E2%80%AEx", nil)
+	msg, _ := out["message"].(string)
+	if res.StatusCode != http.StatusNotFound || strings.ContainsRune(msg, '\u202e') || !strings.Contains(msg, `\u202e`) {
+		t.Errorf("GET /sessions/api:<RLO>x: %d %q, want the override escaped", res.StatusCode, msg)
+	}
+}
