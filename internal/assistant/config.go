@@ -3,7 +3,9 @@ package assistant
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -102,6 +104,11 @@ func JobSpecs(cfg *config.Config) []schedule.JobSpec {
 // set, else the JSONL files under $TENDRIL_HOME/agents.
 func OpenSessionStore(cfg *config.Config, opts jsonl.Options) (session.Store, error) {
 	if cfg.RedisURL != "" {
+		if opts.Logger != nil {
+			// go-redis logs its redials with the standard log package,
+			// which would put plain lines among serve's JSON ones.
+			redis.SetLogger(redisLogger{opts.Logger})
+		}
 		opt, err := redis.ParseURL(cfg.RedisURL)
 		if err != nil {
 			return nil, fmt.Errorf("TENDRIL_REDIS_URL (redisUrl): %w (want redis://[user:password@]host:port[/db], or rediss:// for TLS)", err)
@@ -125,6 +132,15 @@ func OpenSessionStore(cfg *config.Config, opts jsonl.Options) (session.Store, er
 		return nil, fmt.Errorf("open sessions %s: %w", dir, err)
 	}
 	return st, nil
+}
+
+// redisLogger writes go-redis's messages (connection pool redials) as
+// warnings of the process's structured log
+// (https://pkg.go.dev/github.com/redis/go-redis/v9#SetLogger).
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, "redis client", "detail", strings.TrimSpace(fmt.Sprintf(format, v...)))
 }
 
 // closingRedis closes its own client with the store.
