@@ -275,11 +275,18 @@ func (a *Assistant) waitPaused(ctx context.Context, channel, sessionID string, b
 		if !started {
 			// Nothing in this process resumes paused turns (a CLI command
 			// without a server): say so instead of waiting for the expiry.
+			// With a database another instance may serve the session:
+			// it resumes the turn once decided, and the message can
+			// then be sent again.
+			then := "or start tendril serve"
+			if a.db != nil {
+				then = "then send this message again (an instance serving this database resumes the paused turn)"
+			}
 			if len(undecided) > 0 {
 				id := undecided[0].ID
-				return fmt.Errorf("%w: a turn of this session waits for approval %s; decide it (tendril approvals approve %s, or deny) or start tendril serve", ErrBusySession, id, id)
+				return fmt.Errorf("%w: a turn of this session waits for approval %s; decide it (tendril approvals approve %s, or deny), %s", ErrBusySession, id, id, then)
 			}
-			return fmt.Errorf("%w: a turn of this session waits for approval; decide it (tendril approvals list) or start tendril serve", ErrBusySession)
+			return fmt.Errorf("%w: a turn of this session waits for approval; decide it (tendril approvals list), %s", ErrBusySession, then)
 		}
 		blocked() // before the report: what hears it may act at once
 		for _, r := range undecided {
