@@ -118,6 +118,12 @@ last with status done and no next run: it will not fire again, and "cron history
 					if j.Source == schedule.SourceConfig && suffix == "" {
 						fmt.Fprintln(c.ErrOrStderr(), "note: this job is defined in tendril.json and returns at the next server start unless removed there")
 					}
+					if suffix == "/pause" && !j.NextRun.IsZero() && !j.NextRun.After(time.Now()) {
+						// A run that was due (a `cron run`, or a slot that
+						// has come) does not survive the pause: resume starts
+						// from the next slot after then.
+						fmt.Fprintf(c.ErrOrStderr(), "note: its run due at %s is dropped by the pause; after resume, `tendril cron run %s` runs it\n", localTime(j.NextRun, ""), j.ID)
+					}
 					if cn.local != nil && suffix == "/run" {
 						fmt.Fprintln(c.ErrOrStderr(), cn.noServerNote("the job runs"))
 					}

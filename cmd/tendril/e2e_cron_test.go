@@ -196,3 +196,23 @@ func TestE2ECronPauseResumeHistory(t *testing.T) {
 		t.Fatalf("cron pause of an unknown job succeeded: %s", stderr)
 	}
 }
+
+// A pause drops a run that was due (here `cron run` with no server to run
+// it), and says so instead of losing it silently; pausing a job that is
+// not due says nothing more.
+func TestCronPauseSaysItDropsTheDueRun(t *testing.T) {
+	home := t.TempDir()
+	if _, stderr, code := runCLI(t, home, nil, "cron", "add", "--name", "t2", "--every", "1h", "--task", "task two", "--actor", "api:bob"); code != 0 {
+		t.Fatalf("cron add: %d %s", code, stderr)
+	}
+	if _, stderr, code := runCLI(t, home, nil, "cron", "pause", "t2"); code != 0 || strings.Contains(stderr, "dropped") {
+		t.Fatalf("pause of a job not due: %d %q", code, stderr)
+	}
+	if _, stderr, code := runCLI(t, home, nil, "cron", "run", "t2"); code != 0 {
+		t.Fatalf("cron run: %d %s", code, stderr)
+	}
+	_, stderr, code := runCLI(t, home, nil, "cron", "pause", "t2")
+	if code != 0 || !strings.Contains(stderr, "is dropped by the pause") || !strings.Contains(stderr, "tendril cron run ") {
+		t.Fatalf("pause of a job with a run due: %d %q, want a note that the run is dropped", code, stderr)
+	}
+}
