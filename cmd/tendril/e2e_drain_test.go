@@ -118,8 +118,9 @@ func TestE2EReadyzHidesHomePath(t *testing.T) {
 	}
 }
 
-// invoke --json prints an envelope on stdout even when no turn could run
-// because the stores would not open (no server, database refused).
+// A --json command prints an envelope on stdout even when it could not
+// run: the stores would not open (no server, database refused), or its
+// arguments were wrong.
 func TestInvokeJSONWhenTheDatabaseIsDown(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -127,15 +128,27 @@ func TestInvokeJSONWhenTheDatabaseIsDown(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now: connections are refused
-	stdout, stderr, code := runCLI(t, t.TempDir(), []string{"TENDRIL_DATABASE_URL=postgres://tendril@" + addr + "/x"}, "invoke", "--json", "hi")
-	var out map[string]any
-	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
-		t.Fatalf("stdout is not JSON: %q (stderr %q)", stdout, stderr)
+	for _, args := range [][]string{
+		{"invoke", "--json", "hi"},
+		{"memory", "search", "--json", "--actor", "api:x", "fig"},
+		{"approvals", "list", "--json"},
+		{"cron", "list", "--json"},
+	} {
+		stdout, stderr, code := runCLI(t, t.TempDir(), []string{"TENDRIL_DATABASE_URL=postgres://tendril@" + addr + "/x"}, args...)
+		var out map[string]any
+		if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+			t.Fatalf("%v: stdout is not JSON: %q (stderr %q)", args, stdout, stderr)
+		}
+		if code != 1 || out["ok"] != false || out["error"] != "NOT_READY" || !strings.Contains(out["message"].(string), "refused") {
+			t.Fatalf("%v: exit %d, %v", args, code, out)
+		}
+		if !strings.Contains(stderr, "refused") {
+			t.Fatalf("%v: stderr %q should say why too", args, stderr)
+		}
 	}
-	if code != 1 || out["ok"] != false || out["error"] != "NOT_READY" || !strings.Contains(out["message"].(string), "refused") {
-		t.Fatalf("exit %d, %v", code, out)
-	}
-	if !strings.Contains(stderr, "refused") {
-		t.Fatalf("stderr %q should say why too", stderr)
+	// bad usage is INVALID_REQUEST, exit 2
+	stdout, _, code := runCLI(t, t.TempDir(), nil, "invoke", "--json")
+	if !strings.Contains(stdout, `"INVALID_REQUEST"`) || code != 2 {
+		t.Fatalf("invoke --json without a message: %d %q", code, stdout)
 	}
 }

@@ -161,7 +161,13 @@ func main() {
 	stdout, stderr := outputWriter(os.Stdout), outputWriter(os.Stderr)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.Execute()
+	ran, err := root.ExecuteC()
+	if err != nil && wantsJSON(ran) && !errors.As(err, new(silentErr)) {
+		// A --json command that failed before printing its answer (the
+		// database unreachable, a bad argument): stdout still gets JSON,
+		// the envelope /invocations answers errors with.
+		fmt.Fprintln(stdout, string(errorEnvelope(err)))
+	}
 	stdout.Flush()
 	stderr.Flush()
 	if err == nil {
@@ -177,6 +183,15 @@ func main() {
 		os.Exit(2)
 	}
 	os.Exit(1)
+}
+
+// wantsJSON reports whether cmd was run with --json.
+func wantsJSON(cmd *cobra.Command) bool {
+	if cmd == nil {
+		return false
+	}
+	f := cmd.Flags().Lookup("json")
+	return f != nil && f.Value.String() == "true"
 }
 
 // oneLine makes an error one printable line: newlines become "; " and

@@ -291,12 +291,6 @@ turn is paused waits behind it; stderr then names the approval it waits for.`,
 				}
 				return nil
 			})
-			if se := (silentErr{}); asJSON && err != nil && !errors.As(err, &se) {
-				// No turn ran (no server and the stores would not open,
-				// the connection broke): a script reading stdout still
-				// gets the envelope /invocations would give.
-				fmt.Fprintln(cmd.OutOrStdout(), string(errorEnvelope(err)))
-			}
 			return err
 		},
 	}
@@ -306,7 +300,7 @@ turn is paused waits behind it; stderr then names the approval it waits for.`,
 }
 
 // errorEnvelope is the /invocations error body for an error that kept a
-// turn from running: NOT_READY (503's code) when a dependency could not be
+// command from running (main prints it on stdout for --json commands): NOT_READY (503's code) when a dependency could not be
 // reached, INVALID_REQUEST for bad usage, else INTERNAL_ERROR.
 func errorEnvelope(err error) []byte {
 	code := "INTERNAL_ERROR"
