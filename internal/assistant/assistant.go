@@ -330,6 +330,9 @@ func (a *Assistant) pingDB(ctx context.Context) error {
 	defer cancel()
 	if err := a.db.Ping(pctx); err != nil {
 		a.dbCheckedAt.Store(0)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%w: database: no answer in time (%w)", ErrNotReady, err)
+		}
 		return fmt.Errorf("%w: database: %w", ErrNotReady, err)
 	}
 	a.dbCheckedAt.Store(time.Now().UnixNano())
@@ -347,6 +350,9 @@ func (a *Assistant) pingRedis(ctx context.Context) error {
 	defer cancel()
 	if err := p.Ping(pctx); err != nil {
 		a.redisCheckedAt.Store(0)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%w: redis: no answer in time (%w)", ErrNotReady, err)
+		}
 		return fmt.Errorf("%w: redis: %w", ErrNotReady, err)
 	}
 	a.redisCheckedAt.Store(time.Now().UnixNano())
