@@ -66,6 +66,15 @@ func StateOptions(cfg *config.Config) (state.Options, error) {
 func MemoryStoreOptions(cfg *config.Config) sqlitestore.Options {
 	o := sqlitestore.Options{AgentID: cfg.AgentID, EventExpiryDays: cfg.Memory.EventExpiryDays, CacheBytes: int64(cfg.Memory.CacheMB) << 20,
 		EventWindow: cfg.Memory.EventWindow}
+	// The Markdown under memory/ follows the sessions' fsync policy: both
+	// hold the same turns, so fsyncing one on the turn's path and not the
+	// other buys nothing.
+	switch cfg.Session.Fsync {
+	case jsonl.FsyncBatch:
+		o.FsyncEvery = jsonl.DefaultBatchInterval
+	case jsonl.FsyncNever:
+		o.NoFsync = true
+	}
 	for _, k := range cfg.Memory.IndexedKeys {
 		o.IndexedKeys = append(o.IndexedKeys, memory.IndexedKey{Name: k.Name, Type: k.Type})
 	}

@@ -686,6 +686,7 @@ func (c *Config) applyEnv(get func(string) string) error {
 			return fmt.Errorf("TENDRIL_AUTH_TOKEN is set but blank: %s, or unset it to serve loopback only", makeToken)
 		}
 	}
+	set(&c.Session.Fsync, "TENDRIL_SESSION_FSYNC")
 	set(&c.DatabaseURL, "TENDRIL_DATABASE_URL")
 	set(&c.RedisURL, "TENDRIL_REDIS_URL")
 	set(&c.Model.ID, "MODEL_ID")
@@ -913,7 +914,7 @@ func (c *Config) validate(src sources) error {
 	switch c.Session.Fsync {
 	case "", "always", "batch", "never":
 	default:
-		return fmt.Errorf("%s %q: want always, batch or never", src.name("session.fsync", ""), c.Session.Fsync)
+		return fmt.Errorf("%s %q: want always, batch or never", src.name("session.fsync", "TENDRIL_SESSION_FSYNC"), c.Session.Fsync)
 	}
 	// What Limits would refuse, with the key's place in the file.
 	if r := c.Session.Retention; r.MaxAge != "" {

@@ -75,6 +75,14 @@ type Options struct {
 	Logger *slog.Logger
 	// NoFsync skips fsync on appends (bulk loads and evaluation).
 	NoFsync bool
+	// FsyncEvery, when positive, makes appends to the Markdown files
+	// durable in the background at most this long after they were written
+	// (config session.fsync "batch"; the default 0 fsyncs each append
+	// before the index is written). A machine crash (not a process
+	// crash: the kernel keeps what was written) can then lose up to this
+	// long of appends; the session, which holds the same turns, is on the
+	// same policy. Close makes everything durable.
+	FsyncEvery time.Duration
 	// MaxCachedActors bounds how many actors' records, events and ranking
 	// indexes stay in memory (1000); the least recently used is dropped and
 	// reloaded from the index when needed.
@@ -165,6 +173,13 @@ type Store struct {
 	ftsRows atomic.Int64
 
 	ftsStmts [ftsCached + 1]*sql.Stmt // prepared fts_docs upserts by row count, set by Open
+
+	// dirtyMu guards dirty: Markdown files appended and not yet fsynced
+	// (Options.FsyncEvery); flushStop and flushDone end the flusher.
+	dirtyMu   sync.Mutex
+	dirty     map[string]struct{}
+	flushStop chan struct{}
+	flushDone chan struct{}
 
 	// owedMu guards owed: the size and mtime of Markdown files appended by
 	// event writes whose files rows are not written yet (oweFiles).
@@ -436,6 +451,10 @@ func Open(home string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	if opts.FsyncEvery > 0 && !opts.NoFsync {
+		s.flushStop, s.flushDone = make(chan struct{}), make(chan struct{})
+		go s.runFlusher(s.flushStop, s.flushDone)
+	}
 	return s, nil
 }
 
@@ -496,6 +515,10 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	if s.flushStop != nil {
+		close(s.flushStop)
+		<-s.flushDone
+	}
 	err := s.payOwed(context.Background())
 	s.stmtMu.Lock()
 	for _, st := range s.stmts {
@@ -2168,14 +2191,58 @@ func decodeDir(enc string) string {
 }
 
 // fsync makes an appended Markdown file durable (the source of truth is
-// written before the index); skipped with Options.NoFsync.
+// written before the index); skipped with Options.NoFsync, left to the
+// background flusher with Options.FsyncEvery.
 func (s *Store) fsync(path string) {
 	if s.opts.NoFsync {
 		return
 	}
+	if s.opts.FsyncEvery > 0 {
+		s.dirtyMu.Lock()
+		if s.dirty == nil {
+			s.dirty = map[string]struct{}{}
+		}
+		s.dirty[path] = struct{}{}
+		s.dirtyMu.Unlock()
+		return
+	}
+	syncFile(path)
+}
+
+// syncFile fsyncs the file at path (a variable for tests to count).
+var syncFile = func(path string) {
 	if fh, err := os.Open(path); err == nil {
 		fh.Sync()
 		fh.Close()
+	}
+}
+
+// flushDirty fsyncs the files appended since the last flush
+// (Options.FsyncEvery).
+func (s *Store) flushDirty() {
+	s.dirtyMu.Lock()
+	paths := s.dirty
+	s.dirty = nil
+	s.dirtyMu.Unlock()
+	for p := range paths {
+		syncFile(p)
+	}
+}
+
+// runFlusher flushes every Options.FsyncEvery until stop is closed, then
+// once more.
+func (s *Store) runFlusher(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(s.opts.FsyncEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			s.flushDirty()
+		case <-stop:
+			s.flushDirty()
+			return
+		}
 	}
 }
 

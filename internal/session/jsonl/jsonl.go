@@ -60,6 +60,10 @@ import (
 )
 
 // Fsync policies (sessions.fsync in tendril.json).
+// DefaultBatchInterval is Options.BatchInterval when unset: how long at
+// most a FsyncBatch append waits for its fsync.
+const DefaultBatchInterval = 100 * time.Millisecond
+
 const (
 	// FsyncAlways fsyncs every Append and SetLeaf before returning (and the
 	// directory when a file is created): acknowledged turns survive power
@@ -75,7 +79,7 @@ const (
 // Options configure a Store. The zero value is FsyncAlways.
 type Options struct {
 	Fsync         string        // FsyncAlways (""), FsyncBatch or FsyncNever
-	BatchInterval time.Duration // FsyncBatch period; default 100ms
+	BatchInterval time.Duration // FsyncBatch period; default DefaultBatchInterval
 	Logger        *slog.Logger  // torn lines and skipped records; default slog.Default()
 	// MaxOpen bounds the sessions kept loaded, each holding one open file
 	// and its index; the least recently used idle one is unloaded (and
@@ -123,7 +127,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open session store: unknown fsync policy %q (want always, batch or never)", opts.Fsync)
 	}
 	if opts.BatchInterval <= 0 {
-		opts.BatchInterval = 100 * time.Millisecond
+		opts.BatchInterval = DefaultBatchInterval
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
