@@ -21,6 +21,7 @@ import (
 
 	"github.com/tendrilai/tendril/internal/state"
 	"github.com/tendrilai/tendril/internal/tool"
+	"github.com/tendrilai/tendril/internal/web/sanitize"
 )
 
 // Errors callers branch on. Authorize and Decide wrap them with detail.
@@ -536,6 +537,10 @@ func ValidateBy(by string) error {
 	for _, r := range by {
 		if unicode.IsControl(r) {
 			return fmt.Errorf("%w: control character %U", ErrInvalidBy, r)
+		}
+		if sanitize.IsBidi(r) {
+			// it would reorder how the ledger and the audit show who decided
+			return fmt.Errorf("%w: bidirectional control %U", ErrInvalidBy, r)
 		}
 	}
 	return nil

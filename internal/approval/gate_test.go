@@ -829,7 +829,7 @@ func TestInvalidByWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := []string{"", "  ", strings.Repeat("a", MaxByBytes+1), strings.Repeat("a", 900<<10),
-		"\u001b[2J\u0000", "evil\n\u001b[31mRED\u0000", "x\x7f", "bad\xffutf8"}
+		"\u001b[2J\u0000", "evil\n\u001b[31mRED\u0000", "x\x7f", "bad\xffutf8", "a\u202eb", "cli:\u2066ana"}
 	for _, by := range bad {
 		label := fmt.Sprintf("%.40q", by)
 		if err := ValidateBy(by); !errors.Is(err, ErrInvalidBy) {
