@@ -14,12 +14,13 @@ import (
 // expected strategy; recall the share of utterances expecting one that
 // get it.
 //
-// en and ko were written beside the rules. The *_dev, *_dev2 (60 and 80
-// lines), *_heldout (60) and *_heldout2 (80, 45 % hard negatives, written
-// after the rules were) sets were written afterwards by someone who
-// had not seen the rules or the first sets; the dev sets were then read
-// to find what the rules missed, the held-out sets only scored, so their figures are what
-// the rules do on text nobody tuned them to. Each set has its floor, set
+// en and ko were written beside the rules. The *_dev, *_dev2, *_dev3 (60,
+// 80 and 70 lines: passing events against life events), *_heldout (60)
+// and *_heldout2 (80, 45 % look-alike negatives) sets were written
+// afterwards by someone who had not seen the rules or the first sets; the
+// dev sets were then read to find what the rules missed, the held-out sets
+// only scored, so their figures are what the rules do on text nobody
+// tuned them to. Each set has its floor, set
 // just under what the rules reach, so that a change that loses ground
 // fails here.
 func TestLabelledSets(t *testing.T) {
@@ -31,8 +32,9 @@ func TestLabelledSets(t *testing.T) {
 		{"en", 0.8, 0.8}, {"ko", 0.8, 0.8},
 		{"en_dev", 0.95, 0.95}, {"ko_dev", 0.95, 0.95},
 		{"en_dev2", 0.95, 0.95}, {"ko_dev2", 0.95, 0.95},
+		{"en_dev3", 0.95, 0.95}, {"ko_dev3", 0.95, 0.95},
 		{"en_heldout", 0.9, 0.8}, {"ko_heldout", 0.9, 0.75},
-		{"en_heldout2", 0.85, 0.8}, {"ko_heldout2", 0.75, 0.7},
+		{"en_heldout2", 0.9, 0.85}, {"ko_heldout2", 0.8, 0.7},
 	} {
 		lang := set.name
 		f, err := os.Open("testdata/" + lang + ".tsv")

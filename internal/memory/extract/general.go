@@ -78,7 +78,7 @@ var generalRules = []rule{
 const pastVerbs = `went|saw|got|made|took|ran|met|read|won|began|found|gave|wrote|built|lost|spent|had|did|drew|sang|` +
 	`grew|taught|sold|left|flew|drove|swam|heard|spoke|came|bought|brought|caught|felt|kept|knew|led|paid|put|` +
 	`sent|sat|stood|told|thought|wore|woke|threw|rode|hung|fought|fed|fell|forgot|chose|broke|learnt|became|` +
-	`signed\s+up|picked\s+up|took\s+up|came\s+back|split\s+up|broke\s+up|quit`
+	`signed\s+up|picked\s+up|took\s+up|came\s+back|split\s+up|broke\s+up|quit|tore|hurt`
 
 // notEvent are verbs after "I" that do not report something done.
 var notEvent = map[string]bool{"need": true, "used": true, "guess": false, "thought": true, "knew": true, "felt": true,

@@ -233,6 +233,10 @@ var stopHeadsKO = map[string]bool{"질문": true, "생각": true, "문제": true
 var stopHas = map[string]bool{"question": true, "questions": true, "problem": true, "idea": true, "feeling": true, "doubt": true, "clue": true,
 	"time": true, "moment": true, "minute": true, "second": true, "chance": true, "point": true, "to": true, "been": true, "no": true, "fun": true}
 
+// family are the relatives a user says they have ("I have two older
+// brothers").
+var family = []string{"brother", "brothers", "sister", "sisters", "sibling", "siblings", "son", "sons", "daughter", "daughters", "kids", "children", "twins", "grandkids", "grandchildren", "형제", "자매", "남매", "아들", "딸"}
+
 var pets = []string{"dog", "dogs", "cat", "cats", "puppy", "kitten", "chickens", "bees", "beehive", "강아지", "고양이", "반려견", "반려묘", "닭", "벌통"}
 
 // hasTopic accepts a possession only when it names something specific — a
@@ -259,6 +263,11 @@ func hasTopic(lower, obj string) (string, []string, bool) {
 		return "has:" + g[0], g, true
 	}
 	for _, p := range pets {
+		if containsForm(objL, p) {
+			return "has:" + p, nil, true
+		}
+	}
+	for _, p := range family {
 		if containsForm(objL, p) {
 			return "has:" + p, nil, true
 		}
