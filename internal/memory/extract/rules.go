@@ -339,15 +339,36 @@ func matchClause(clause, role string) (Candidate, bool) {
 		return Candidate{}, false
 	}
 	hangul, latin := scripts(clause)
+	// hypothetical and one-off are properties of the clause: each is
+	// decided once, when a rule of its kind first needs it.
+	hyp, oneOff := -1, -1
+	isHyp := func() bool {
+		if hyp < 0 {
+			hyp = 0
+			if hypothetical(clause, lower) {
+				hyp = 1
+			}
+		}
+		return hyp == 1
+	}
+	isOneOff := func() bool {
+		if oneOff < 0 {
+			oneOff = 0
+			if reOneOff.MatchString(clause) {
+				oneOff = 1
+			}
+		}
+		return oneOff == 1
+	}
 	for i, r := range rules {
 		if !needed(lower, r.need) || (ruleHangul[i] && !hangul) || (!ruleHangul[i] && !latin) || (onlyThird && !isThirdPerson(r)) {
 			continue
 		}
-		if r.strategy != memory.StrategyProcedural && hypothetical(clause, lower) || r.strategy == memory.StrategyProcedural && reOneOff.MatchString(clause) {
-			continue
-		}
 		m := r.re.FindStringSubmatch(clause)
 		if m == nil {
+			continue
+		}
+		if r.strategy != memory.StrategyProcedural && isHyp() || r.strategy == memory.StrategyProcedural && isOneOff() {
 			continue
 		}
 		topic, ents, ok := r.build(m, clause, lower)
