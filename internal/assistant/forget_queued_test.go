@@ -54,7 +54,15 @@ func TestForgetDropsQueuedMessage(t *testing.T) {
 	case <-time.After(time.Minute): // a hang guard
 		t.Fatal("the queued message never returned")
 	}
-	rep, err := a.Forget(ctx, ForgetRequest{ActorID: "api:me", Sessions: true})
+	assertStaysForgotten(t, a, "api:me", fake, "4711")
+}
+
+// assertStaysForgotten checks that nothing of actor came back after its
+// forget (a second forget finds nothing) and that no model call saw the
+// dropped message (its marker text).
+func assertStaysForgotten(t *testing.T, a *Assistant, actor string, fake *modeltest.Server, marker string) {
+	t.Helper()
+	rep, err := a.Forget(context.Background(), ForgetRequest{ActorID: actor, Sessions: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +70,7 @@ func TestForgetDropsQueuedMessage(t *testing.T) {
 		t.Errorf("after the forget the actor came back: %+v", rep)
 	}
 	for _, s := range fake.Requests() {
-		if strings.Contains(s.LastUserText(), "4711") {
+		if strings.Contains(s.LastUserText(), marker) {
 			t.Error("the queued message reached the model after the forget")
 		}
 	}

@@ -3,7 +3,6 @@ package assistant
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -101,16 +100,5 @@ func TestForgetDropsMessageQueuedOnAnotherInstance(t *testing.T) {
 			t.Fatalf("%s never returned", w.name)
 		}
 	}
-	rep, err := a.Forget(ctx, ForgetRequest{ActorID: "api:jay", Sessions: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.SessionsRemoved) != 0 || rep.EventsRemoved != 0 || rep.RecordsRemoved != 0 {
-		t.Errorf("after the forget the actor came back: %+v", rep)
-	}
-	for _, s := range fake.Requests() {
-		if strings.Contains(s.LastUserText(), "4711") {
-			t.Error("the queued message reached the model after the forget")
-		}
-	}
+	assertStaysForgotten(t, a, "api:jay", fake, "4711")
 }

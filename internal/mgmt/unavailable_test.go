@@ -125,24 +125,8 @@ func TestDatabaseOutage(t *testing.T) {
 	u.Host = proxy.l.Addr().String()
 	_, port, _ := net.SplitHostPort(u.Host)
 
-	t.Setenv("TENDRIL_HOME", t.TempDir())
 	t.Setenv("TENDRIL_DATABASE_URL", u.String())
-	cfg, err := config.Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Memory.LLMExtraction = false
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := assistant.Open(context.Background(), cfg, assistant.Options{Logger: quiet, Owner: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	srv, err := runtime.New(runtime.Options{Invoker: a, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Mount(Prefix+"/", Handler(a), true)
+	srv := outageServer(t)
 	remote := httptest.NewServer(srv.Handler())
 	defer remote.Close()
 	local := httptest.NewServer(srv.LocalHandler())
@@ -162,15 +146,7 @@ func TestDatabaseOutage(t *testing.T) {
 
 	proxy.Close()
 
-	// /readyz may answer from its cache for up to a second.
-	var st int
-	var out map[string]any
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		st, out = getURL(t, remote.URL+"/readyz")
-		if st != http.StatusOK || time.Now().After(deadline) {
-			break
-		}
-	}
+	st, out := waitNotReady(t, remote.URL)
 	reason, _ := out["reason"].(string)
 	if st != http.StatusServiceUnavailable || out["status"] != "not_ready" || !strings.HasPrefix(reason, "database: ") {
 		t.Fatalf("GET /readyz with the database gone: %d %v, want 503 not_ready naming the database", st, out)
@@ -208,6 +184,44 @@ func TestDatabaseOutage(t *testing.T) {
 	st, out = get(t, local.URL, "/approvals")
 	if msg, _ := out["message"].(string); st != http.StatusServiceUnavailable || !strings.Contains(msg, "failed to connect") {
 		t.Errorf("GET /approvals on the socket: %d %v, want 503 with the whole error", st, out)
+	}
+}
+
+// outageServer opens an assistant on a fresh home and the configuration
+// in the environment (the test sets the database and Redis URLs, through
+// its proxies) and returns its server with the management API mounted.
+func outageServer(t *testing.T) *runtime.Server {
+	t.Helper()
+	t.Setenv("TENDRIL_HOME", t.TempDir())
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Memory.LLMExtraction = false
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := assistant.Open(context.Background(), cfg, assistant.Options{Logger: quiet, Owner: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	srv, err := runtime.New(runtime.Options{Invoker: a, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Mount(Prefix+"/", Handler(a), true)
+	return srv
+}
+
+// waitNotReady polls GET /readyz until it is not 200 (it may answer from
+// its cache for up to a second after a dependency went), for at most 30 s
+// (a hang guard), and returns the last answer.
+func waitNotReady(t *testing.T, base string) (int, map[string]any) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		st, out := getURL(t, base+"/readyz")
+		if st != http.StatusOK || time.Now().After(deadline) {
+			return st, out
+		}
 	}
 }
 
@@ -278,25 +292,9 @@ func TestRedisOutageWithDatabase(t *testing.T) {
 	pgURL := testenv.PostgresSchema(t)
 	proxy := startProxy(t, testenv.Redis(t))
 
-	t.Setenv("TENDRIL_HOME", t.TempDir())
 	t.Setenv("TENDRIL_DATABASE_URL", pgURL)
 	t.Setenv("TENDRIL_REDIS_URL", "redis://"+proxy.l.Addr().String()+"/11")
-	cfg, err := config.Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Memory.LLMExtraction = false
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := assistant.Open(context.Background(), cfg, assistant.Options{Logger: quiet, Owner: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	srv, err := runtime.New(runtime.Options{Invoker: a, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote := httptest.NewServer(srv.Handler())
+	remote := httptest.NewServer(outageServer(t).Handler())
 	defer remote.Close()
 	if st, out := getURL(t, remote.URL+"/readyz"); st != http.StatusOK {
 		t.Fatalf("GET /readyz with Redis up: %d %v", st, out)
@@ -304,14 +302,7 @@ func TestRedisOutageWithDatabase(t *testing.T) {
 
 	proxy.Close()
 
-	var st int
-	var out map[string]any
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		st, out = getURL(t, remote.URL+"/readyz")
-		if st != http.StatusOK || time.Now().After(deadline) {
-			break
-		}
-	}
+	st, out := waitNotReady(t, remote.URL)
 	if reason, _ := out["reason"].(string); st != http.StatusServiceUnavailable || !strings.HasPrefix(reason, "redis: ") {
 		t.Fatalf("GET /readyz with Redis gone: %d %v, want 503 naming redis", st, out)
 	}
