@@ -20,7 +20,6 @@ import (
 
 	"github.com/tendrilai/tendril/internal/agent"
 	"github.com/tendrilai/tendril/internal/assistant"
-	"github.com/tendrilai/tendril/internal/config"
 	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/runtime"
 	"github.com/tendrilai/tendril/internal/testenv"
@@ -192,19 +191,8 @@ func TestDatabaseOutage(t *testing.T) {
 // its proxies) and returns its server with the management API mounted.
 func outageServer(t *testing.T) *runtime.Server {
 	t.Helper()
-	t.Setenv("TENDRIL_HOME", t.TempDir())
-	cfg, err := config.Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Memory.LLMExtraction = false
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := assistant.Open(context.Background(), cfg, assistant.Options{Logger: quiet, Owner: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	srv, err := runtime.New(runtime.Options{Invoker: a, Logger: quiet})
+	a := openAssistant(t)
+	srv, err := runtime.New(runtime.Options{Invoker: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
