@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -163,7 +164,9 @@ func (a *Agent) Invoke(ctx context.Context, req Request) (*Result, error) {
 		defer a.opt.Tracker.Begin()()
 	}
 	key := a.sessionKey(req)
+	region := trace.StartRegion(ctx, "wait: session lock")
 	unlock, err := a.locks.Lock(ctx, keyString(key))
+	region.End()
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/trace"
 	"sort"
 	"strings"
 	"time"
@@ -22,7 +23,9 @@ import (
 func (a *Agent) preTurn(ctx context.Context, req Request, key session.Key) (*turn, error) {
 	t := &turn{ID: a.newID("turn_"), Req: req, Key: key, Vision: len(req.Images) > 0}
 
+	region := trace.StartRegion(ctx, "history")
 	history, err := a.deps.History(ctx, key, req.ChatType)
+	region.End()
 	if err != nil {
 		return nil, fmt.Errorf("load session %s/%s: %w", key.Channel, key.ID, err)
 	}
@@ -31,7 +34,9 @@ func (a *Agent) preTurn(ctx context.Context, req Request, key session.Key) (*tur
 	}
 	a.reconcile(ctx, key, history)
 
+	region = trace.StartRegion(ctx, "retrieve")
 	memories := a.retrieve(ctx, req)
+	region.End()
 
 	t.Level = state.Normal
 	if a.deps.State != nil {
@@ -256,7 +261,9 @@ func (a *Agent) generate(ctx context.Context, t *turn) (*model.Response, error) 
 		return nil, model.ErrNotConfigured
 	}
 	req := a.request(t)
+	region := trace.StartRegion(ctx, "model")
 	resp, err := a.call(ctx, req, t.Vision)
+	region.End()
 	if errors.Is(err, model.ErrContextOverflow) && !t.Compacted && a.deps.Compact != nil {
 		t.Compacted = true
 		a.opt.Logger.Info("context overflow; compacting session and retrying once", "session", t.Key.ID)
@@ -544,13 +551,18 @@ func (a *Agent) postTurn(ctx context.Context, t *turn, res *Result) error {
 	if t.UserNodeSent {
 		nodes = nodes[1:]
 	}
-	if err := a.appendNodes(ctx, t.Key, nodes); err != nil {
+	region := trace.StartRegion(ctx, "append nodes")
+	err := a.appendNodes(ctx, t.Key, nodes)
+	region.End()
+	if err != nil {
 		return err
 	}
 	if a.deps.State != nil && t.Req.InvocationType != "cron" && t.Req.Message != "" {
+		region := trace.StartRegion(ctx, "state")
 		if _, err := a.deps.State.Observe(ctx, t.Req.ActorID, 0, t.Req.Message); err != nil {
 			a.opt.Logger.Warn("state update failed", "actor", t.Req.ActorID, "err", err)
 		}
+		region.End()
 	}
 	if a.deps.Recorder != nil && t.Req.InvocationType != "cron" {
 		now := a.opt.Clock()
@@ -558,7 +570,10 @@ func (a *Agent) postTurn(ctx context.Context, t *turn, res *Result) error {
 			{ID: t.Nodes[0].ID, ActorID: t.Req.ActorID, SessionID: t.Key.ID, Role: "user", Text: t.Req.Message, Timestamp: now},
 			{ID: t.Nodes[len(t.Nodes)-1].ID, ActorID: t.Req.ActorID, SessionID: t.Key.ID, Role: "assistant", Text: res.Text, Timestamp: now},
 		}
-		if err := a.deps.Recorder.RecordTurn(ctx, a.opt.AgentID, t.Req.ActorID, t.Key.ID, events); err != nil {
+		region := trace.StartRegion(ctx, "record turn")
+		err := a.deps.Recorder.RecordTurn(ctx, a.opt.AgentID, t.Req.ActorID, t.Key.ID, events)
+		region.End()
+		if err != nil {
 			a.opt.Logger.Warn("memory recording failed; the session's next turn writes its events", "actor", t.Req.ActorID, "err", err)
 			a.reconciled.Delete(t.Key.String())
 		}

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/trace"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -154,6 +155,10 @@ func (a *Assistant) Invoke(ctx context.Context, req agent.Request) (*agent.Resul
 	}
 	a.metrics.TurnsInFlight.Inc()
 	defer a.metrics.TurnsInFlight.Dec()
+	// An execution trace (/debug/pprof/trace, TENDRIL_PPROF_ADDR) shows
+	// each turn as a task and its waits and stages as regions.
+	ctx, task := trace.NewTask(ctx, "turn")
+	defer task.End()
 	if err := a.Ready(ctx); err != nil {
 		a.log.Error("turn failed", "code", "NOT_READY", "channel", req.Channel, "err", err)
 		return nil, err
@@ -185,7 +190,9 @@ func (a *Assistant) Invoke(ctx context.Context, req agent.Request) (*agent.Resul
 		// across the two waits.
 		queued = func() { waited(); a.reportPending(ctx, channel, key) }
 	}
+	region := trace.StartRegion(ctx, "wait: session queue")
 	release, err := a.sessionQueue.lockOr(ctx, channel+"\x00"+key, queued)
+	region.End()
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +209,9 @@ func (a *Assistant) Invoke(ctx context.Context, req agent.Request) (*agent.Resul
 	// Across instances: one turn per session, none during a forget.
 	// A message that waits there for another instance's turn notes the
 	// forget epoch first too.
+	region = trace.StartRegion(ctx, "wait: turn lock")
 	lctx, dunlock, err := a.locks.turn(ctx, channel+"\x00"+key, req.ActorID, waited)
+	region.End()
 	if err != nil {
 		unlock()
 		return nil, fmt.Errorf("%w: %w", ErrNotReady, err)

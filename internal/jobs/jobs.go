@@ -56,8 +56,9 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
-
 	_ "modernc.org/sqlite" // pure-Go SQLite driver, "sqlite"
+
+	"github.com/tendrilai/tendril/internal/sqlitewal"
 )
 
 // Backend names, as reported by Queue.Backend.
@@ -166,6 +167,9 @@ type Queue struct {
 	pgc      *river.Client[pgx.Tx]
 	started  bool
 	closed   bool
+	// ckpt checkpoints a SQLite job database's log off the writers' path
+	// (nil on PostgreSQL).
+	ckpt *sqlitewal.Checkpointer
 }
 
 // OpenSQLite opens (creating when needed) the SQLite job database at path,
@@ -195,7 +199,8 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Queue, error) 
 	if err := createSQLiteFile(path); err != nil {
 		return nil, fmt.Errorf("open jobs %s: %w", path, err)
 	}
-	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate" +
+		sqlitewal.WriterPragmas(walCheckpointBytes, SQLitePageSize)
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open jobs %s: %w", path, err)
@@ -205,8 +210,19 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Queue, error) 
 		db.Close()
 		return nil, fmt.Errorf("open jobs %s: %w", path, err)
 	}
-	return newQueue(BackendSQLite, db, nil, opts), nil
+	q := newQueue(BackendSQLite, db, nil, opts)
+	if q.ckpt, err = sqlitewal.Start(path, walCheckpointBytes, opts.Logger); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open jobs %s: %w", path, err)
+	}
+	return q, nil
 }
+
+// walCheckpointBytes is the SQLite job database's write-ahead log size at
+// which it is checkpointed, in the background (sqlitewal.Checkpointer), so
+// that the group commit of turn counts never pays for the copy and its
+// fsyncs: SQLite's default of 1,000 pages.
+var walCheckpointBytes = sqlitewal.Pages(1000, SQLitePageSize)
 
 // SQLitePageSize is the page size of a new SQLite job database (bytes).
 // Each commit appends every page it changed to the write-ahead log, and a
@@ -494,7 +510,7 @@ func (q *Queue) Close() error {
 	q.closed = true
 	q.mu.Unlock()
 	if !closed && q.db != nil {
-		err = errors.Join(err, q.db.Close())
+		err = errors.Join(err, q.ckpt.Close(), q.db.Close())
 	}
 	return err
 }

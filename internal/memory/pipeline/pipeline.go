@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"runtime/trace"
 	"sort"
 	"strings"
 	"sync"
@@ -520,10 +521,13 @@ func (p *Pipeline) RecordTurn(ctx context.Context, agentID, actorID, sessionID s
 	if err != nil || len(evs) == 0 {
 		return err
 	}
+	region := trace.StartRegion(ctx, "count turn")
 	_, err = p.q.noteTurn(ctx, agentID, actorID, sessionID, p.opts.ExtractEveryTurns, p.opts.MaxAttempts, p.opts.IdleAfter, now)
+	region.End()
 	if err != nil {
 		return fmt.Errorf("record turn %s/%s: queue: %w", actorID, sessionID, err)
 	}
+	defer trace.StartRegion(ctx, "append events").End()
 	if err := p.store.AppendEvents(ctx, evs); err != nil {
 		return fmt.Errorf("record turn %s/%s: append events: %w", actorID, sessionID, err)
 	}

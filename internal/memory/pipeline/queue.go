@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -459,7 +460,9 @@ func (q *queue) tx(ctx context.Context, actorID string, fn func(tx txn) error) e
 		if q.stmts != nil {
 			q.stmts.prepareWanted(ctx)
 		}
+		region := trace.StartRegion(ctx, "wait: jobs db")
 		tx, err := db.BeginTx(ctx, nil)
+		region.End()
 		if err != nil {
 			return err
 		}
@@ -579,11 +582,14 @@ func (q *queue) noteGrouped(ctx context.Context, n *note) (bool, error) {
 	q.notePending = append(q.notePending, n)
 	q.noteMu.Unlock()
 
+	region := trace.StartRegion(ctx, "wait: commit slot")
 	select {
 	case slot <- struct{}{}:
 	case <-ctx.Done():
+		region.End()
 		return false, ctx.Err()
 	}
+	region.End()
 	defer func() { <-slot }()
 	if n.done { // committed by the slot's previous holder
 		return n.enq, n.err

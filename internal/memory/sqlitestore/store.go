@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/trace"
 	"sort"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ import (
 	"github.com/tendrilai/tendril/internal/memory/markdown"
 	"github.com/tendrilai/tendril/internal/memory/memindex"
 	"github.com/tendrilai/tendril/internal/memory/search"
+	"github.com/tendrilai/tendril/internal/sqlitewal"
 )
 
 // Options configures Open. Zero values take the defaults.
@@ -180,6 +182,8 @@ type Store struct {
 	dirty     map[string]struct{}
 	flushStop chan struct{}
 	flushDone chan struct{}
+	// ckpt checkpoints memory.db's write-ahead log off the writers' path.
+	ckpt *sqlitewal.Checkpointer
 
 	// owedMu guards owed: the size and mtime of Markdown files appended by
 	// event writes whose files rows are not written yet (oweFiles).
@@ -412,7 +416,7 @@ func Open(home string, opts Options) (*Store, error) {
 	if err := createIndexFile(dbPath); err != nil {
 		return nil, fmt.Errorf("open memory index: %w", err)
 	}
-	dsn := "file:" + dbPath + fmt.Sprintf("?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(%d)", walAutoCheckpoint)
+	dsn := "file:" + dbPath + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" + sqlitewal.WriterPragmas(walCheckpointBytes, indexPageSize)
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open memory index: %w", err)
@@ -451,6 +455,10 @@ func Open(home string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	if s.ckpt, err = sqlitewal.Start(dbPath, walCheckpointBytes, opts.Logger); err != nil {
+		closeDBs()
+		return nil, fmt.Errorf("open memory index: %w", err)
+	}
 	if opts.FsyncEvery > 0 && !opts.NoFsync {
 		s.flushStop, s.flushDone = make(chan struct{}), make(chan struct{})
 		go s.runFlusher(s.flushStop, s.flushDone)
@@ -469,9 +477,15 @@ const (
 	readCacheKiB = -512
 )
 
+// walCheckpointBytes is the index's write-ahead log size at which it is
+// checkpointed into memory.db, in the background (sqlitewal.Checkpointer:
+// before, the commit that crossed it did the copy and the fsyncs while
+// every turn's event write waited): walAutoCheckpoint pages.
+var walCheckpointBytes = sqlitewal.Pages(walAutoCheckpoint, indexPageSize)
+
 // walAutoCheckpoint is the index's write-ahead log size, in pages, at
-// which a commit checkpoints it into memory.db (SQLite's
-// wal_autocheckpoint, default 1000; https://sqlite.org/pragma.html#pragma_wal_autocheckpoint).
+// which it is checkpointed (SQLite's wal_autocheckpoint, default 1000;
+// https://sqlite.org/pragma.html#pragma_wal_autocheckpoint).
 // A checkpoint copies each page in the log once however often it changed,
 // and a turn keeps changing the same few pages (the right edge of the
 // event and ID B-trees, its actor's leaf of events_actor, FTS5's structure
@@ -519,6 +533,7 @@ func (s *Store) Close() error {
 		close(s.flushStop)
 		<-s.flushDone
 	}
+	s.ckpt.Close()
 	err := s.payOwed(context.Background())
 	s.stmtMu.Lock()
 	for _, st := range s.stmts {
@@ -1263,7 +1278,9 @@ func (s *Store) appendActorEvents(ctx context.Context, actor string, b *evBatch)
 	a.qmu.Lock()
 	a.evq = append(a.evq, b)
 	a.qmu.Unlock()
+	region := trace.StartRegion(ctx, "wait: actor writer")
 	a.wmu.Lock()
+	region.End()
 	a.qmu.Lock()
 	group := a.evq
 	a.evq = nil
@@ -1273,7 +1290,9 @@ func (s *Store) appendActorEvents(ctx context.Context, actor string, b *evBatch)
 		if len(group) > 1 {
 			wctx = context.WithoutCancel(ctx) // the others' writes must not fail with our cancellation
 		}
+		region := trace.StartRegion(ctx, "write events")
 		err := s.writeEvents(wctx, a, group)
+		region.End()
 		for _, g := range group {
 			if g.err == nil {
 				g.err = err
@@ -1427,7 +1446,9 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch
 		s.fsync(path)
 		files[f] = !edited
 	}
+	region := trace.StartRegion(ctx, "wait: memory db")
 	tx, err := s.db.BeginTx(ctx, nil)
+	region.End()
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
