@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/tendrilai/tendril/internal/memory"
 )
 
 // Turns noted while another commit holds the job database are committed
@@ -114,83 +111,5 @@ func TestGroupCommitWaitHonoursContext(t *testing.T) {
 	defer cancel()
 	if _, err := q.noteTurn(c, "main", "u1", "s1", 1000, 3, time.Hour, time.Now()); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v, want the context's deadline", err)
-	}
-}
-
-// RecordTurn writes the turn's count and its events at once: with the
-// job database's commit slot held, the events still reach the store, and
-// the turn returns once both are durable. Written one after the other, the
-// events waited for the count.
-func TestRecordTurnCountsAndAppendsAtOnce(t *testing.T) {
-	f := newFixture(t, "sqlite")
-	q := f.p.q
-	q.noteMu.Lock()
-	slot := q.slot()
-	q.noteMu.Unlock()
-	slot <- struct{}{} // every count waits
-
-	done := make(chan error, 1)
-	go func() {
-		done <- f.p.RecordTurn(ctx, "main", "u1", "s1", []memory.Event{{Role: "user", Text: "I only use organic fertiliser"}})
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		evs, err := f.store.Events(ctx, "u1", "s1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(evs) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			<-slot
-			t.Fatalf("the events waited for the count (%d stored while it was held)", len(evs))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	select {
-	case err := <-done:
-		t.Fatalf("RecordTurn returned (%v) before its count was durable", err)
-	default:
-	}
-	<-slot
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-}
-
-// A turn whose count fails still stores its events and returns the error
-// (the agent then reconciles the session's next turn); a later counted
-// turn's job extracts them from the session's cursor.
-func TestRecordTurnWhoseCountFails(t *testing.T) {
-	f := newFixture(t, "sqlite")
-	boom := errors.New("injected")
-	fail := true
-	testNoteFault = func(k sessionKey) error {
-		if fail {
-			return boom
-		}
-		return nil
-	}
-	t.Cleanup(func() { testNoteFault = nil })
-	err := f.p.RecordTurn(ctx, "main", "u1", "s1", []memory.Event{{Role: "user", Text: "I only use organic fertiliser"}, {Role: "assistant", Text: "Noted."}})
-	if !errors.Is(err, boom) {
-		t.Fatalf("RecordTurn = %v, want the count's error", err)
-	}
-	if evs, err := f.store.Events(ctx, "u1", "s1"); err != nil || len(evs) != 2 {
-		t.Fatalf("%d events stored (%v), want both", len(evs), err)
-	}
-	fail = false
-	f.turn("u1", "s1", "ok") // the fixture queues a job every two counted turns
-	f.turn("u1", "s1", "ok")
-	if f.drain() == 0 {
-		t.Fatal("no extraction job ran")
-	}
-	found := false
-	for _, c := range contents(f.active("u1")) {
-		found = found || strings.Contains(c, "organic fertiliser")
-	}
-	if !found {
-		t.Fatalf("records %q: the uncounted turn was not extracted", contents(f.active("u1")))
 	}
 }

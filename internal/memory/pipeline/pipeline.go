@@ -511,41 +511,27 @@ func validSession(agentID, actorID, sessionID string) error {
 }
 
 // RecordTurn implements memory.Recorder. It fills in missing event IDs
-// (ULIDs), actor, session, timestamps and metadata "agentId", counts the
-// turn (queuing a job every ExtractEveryTurns turns) and appends the
-// events to the store, both at once: they go to different databases, and
-// a turn should wait for the slower, not for both in a row. It returns
-// once both are durable, or the errors of either. It never runs
-// extraction itself.
-//
-// Events that reach the store are extracted by the session's next job,
-// which reads from the session's extraction cursor: this turn's job (every
-// ExtractEveryTurns turns) or idle job (IdleAfter after its last counted
-// turn). If the count fails and the append succeeds, the error makes the
-// agent reconcile the session on its next turn, and that turn's count
-// extracts them.
+// (ULIDs), actor, session, timestamps and metadata "agentId", counts the turn (queuing a job
+// every ExtractEveryTurns turns) and appends the events to the store. The
+// turn is counted before the append, so events that reach the store are
+// always extracted, at the latest when the session goes idle. It never
+// runs extraction itself.
 func (p *Pipeline) RecordTurn(ctx context.Context, agentID, actorID, sessionID string, events []memory.Event) error {
 	evs, now, err := p.turnEvents(agentID, actorID, sessionID, events)
 	if err != nil || len(evs) == 0 {
 		return err
 	}
-	counted := make(chan error, 1)
-	go func() {
-		defer trace.StartRegion(ctx, "count turn").End()
-		_, err := p.q.noteTurn(ctx, agentID, actorID, sessionID, p.opts.ExtractEveryTurns, p.opts.MaxAttempts, p.opts.IdleAfter, now)
-		counted <- err
-	}()
-	region := trace.StartRegion(ctx, "append events")
-	aerr := p.store.AppendEvents(ctx, evs)
+	region := trace.StartRegion(ctx, "count turn")
+	_, err = p.q.noteTurn(ctx, agentID, actorID, sessionID, p.opts.ExtractEveryTurns, p.opts.MaxAttempts, p.opts.IdleAfter, now)
 	region.End()
-	if aerr != nil {
-		aerr = fmt.Errorf("record turn %s/%s: append events: %w", actorID, sessionID, aerr)
+	if err != nil {
+		return fmt.Errorf("record turn %s/%s: queue: %w", actorID, sessionID, err)
 	}
-	cerr := <-counted
-	if cerr != nil {
-		cerr = fmt.Errorf("record turn %s/%s: queue: %w", actorID, sessionID, cerr)
+	defer trace.StartRegion(ctx, "append events").End()
+	if err := p.store.AppendEvents(ctx, evs); err != nil {
+		return fmt.Errorf("record turn %s/%s: append events: %w", actorID, sessionID, err)
 	}
-	return errors.Join(cerr, aerr)
+	return nil
 }
 
 // ReconcileTurn implements memory.TurnReconciler: it writes a turn's
