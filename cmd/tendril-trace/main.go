@@ -7,7 +7,8 @@
 // It prints, in Markdown:
 //
 //   - the turns' time, and their time outside the model call, at p50, p90
-//     and p99 (ms);
+//     and p99 (ms, nearest rank); only turns that began and ended inside
+//     the trace's window are counted;
 //   - every region: count, p50, p99, max and total, whichever goroutine
 //     ran it (background work included);
 //   - for all turns and for the slowest 2 %, the mean time per turn in
@@ -28,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"time"
@@ -48,12 +50,16 @@ type turn struct {
 func (t *turn) dur() time.Duration { return time.Duration(t.end - t.start) }
 
 func main() {
-	slowShare := flag.Float64("slow", 0.02, "share of the slowest turns to break down on their own")
+	slowShare := flag.Float64("slow", 0.02, "share of the slowest turns to break down on their own, in (0, 1]")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: tendril-trace [-slow 0.02] FILE")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	if !(*slowShare > 0 && *slowShare <= 1) {
+		fmt.Fprintf(os.Stderr, "tendril-trace: -slow %v: want a share in (0, 1], e.g. 0.02 for the slowest 2 %%\n", *slowShare)
+		os.Exit(2)
+	}
 	if flag.NArg() != 1 {
 		flag.Usage()
 		os.Exit(2)
@@ -173,8 +179,12 @@ func read(r io.Reader) ([]*turn, map[string][]time.Duration, error) {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
 
+// quantile is the nearest-rank q-quantile of sorted (the smallest value
+// with at least q of the values at or below it): with fewer than 100
+// values, p99 is the largest.
 func quantile(sorted []time.Duration, q float64) time.Duration {
-	return sorted[int(q*float64(len(sorted)-1))]
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
 func sortedKeys(m map[string]time.Duration) []string {

@@ -66,3 +66,12 @@ func TestReadRefusesWhatIsNotATrace(t *testing.T) {
 		t.Fatal("read accepted text that is no trace")
 	}
 }
+
+func TestQuantileIsNearestRank(t *testing.T) {
+	v := []time.Duration{1, 2, 3}
+	for q, want := range map[float64]time.Duration{0.5: 2, 0.9: 3, 0.99: 3, 0.01: 1} {
+		if got := quantile(v, q); got != want {
+			t.Errorf("quantile(%v, %v) = %v, want %v", v, q, got, want)
+		}
+	}
+}

@@ -84,6 +84,9 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		if err := config.CheckAddr(runtime.PprofEnv, pprofAddr); err != nil {
 			return err
 		}
+		if samePort(pprofAddr, cfg.Addr) {
+			return fmt.Errorf("%s %q is the server's own address (TENDRIL_ADDR %q): give the profiles a port of their own, e.g. 127.0.0.1:6060", runtime.PprofEnv, pprofAddr, cfg.Addr)
+		}
 	}
 	sock := filepath.Join(cfg.Home, mgmt.SocketName)
 	release, err := lockHome(cfg.Home)
@@ -399,4 +402,18 @@ approval given elsewhere are shown as they arrive. Commands: /help, /quit.`,
 	}
 	f.add(cmd)
 	return cmd
+}
+
+// samePort reports whether two listen addresses would collide: the same
+// port, and the same host or one of them every interface ("" or 0.0.0.0
+// or ::). Unparsable addresses never collide here (they fail later with
+// their own error).
+func samePort(a, b string) bool {
+	ha, pa, err1 := net.SplitHostPort(a)
+	hb, pb, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || pa != pb || pa == "0" {
+		return false
+	}
+	wildcard := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return ha == hb || wildcard(ha) || wildcard(hb)
 }

@@ -199,7 +199,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Queue, error) 
 	if err := createSQLiteFile(path); err != nil {
 		return nil, fmt.Errorf("open jobs %s: %w", path, err)
 	}
-	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate" +
+	dsn := sqlitewal.FileURI(path) + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate" +
 		sqlitewal.WriterPragmas(walCheckpointBytes, SQLitePageSize)
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -242,7 +242,7 @@ func createSQLiteFile(path string) error {
 	if _, err := os.Stat(path); err == nil || !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	db, err := sql.Open("sqlite", "file:"+path)
+	db, err := sql.Open("sqlite", sqlitewal.FileURI(path))
 	if err != nil {
 		return err
 	}

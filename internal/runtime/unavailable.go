@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/url"
 	"regexp"
 	"strings"
 	"syscall"
@@ -78,6 +79,10 @@ func SafeMessage(err error) string {
 			repl = e.Op + " failed" + because(e)
 		case *net.DNSError:
 			repl = "lookup failed" + because(e)
+		case *url.Error:
+			// an HTTP client's error names the endpoint it called (a
+			// model, an embedder): "Post \"http://10.0.0.5/v1/…\": …"
+			repl = e.Op + " " + endpointOf(e.URL) + ": " + SafeMessage(e.Err)
 		case *fs.PathError:
 			// the file's path tells a caller how the host is laid out
 			repl = e.Op + ": " + e.Err.Error()
@@ -95,6 +100,15 @@ func SafeMessage(err error) string {
 	msg = lookupText.ReplaceAllString(msg, "lookup: ")
 	msg = urlText.ReplaceAllString(msg, "$1://…")
 	return msg
+}
+
+// endpointOf is how an error shows an endpoint it called: its scheme
+// only ("an https endpoint"), without host, port or path.
+func endpointOf(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Scheme != "" {
+		return "an " + u.Scheme + " endpoint"
+	}
+	return "an endpoint"
 }
 
 var (

@@ -67,11 +67,17 @@ func TestSafeMessage(t *testing.T) {
 	if dialErr == nil {
 		t.Fatalf("dial %s: no error", addr)
 	}
+	_, httpErr := http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader("{}"))
+	if httpErr == nil {
+		t.Fatalf("post to %s: no error", addr)
+	}
 	cases := []struct {
 		name string
 		err  error
 		want string // what the message must still say
 	}{
+		// a model's or embedder's HTTP client names the URL it called
+		{"model endpoint", fmt.Errorf("model call failed: %w", httpErr), "model call failed: Post an http endpoint: dial failed (connection refused)"},
 		{"connect error", connErr, "cannot connect to the database (connection refused)"},
 		{"wrapped", fmt.Errorf("%w: database: %w", agent.ErrNotReady, connErr), "not ready: database: cannot connect to the database (connection refused)"},
 		// %v keeps only the text: the patterns catch it

@@ -25,11 +25,24 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" driver
 )
+
+// FileURI returns path as a SQLite URI filename ("file:" and the path with
+// '%', '?' and '#' percent-encoded; https://sqlite.org/uri.html), for a
+// DSN of modernc.org/sqlite, which hands a "file:" DSN to SQLite whole and
+// reads its own "_pragma" parameters from after the first '?'. Without
+// the encoding, a '?' or '#' in a directory name (TENDRIL_HOME) would cut
+// the path there and open a database elsewhere.
+func FileURI(path string) string {
+	return "file:" + uriEscaper.Replace(path)
+}
+
+var uriEscaper = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 
 // Interval is how often a Checkpointer looks at the log's size (one stat
 // system call).
@@ -68,11 +81,13 @@ type Checkpointer struct {
 // Start opens a connection of its own to the SQLite database at path (in
 // WAL mode already: the writers set it) and checkpoints its log whenever
 // the log file (path + "-wal") is at least thresholdBytes long, looking
-// every Interval. A failed checkpoint is logged at debug level and tried
-// again at the next look; the writers' automatic checkpoint remains the
-// backstop. Errors: opening the connection.
+// every Interval. A failed checkpoint is logged (a warning, once until one
+// works again) and tried again at the next look; the writers' automatic
+// checkpoint remains the backstop. One transaction larger than the
+// backstop (a rebuild) takes the log past it until it commits. Errors:
+// opening the connection.
 func Start(path string, thresholdBytes int64, log *slog.Logger) (*Checkpointer, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=cache_size(-64)")
+	db, err := sql.Open("sqlite", FileURI(path)+"?_pragma=busy_timeout(5000)&_pragma=cache_size(-64)")
 	if err != nil {
 		return nil, fmt.Errorf("checkpointer %s: %w", path, err)
 	}
@@ -90,6 +105,7 @@ func (c *Checkpointer) run() {
 	defer close(c.done)
 	t := time.NewTicker(Interval)
 	defer t.Stop()
+	failing := false // logged once until it works again
 	for {
 		select {
 		case <-c.stop:
@@ -99,8 +115,14 @@ func (c *Checkpointer) run() {
 		if st, err := os.Stat(c.wal); err != nil || st.Size() < c.threshold {
 			continue
 		}
-		if err := c.Checkpoint(context.Background()); err != nil {
-			c.log.Debug("background checkpoint failed; retrying", "wal", c.wal, "err", err)
+		err := c.Checkpoint(context.Background())
+		switch {
+		case err != nil && !failing:
+			c.log.Warn("background checkpoint failed; retrying every look (the writers' own checkpoint remains)", "wal", c.wal, "err", err)
+			failing = true
+		case err == nil && failing:
+			c.log.Info("background checkpoint works again", "wal", c.wal)
+			failing = false
 		}
 	}
 }

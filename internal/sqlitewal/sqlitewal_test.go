@@ -138,3 +138,38 @@ func TestStartOnAMissingDirectory(t *testing.T) {
 		t.Fatal("checkpoint of a database in a missing directory succeeded")
 	}
 }
+
+// A '?', '#' or '%' in a directory name stays part of the path: the
+// database is where it was asked for, and nothing is created at the path
+// cut at that character.
+func TestFileURIKeepsOddCharacters(t *testing.T) {
+	for _, dir := range []string{"h#1", "h?x=1", "h%231", "a b"} {
+		t.Run(dir, func(t *testing.T) {
+			root := t.TempDir()
+			d := filepath.Join(root, dir)
+			if err := os.Mkdir(d, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(d, "x.db")
+			db, err := sql.Open("sqlite", FileURI(path)+"?_pragma=journal_mode(WAL)")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Exec(`CREATE TABLE t(v)`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(path); err != nil {
+				t.Fatalf("no database at %s: %v", path, err)
+			}
+			entries, _ := os.ReadDir(root)
+			if len(entries) != 1 {
+				var names []string
+				for _, e := range entries {
+					names = append(names, e.Name())
+				}
+				t.Fatalf("%s holds %q, want only %q", root, names, dir)
+			}
+		})
+	}
+}

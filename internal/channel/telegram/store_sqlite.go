@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/tendrilai/tendril/internal/sqlitewal"
 )
 
 const sqliteSchema = `
@@ -83,7 +85,7 @@ func OpenStore(dir string) (*Store, error) {
 		return nil, fmt.Errorf("telegram store: %w", err)
 	}
 	path := filepath.Join(dir, StoreFile)
-	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
+	dsn := sqlitewal.FileURI(path) + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("telegram store %s: %w", path, err)

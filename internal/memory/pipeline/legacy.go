@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/tendrilai/tendril/internal/sqlitewal"
 )
 
 // importLegacy carries the state of the hand-written extraction queue
@@ -21,7 +23,7 @@ func (p *Pipeline) importLegacy(ctx context.Context, path string) error {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	if _, err := db.ExecContext(ctx, `ATTACH DATABASE ? AS legacy`, "file:"+path+"?mode=ro"); err != nil {
+	if _, err := db.ExecContext(ctx, `ATTACH DATABASE ? AS legacy`, sqlitewal.FileURI(path)+"?mode=ro"); err != nil {
 		return fmt.Errorf("attach %s: %w", path, err)
 	}
 	err := p.q.tx(ctx, "", func(tx txn) error {

@@ -416,7 +416,7 @@ func Open(home string, opts Options) (*Store, error) {
 	if err := createIndexFile(dbPath); err != nil {
 		return nil, fmt.Errorf("open memory index: %w", err)
 	}
-	dsn := "file:" + dbPath + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" + sqlitewal.WriterPragmas(walCheckpointBytes, indexPageSize)
+	dsn := sqlitewal.FileURI(dbPath) + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" + sqlitewal.WriterPragmas(walCheckpointBytes, indexPageSize)
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open memory index: %w", err)
@@ -434,7 +434,14 @@ func Open(home string, opts Options) (*Store, error) {
 	rdb.SetMaxOpenConns(readConns)
 	rdb.SetMaxIdleConns(readConns)
 	s.db, s.rdb = db, rdb
-	closeDBs := func() { db.Close(); rdb.Close() }
+	// The checkpointer runs from here on, so that Sync's re-indexing of
+	// the Markdown (after a crash, a large write) is checkpointed too.
+	if s.ckpt, err = sqlitewal.Start(dbPath, walCheckpointBytes, opts.Logger); err != nil {
+		db.Close()
+		rdb.Close()
+		return nil, fmt.Errorf("open memory index: %w", err)
+	}
+	closeDBs := func() { s.ckpt.Close(); db.Close(); rdb.Close() }
 	if err := s.createFTS(context.Background()); err != nil {
 		closeDBs()
 		return nil, err
@@ -454,10 +461,6 @@ func Open(home string, opts Options) (*Store, error) {
 			closeDBs()
 			return nil, err
 		}
-	}
-	if s.ckpt, err = sqlitewal.Start(dbPath, walCheckpointBytes, opts.Logger); err != nil {
-		closeDBs()
-		return nil, fmt.Errorf("open memory index: %w", err)
 	}
 	if opts.FsyncEvery > 0 && !opts.NoFsync {
 		s.flushStop, s.flushDone = make(chan struct{}), make(chan struct{})
@@ -511,7 +514,7 @@ func createIndexFile(path string) error {
 	if _, err := os.Stat(path); err == nil || !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	db, err := sql.Open("sqlite", "file:"+path+fmt.Sprintf("?_pragma=page_size(%d)", indexPageSize))
+	db, err := sql.Open("sqlite", sqlitewal.FileURI(path)+fmt.Sprintf("?_pragma=page_size(%d)", indexPageSize))
 	if err != nil {
 		return err
 	}

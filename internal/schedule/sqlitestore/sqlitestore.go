@@ -21,6 +21,7 @@ import (
 
 	"github.com/tendrilai/tendril/internal/jobs"
 	"github.com/tendrilai/tendril/internal/schedule"
+	"github.com/tendrilai/tendril/internal/sqlitewal"
 )
 
 //go:embed migrations/*.up.sql
@@ -56,7 +57,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open schedule db: %w", err)
 	}
-	dsn := path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+	dsn := sqlitewal.FileURI(path) + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open schedule db %s: %w", path, err)
