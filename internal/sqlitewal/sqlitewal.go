@@ -27,6 +27,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" driver
@@ -74,8 +75,7 @@ type Checkpointer struct {
 
 	stop, done chan struct{}
 	once       sync.Once
-	runs       int64 // checkpoints run; guarded by mu
-	mu         sync.Mutex
+	runs       atomic.Int64 // checkpoints run
 }
 
 // Start opens a connection of its own to the SQLite database at path (in
@@ -138,9 +138,7 @@ func (c *Checkpointer) Checkpoint(ctx context.Context) error {
 		if err := c.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logFrames, &done); err != nil {
 			return err
 		}
-		c.mu.Lock()
-		c.runs++
-		c.mu.Unlock()
+		c.runs.Add(1)
 		if done >= logFrames || done == prev { // all copied, or a reader holds the rest
 			return nil
 		}
@@ -153,11 +151,7 @@ func (c *Checkpointer) Checkpoint(ctx context.Context) error {
 const catchUp = 8
 
 // Runs returns how many checkpoints the Checkpointer has run.
-func (c *Checkpointer) Runs() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.runs
-}
+func (c *Checkpointer) Runs() int64 { return c.runs.Load() }
 
 // Close stops the Checkpointer and closes its connection. It is safe to
 // call more than once.
