@@ -689,6 +689,42 @@ type runner struct {
 	cfg   config
 	texts []string
 	fake  *timedFake
+
+	// smu guards server: the added latency each turn's Server-Timing
+	// header reported ("tendril" = the handler's time less the model
+	// calls'), for the scenario running; servers without the header add
+	// nothing.
+	smu    sync.Mutex
+	server []time.Duration
+}
+
+// takeServer returns and forgets the server-side added latencies noted
+// since the last call.
+func (r *runner) takeServer() []time.Duration {
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	out := r.server
+	r.server = nil
+	return out
+}
+
+// serverAdded is the "tendril" duration of a Server-Timing header value
+// (W3C Server Timing: "name;dur=ms;desc=..., ..."); ok is false without one.
+func serverAdded(h string) (time.Duration, bool) {
+	for _, m := range strings.Split(h, ",") {
+		parts := strings.Split(strings.TrimSpace(m), ";")
+		if parts[0] != "tendril" {
+			continue
+		}
+		for _, p := range parts[1:] {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(p), "dur="); ok {
+				if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 {
+					return time.Duration(f * float64(time.Millisecond)), true
+				}
+			}
+		}
+	}
+	return 0, false
 }
 
 var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 5 * time.Minute}
@@ -705,6 +741,11 @@ func (r *runner) turn(s *server, actor, session, text string) (time.Duration, er
 	resp.Body.Close()
 	total := time.Since(start)
 	model := r.fake.take(text)
+	if d, ok := serverAdded(resp.Header.Get("Server-Timing")); ok && resp.StatusCode == 200 {
+		r.smu.Lock()
+		r.server = append(r.server, d)
+		r.smu.Unlock()
+	}
 	if resp.StatusCode != 200 {
 		return 0, fmt.Errorf("/invocations: %d %s", resp.StatusCode, raw)
 	}
@@ -742,6 +783,15 @@ type singleResult struct {
 	records   int
 	home      string
 	elapsed   time.Duration
+}
+
+// serverCell shows server-side percentiles, or a dash for a server that
+// sent no Server-Timing.
+func serverCell(p50, p99 time.Duration) string {
+	if p50 == 0 && p99 == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f / %.2f", ms(p50), ms(p99))
 }
 
 func pct(ds []time.Duration, p float64) time.Duration {
@@ -1007,6 +1057,7 @@ func (r *runner) restartSearch(v *variant, home, actor string) error {
 type multiResult struct {
 	actors, turns    int
 	p50, p99         time.Duration
+	sp50, sp99       time.Duration // from Server-Timing (0: not reported)
 	rssEnd, rssQuiet int64
 	anonEnd          int64
 	cpuPerTurn       time.Duration
@@ -1027,16 +1078,18 @@ func (r *runner) multi(v *variant) error {
 	defer s.stop()
 	before := mustSample(s.pid())
 	loads0, ev0 := cacheLoads(s)
+	r.takeServer()
 	lats, elapsed, err := r.drive(s, "soak:m", r.cfg.actors, r.cfg.actorTurns, r.cfg.multiClients)
 	if err != nil {
 		return err
 	}
+	slats := r.takeServer()
 	end := mustSample(s.pid())
 	q := quiesce(s.pid(), r.cfg.quiesceMax)
 	quiet := mustSample(s.pid())
 	loads1, ev1 := cacheLoads(s)
 	n := len(lats)
-	res := &multiResult{actors: r.cfg.actors, turns: n, p50: pct(lats, .5), p99: pct(lats, .99),
+	res := &multiResult{actors: r.cfg.actors, turns: n, p50: pct(lats, .5), p99: pct(lats, .99), sp50: pct(slats, .5), sp99: pct(slats, .99),
 		rssEnd: end.rssKiB, rssQuiet: quiet.rssKiB, anonEnd: end.anonKiB,
 		cpuPerTurn:  time.Duration(quiet.cpu-before.cpu) * (time.Second / clkTck) / time.Duration(n),
 		wPerTurn:    float64(end.wbytes-before.wbytes) / float64(n),
@@ -1099,6 +1152,7 @@ func (r *runner) drive(s *server, prefix string, actors, turns, clients int) ([]
 type concResult struct {
 	actors, turns int
 	p50, p99      time.Duration
+	sp50, sp99    time.Duration // from Server-Timing (0: not reported)
 	rss           int64
 	cpuPerTurn    time.Duration
 	wPerTurn      float64
@@ -1117,16 +1171,18 @@ func (r *runner) concurrentRun(v *variant) error {
 		return err
 	}
 	before := mustSample(s.pid())
+	r.takeServer()
 	lats, elapsed, err := r.drive(s, "soak:c", r.cfg.concurrent, r.cfg.concT, r.cfg.concurrent)
 	if err != nil {
 		return err
 	}
+	slats := r.takeServer()
 	end := mustSample(s.pid())
 	n := len(lats)
-	res := &concResult{actors: r.cfg.concurrent, turns: n, p50: pct(lats, .5), p99: pct(lats, .99), rss: end.rssKiB,
+	res := &concResult{actors: r.cfg.concurrent, turns: n, p50: pct(lats, .5), p99: pct(lats, .99), sp50: pct(slats, .5), sp99: pct(slats, .99), rss: end.rssKiB,
 		cpuPerTurn: time.Duration(end.cpu-before.cpu) * (time.Second / clkTck) / time.Duration(n),
 		wPerTurn:   float64(end.wbytes-before.wbytes) / float64(n), elapsed: elapsed}
-	log.Printf("%s concurrent: %d actors, %d turns, p50 %.2f p99 %.2f ms", v.name, res.actors, n, ms(res.p50), ms(res.p99))
+	log.Printf("%s concurrent: %d actors, %d turns, p50 %.2f p99 %.2f ms (server %.2f / %.2f)", v.name, res.actors, n, ms(res.p50), ms(res.p99), ms(res.sp50), ms(res.sp99))
 	v.conc = res
 	return nil
 }
@@ -1283,6 +1339,7 @@ func report(cfg config, vs []*variant) string {
 	if cfg.scenarios["multi"] {
 		hdr(append([]string{fmt.Sprintf("%d actors × %d turns, %d clients", cfg.actors, cfg.actorTurns, cfg.multiClients)}, names...)...)
 		row("p50 / p99 added (ms)", func(v *variant) string { return fmt.Sprintf("%.2f / %.2f", ms(v.multi.p50), ms(v.multi.p99)) })
+		row("p50 / p99 added, server's Server-Timing (ms)", func(v *variant) string { return serverCell(v.multi.sp50, v.multi.sp99) })
 		row("RSS after the last turn (MiB)", func(v *variant) string { return fmt.Sprintf("%.1f", float64(v.multi.rssEnd)/1024) })
 		row("anon RSS after the last turn (MiB)", func(v *variant) string { return fmt.Sprintf("%.1f", float64(v.multi.anonEnd)/1024) })
 		row("RSS when quiet (MiB)", func(v *variant) string { return fmt.Sprintf("%.1f", float64(v.multi.rssQuiet)/1024) })
@@ -1305,6 +1362,7 @@ func report(cfg config, vs []*variant) string {
 	if cfg.scenarios["concurrent"] {
 		hdr(append([]string{fmt.Sprintf("%d actors concurrently, back to back, %d turns each", cfg.concurrent, cfg.concT)}, names...)...)
 		row("p50 / p99 added (ms)", func(v *variant) string { return fmt.Sprintf("%.2f / %.2f", ms(v.conc.p50), ms(v.conc.p99)) })
+		row("p50 / p99 added, server's Server-Timing (ms)", func(v *variant) string { return serverCell(v.conc.sp50, v.conc.sp99) })
 		row("CPU per turn (ms)", func(v *variant) string { return fmt.Sprintf("%.2f", ms(v.conc.cpuPerTurn)) })
 		row("written per turn (KiB)", func(v *variant) string { return fmt.Sprintf("%.1f", v.conc.wPerTurn/1024) })
 		row("RSS at the end (MiB)", func(v *variant) string { return fmt.Sprintf("%.1f", float64(v.conc.rss)/1024) })

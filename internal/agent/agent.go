@@ -150,6 +150,9 @@ type turn struct {
 	Compacted    bool           `json:"compacted"`
 	started      time.Time
 	tools        map[string]tool.Tool
+	// modelTime sums the wall time of this process's model calls for the
+	// turn (not persisted: a resumed turn counts its own calls).
+	modelTime time.Duration
 }
 
 // Invoke runs one turn to completion, or until it pauses at the approval

@@ -965,3 +965,29 @@ func TestCanceledTurnIsNotAnError(t *testing.T) {
 		t.Fatalf("turn histogram outcome=CANCELED count %d, want 1", canceled)
 	}
 }
+
+// TestResultModelTime: Result.ModelTime sums the turn's model calls (a
+// tool call then the answer, each at least the fake's delay) and leaves out
+// the rest of the turn (the tool's own time).
+func TestResultModelTime(t *testing.T) {
+	const delay = 15 * time.Millisecond
+	m := &scriptModel{delay: delay, script: []func(*model.Request) (*model.Response, error){toolCall("c1", "slow", `{}`)}}
+	const toolTime = 40 * time.Millisecond
+	slow := &fakeTool{name: "slow", class: tool.ClassRead, run: func(context.Context, tool.Call) (string, error) {
+		time.Sleep(toolTime)
+		return "done", nil
+	}}
+	a, _ := newTestAgent(t, m, Deps{Tools: []tool.Tool{slow}})
+	start := time.Now()
+	res, err := a.Invoke(context.Background(), Request{Message: "hi", ActorID: "telegram:1"})
+	wall := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(m.requests()); n != 2 {
+		t.Fatalf("model calls = %d, want 2", n)
+	}
+	if res.ModelTime < 2*delay || res.ModelTime > wall-toolTime {
+		t.Fatalf("ModelTime = %v, want at least %v (two calls) and at most %v (the turn less the tool)", res.ModelTime, 2*delay, wall-toolTime)
+	}
+}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Image is an inbound image: raw bytes and their media type.
@@ -36,6 +37,10 @@ type Result struct {
 	// PendingApproval is set when the turn paused at the approval gate.
 	PendingApproval *PendingApproval `json:"pending_approval,omitempty"`
 	Metadata        map[string]any   `json:"metadata,omitempty"`
+	// ModelTime is the wall time the turn spent in model calls, retries
+	// included: the provider's share of the turn's latency. POST
+	// /invocations reports it in its Server-Timing header.
+	ModelTime time.Duration `json:"-"`
 }
 
 // PendingApproval describes a paused tool call awaiting a decision.

@@ -262,7 +262,9 @@ func (a *Agent) generate(ctx context.Context, t *turn) (*model.Response, error) 
 	}
 	req := a.request(t)
 	region := trace.StartRegion(ctx, "model")
+	start := time.Now()
 	resp, err := a.call(ctx, req, t.Vision)
+	t.modelTime += time.Since(start)
 	region.End()
 	if errors.Is(err, model.ErrContextOverflow) && !t.Compacted && a.deps.Compact != nil {
 		t.Compacted = true
@@ -281,7 +283,9 @@ func (a *Agent) generate(ctx context.Context, t *turn) (*model.Response, error) 
 			msgs = appendMessage(msgs, m)
 		}
 		t.Messages = msgs
+		start := time.Now()
 		resp, err = a.call(ctx, a.request(t), t.Vision)
+		t.modelTime += time.Since(start)
 	}
 	if err != nil {
 		if errors.Is(err, model.ErrNotConfigured) {
@@ -540,7 +544,7 @@ func (a *Agent) nodeMeta(t *turn, role, text string, blocks []session.Block, met
 }
 
 func (a *Agent) result(t *turn, text string) *Result {
-	return &Result{Text: text, SessionID: t.Key.ID, TurnID: t.ID, MemoriesUsed: t.MemoriesUsed, Model: t.Model,
+	return &Result{Text: text, SessionID: t.Key.ID, TurnID: t.ID, MemoriesUsed: t.MemoriesUsed, Model: t.Model, ModelTime: t.modelTime,
 		Metadata: map[string]any{"breaker_level": t.Level.String(), "iterations": t.Iteration}}
 }
 

@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -378,6 +379,7 @@ type wireImage struct {
 }
 
 func (s *Server) handleInvocations(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	c, status, code, msg := s.decodeInvocation(w, r)
 	if code != "" {
 		s.countError(code)
@@ -413,7 +415,20 @@ func (s *Server) handleInvocations(w http.ResponseWriter, r *http.Request) {
 		// envelope; the reply arrives on the channel once decided.
 		status = http.StatusAccepted
 	}
+	w.Header().Set("Server-Timing", ServerTiming(res.ModelTime, time.Since(start)))
 	writeJSON(w, status, successBody(res))
+}
+
+// ServerTiming is the Server-Timing header value (W3C Server Timing,
+// https://www.w3.org/TR/server-timing/) of a turn answered by POST
+// /invocations: "model;dur=M, tendril;dur=T, total;dur=S", in milliseconds
+// with three decimals. model is the wall time of the turn's model calls,
+// total the request's time in the handler (body read to reply), and
+// tendril their difference: the latency Tendril adds to the model's.
+func ServerTiming(model, total time.Duration) string {
+	model = min(model, total)
+	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) }
+	return `model;dur=` + ms(model) + `;desc="model calls", tendril;dur=` + ms(total-model) + `;desc="added by Tendril", total;dur=` + ms(total)
 }
 
 func (s *Server) countError(code string) {

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -340,5 +342,44 @@ func TestLoopbackModeRefusesForeignHostsAndOrigins(t *testing.T) {
 		if resp.StatusCode != tc.status {
 			t.Errorf("host %q origin %q: %d, want %d", tc.host, tc.origin, resp.StatusCode, tc.status)
 		}
+	}
+}
+
+type timedInvoker struct{ model time.Duration }
+
+func (ti timedInvoker) Invoke(ctx context.Context, req agent.Request) (*agent.Result, error) {
+	time.Sleep(ti.model)
+	return &agent.Result{Text: "ok", SessionID: "s", TurnID: "turn_1", ModelTime: ti.model}, nil
+}
+
+// TestServerTiming: a turn's reply carries Server-Timing (W3C) with the
+// model's share, Tendril's and the total, in milliseconds, and they add up;
+// an error reply carries none.
+func TestServerTiming(t *testing.T) {
+	ts := newTestServer(t, timedInvoker{model: 20 * time.Millisecond}, Options{})
+	resp, _ := post(t, ts.URL, `{"message":"hi","actor_id":"a"}`, nil)
+	h := resp.Header.Get("Server-Timing")
+	dur := map[string]float64{}
+	for _, m := range strings.Split(h, ",") {
+		parts := strings.Split(strings.TrimSpace(m), ";")
+		for _, p := range parts[1:] {
+			if v, ok := strings.CutPrefix(p, "dur="); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("Server-Timing %q: %v", h, err)
+				}
+				dur[parts[0]] = f
+			}
+		}
+	}
+	if len(dur) != 3 || dur["model"] != 20 || dur["total"] < dur["model"] || math.Abs(dur["model"]+dur["tendril"]-dur["total"]) > 0.002 {
+		t.Fatalf("Server-Timing %q: durations %v", h, dur)
+	}
+	bad, _ := post(t, ts.URL, `{"message":`, nil)
+	if h := bad.Header.Get("Server-Timing"); h != "" {
+		t.Fatalf("error reply has Server-Timing %q", h)
+	}
+	if got := ServerTiming(5*time.Millisecond, 3*time.Millisecond); !strings.HasPrefix(got, "model;dur=3.000;") {
+		t.Fatalf("model time past the total: %q", got)
 	}
 }

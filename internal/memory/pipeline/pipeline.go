@@ -743,6 +743,7 @@ func (p *Pipeline) extractOnce(ctx context.Context, epoch int64, agentID, actorI
 		last := fresh[len(fresh)-1]
 		next, moved = sessionState{CursorID: last.ID, CursorTS: last.Timestamp}, true
 	}
+	defer trace.StartRegion(ctx, "extraction: write").End()
 	return p.q.guard(context.WithoutCancel(ctx), actorID, epoch, func(tx txn) error {
 		if listed {
 			if err := advanceConsolidationGen(ctx, tx, actorID, gen); err != nil {

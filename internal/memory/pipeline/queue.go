@@ -467,6 +467,7 @@ func (q *queue) tx(ctx context.Context, actorID string, fn func(tx txn) error) e
 			return err
 		}
 		defer tx.Rollback()
+		defer trace.StartRegion(ctx, "hold: jobs db").End()
 		if err := fn(sqlConn{c: tx, tx: tx, stmts: q.stmts}); err != nil {
 			return err
 		}

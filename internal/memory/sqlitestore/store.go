@@ -702,6 +702,7 @@ func (s *Store) ownerOf(ctx context.Context, id string) (string, error) {
 // rewritten whole (compacted) when it would be mostly stale, and the file
 // a record moves out of (another layer or day) is rewritten without it.
 func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.Record) error {
+	region := trace.StartRegion(ctx, "records: markdown")
 	appends := map[string][]byte{}
 	staled := map[string]int64{} // bytes of entries this write makes stale, by file
 	rewrite := map[string]bool{}
@@ -742,16 +743,22 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 			return err
 		}
 	}
+	region.End()
 	for f := range rewrite {
+		r := trace.StartRegion(ctx, "records: rewrite "+strings.SplitN(f, "/", 2)[0])
 		if err := s.rewriteFile(a, f, pending, ""); err != nil {
 			return err
 		}
+		r.End()
 	}
+	region = trace.StartRegion(ctx, "records: wait memory db")
 	tx, err := s.db.BeginTx(ctx, nil)
+	region.End()
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
 	defer tx.Rollback()
+	region = trace.StartRegion(ctx, "records: rows")
 	stmt, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO records(id,actor,namespace,strategy,status,content,metadata,created_at,updated_at,sources,importance) VALUES(?,?,?,?,?,?,?,?,?,?,?)`)
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
@@ -776,9 +783,13 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 	if err := s.noteFiles(ctx, tx, a, files); err != nil {
 		return err
 	}
+	region.End()
+	region = trace.StartRegion(ctx, "records: commit")
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
+	region.End()
+	defer trace.StartRegion(ctx, "records: in memory").End()
 	stored := make([]*memory.Record, len(recs))
 	a.mu.Lock()
 	for i, r := range recs {
