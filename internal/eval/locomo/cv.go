@@ -399,6 +399,9 @@ func (cv *CVReport) WriteText(w io.Writer) {
 			}
 		})
 	}
+	if m, c1 := cv.CrossValidated.Overall, cv.CrossValidated.Categories[1]; c1 != nil {
+		fmt.Fprintf(w, "\ncross-validated, four decimals: recall@10 %.4f, all@10 %.4f, multi-hop all@10 %.4f\n", m.Recall[10], m.All[10], c1.All[10])
+	}
 	fmt.Fprintln(w, "\nchoices per fold (trained on the other folds):")
 	for _, f := range cv.Choices {
 		fmt.Fprintf(w, "  held out %v: %s (train objective %.4f; held-out objective %.4f, default %.4f)\n", f.HeldOut, f.Candidate, f.TrainScore, f.TestScore, f.DefaultTestScore)

@@ -82,7 +82,8 @@ type Params struct {
 	// "your kids" said to Melanie is about Melanie's kids.
 	AddresseeBoost float64
 	// Nicknames lets a query word of three or more letters that begins a
-	// speaker's name name that speaker ("Mel" → Melanie).
+	// speaker's name name that speaker ("Mel" → Melanie); roles ("user",
+	// "assistant") are not names and are named only in full.
 	Nicknames bool
 	// PRFMinDocs is how many of the top PRFDocs documents must hold an
 	// expansion term (default 2; 1 makes feedback a second round seeded by
@@ -116,6 +117,7 @@ func DefaultParams() Params {
 			FieldDate:    {Weight: 0.5, B: 0},
 		},
 		SpeakerBoost: 0.4,
+		Nicknames:    true,
 		TimeBoost:    0.3,
 		GroupWeight:  0.1,
 		// chosen by leave-one-conversation-out cross-validation on LoCoMo
@@ -1250,6 +1252,12 @@ func (ix *Index) explain(doc int32, qs []qterm, st stats, boostWhy func(int32) (
 	return string(b)
 }
 
+// roleNames are the speaker terms of turns without a speaker's name (the
+// event's role: memindex.SpeakerOf) and their stems. They are not names, so
+// a query word that begins one ("use", "assist") does not name it as a
+// nickname would.
+var roleNames = map[string]bool{"user": true, "assistant": true, "assist": true, "system": true, "tool": true}
+
 // namedSpeakers returns the speakers the query names.
 func (ix *Index) namedSpeakers(query string) map[int32]bool {
 	if ix.p.SpeakerBoost == 0 || len(ix.spkTerms) == 0 {
@@ -1260,7 +1268,7 @@ func (ix *Index) namedSpeakers(query string) map[int32]bool {
 		ids := ix.spkTerms[t]
 		if ids == nil && ix.p.Nicknames && len(t) >= 3 && isASCIIWord(t) {
 			for name, nids := range ix.spkTerms {
-				if len(name) > len(t) && strings.HasPrefix(name, t) {
+				if len(name) > len(t) && strings.HasPrefix(name, t) && !roleNames[name] {
 					ids = append(ids, nids...)
 				}
 			}

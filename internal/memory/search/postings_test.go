@@ -253,10 +253,26 @@ func (r *refIndex) search(query string, allow []bool, k int) []refHit {
 	}
 	named := map[string]bool{} // speaker names (lowercase) the query names
 	for _, t := range r.p.Analyzer.Terms(query) {
+		exact := false
 		for _, d := range r.docs {
 			name := strings.TrimSpace(strings.ToLower(d.Speaker))
 			if name != "" && r.p.SpeakerBoost > 0 && slices.Contains(r.p.Analyzer.Terms(name), t) {
-				named[name] = true
+				named[name], exact = true, true
+			}
+		}
+		if exact || !r.p.Nicknames || len(t) < 3 || !isASCIIWord(t) {
+			continue
+		}
+		// A nickname: t begins a term of the name (not a role's).
+		for _, d := range r.docs {
+			name := strings.TrimSpace(strings.ToLower(d.Speaker))
+			if name == "" || r.p.SpeakerBoost == 0 {
+				continue
+			}
+			for _, nt := range r.p.Analyzer.Terms(name) {
+				if len(nt) > len(t) && strings.HasPrefix(nt, t) && !roleNames[nt] {
+					named[name] = true
+				}
 			}
 		}
 	}

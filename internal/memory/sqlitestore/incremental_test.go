@@ -547,9 +547,17 @@ func TestCompactionKeepsResults(t *testing.T) {
 	// next write would, so the test does not depend on that timing.
 	s.compactSoon(s.actors["u"])
 	s.waitCompaction("u")
+	// Where the last compaction landed depends on when the background
+	// rebuilds ran (a loaded machine shifts them by a round or two), so
+	// check what holds whatever the phase: the index was rebuilt (it holds
+	// fewer than the 720 documents written) and owes no rebuild (at most
+	// compactable's 256 retired documents).
 	x := s.actors["u"].currentIndex()
-	if x == nil || x.ix.Len() > 4*60 {
-		t.Fatalf("index not compacted: %d documents", x.ix.Len())
+	if x == nil {
+		t.Fatal("no index")
+	}
+	if x.ix.Len() >= 12*60 || x.ix.Dead() > 256 || x.ix.Len()-x.ix.Dead() != 60 {
+		t.Fatalf("index not compacted: %d documents, %d retired", x.ix.Len(), x.ix.Dead())
 	}
 	fresh, err := Open(home, opts)
 	if err != nil {

@@ -1,0 +1,46 @@
+package search
+
+import "testing"
+
+// TestNicknamesNameSpeakersNotRoles: with the default ranking a query word
+// that begins a speaker's name names that speaker ("Mel" → Melanie), a
+// word too short or not a prefix names nobody, and a word that begins a
+// role ("use" → user, "assi" → assistant) does not name the role, which
+// only its full name (or a word of the same stem) does.
+func TestNicknamesNameSpeakersNotRoles(t *testing.T) {
+	p := DefaultParams()
+	if !p.Nicknames {
+		t.Fatal("DefaultParams: Nicknames off")
+	}
+	ix := NewIndex(p)
+	for i, spk := range []string{"Melanie", "Caroline", "user", "assistant"} {
+		ix.Add(Doc{Text: "a turn about the garden", Speaker: spk, Key: string(rune('a' + i))})
+	}
+	name := func(q string) []string {
+		var out []string
+		for id := range ix.namedSpeakers(q) {
+			for n, nid := range ix.spkIDs {
+				if nid == id {
+					out = append(out, n)
+				}
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		q    string
+		want string // "" for nobody
+	}{
+		{"How long have Mel and her husband been married?", "melanie"},
+		{"What did Caro paint?", "caroline"},
+		{"What did Me say?", ""},
+		{"What fertiliser do I use?", ""},
+		{"Is the assi working?", ""},
+		{"What did the user say about roses?", "user"},
+	} {
+		got := name(c.q)
+		if (c.want == "" && len(got) != 0) || (c.want != "" && (len(got) != 1 || got[0] != c.want)) {
+			t.Errorf("%q names %v, want %q", c.q, got, c.want)
+		}
+	}
+}
