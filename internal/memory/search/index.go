@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Field is one scored field of a document.
@@ -81,9 +83,10 @@ type Params struct {
 	// in a group (session) where a speaker the query names also speaks:
 	// "your kids" said to Melanie is about Melanie's kids.
 	AddresseeBoost float64
-	// Nicknames lets a query word of three or more letters that begins a
-	// speaker's name name that speaker ("Mel" → Melanie); roles ("user",
-	// "assistant") are not names and are named only in full.
+	// Nicknames lets a capitalised query word of three or more letters,
+	// not opening a sentence, that begins a speaker's name name that
+	// speaker ("Mel" → Melanie; NicknameWords). Roles ("user",
+	// "assistant") are not names: they are named only by their own word.
 	Nicknames bool
 	// PRFMinDocs is how many of the top PRFDocs documents must hold an
 	// expansion term (default 2; 1 makes feedback a second round seeded by
@@ -1253,31 +1256,111 @@ func (ix *Index) explain(doc int32, qs []qterm, st stats, boostWhy func(int32) (
 }
 
 // roleNames are the speaker terms of turns without a speaker's name (the
-// event's role: memindex.SpeakerOf) and their stems. They are not names, so
-// a query word that begins one ("use", "assist") does not name it as a
-// nickname would.
+// event's role: memindex.SpeakerOf) and their stems. They are not names: a
+// query names a role only by the role's own word (roleWords), and no
+// nickname names one.
 var roleNames = map[string]bool{"user": true, "assistant": true, "assist": true, "system": true, "tool": true}
 
-// namedSpeakers returns the speakers the query names.
+// roleWords are the query words that name a role, by the role's term.
+var roleWords = map[string][]string{
+	"user": {"user", "users"}, "assistant": {"assistant", "assistants"}, "assist": {"assistant", "assistants"},
+	"system": {"system", "systems"}, "tool": {"tool", "tools"},
+}
+
+// namesRole reports whether query holds one of the words that name the
+// role whose term is t ("assistance" shares the term "assist" with
+// "assistant" but does not name the assistant).
+func namesRole(query, t string) bool {
+	for _, w := range strings.FieldsFunc(strings.ToLower(query), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		if slices.Contains(roleWords[t], w) {
+			return true
+		}
+	}
+	return false
+}
+
+// NicknameWords returns the words of query that may be a speaker's
+// nickname (Params.Nicknames), lowercased: three or more ASCII letters,
+// written with a capital, and not the first word of a sentence ("How long
+// have Mel and her husband…" gives "mel"; "who bought a car" and "Car
+// insurance?" give nothing).
+func NicknameWords(query string) []string {
+	var out []string
+	start := true // the next word begins a sentence
+	for i := 0; i < len(query); {
+		r, n := utf8.DecodeRuneInString(query[i:])
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			if r == '.' || r == '!' || r == '?' || r == '\n' {
+				start = true
+			}
+			i += n
+			continue
+		}
+		j := i
+		for j < len(query) {
+			r2, n2 := utf8.DecodeRuneInString(query[j:])
+			if !unicode.IsLetter(r2) && !unicode.IsDigit(r2) {
+				break
+			}
+			j += n2
+		}
+		w := query[i:j]
+		if !start && len(w) >= 3 && w[0] >= 'A' && w[0] <= 'Z' && isASCIILetters(w) {
+			out = append(out, strings.ToLower(w))
+		}
+		start = false
+		i = j
+	}
+	return out
+}
+
+func isASCIILetters(w string) bool {
+	for i := 0; i < len(w); i++ {
+		if c := w[i] | 0x20; c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+// namedSpeakers returns the speakers the query names: by a word of their
+// name (a role only by its own word, namesRole), or, with Nicknames, by a
+// NicknameWords word that begins a term of their name and names nobody
+// exactly.
 func (ix *Index) namedSpeakers(query string) map[int32]bool {
 	if ix.p.SpeakerBoost == 0 || len(ix.spkTerms) == 0 {
 		return nil
 	}
 	var out map[int32]bool
-	for _, t := range ix.p.Analyzer.Terms(query) {
-		ids := ix.spkTerms[t]
-		if ids == nil && ix.p.Nicknames && len(t) >= 3 && isASCIIWord(t) {
-			for name, nids := range ix.spkTerms {
-				if len(name) > len(t) && strings.HasPrefix(name, t) && !roleNames[name] {
-					ids = append(ids, nids...)
-				}
-			}
-		}
+	add := func(ids []int32) {
 		for _, id := range ids {
 			if out == nil {
 				out = map[int32]bool{}
 			}
 			out[id] = true
+		}
+	}
+	for _, t := range ix.p.Analyzer.Terms(query) {
+		if roleNames[t] && !namesRole(query, t) {
+			continue
+		}
+		add(ix.spkTerms[t])
+	}
+	if !ix.p.Nicknames {
+		return out
+	}
+	for _, w := range NicknameWords(query) {
+		exact := false
+		for _, t := range ix.p.Analyzer.Terms(w) {
+			exact = exact || len(ix.spkTerms[t]) > 0
+		}
+		if exact {
+			continue
+		}
+		for name, nids := range ix.spkTerms {
+			if len(name) > len(w) && strings.HasPrefix(name, w) && !roleNames[name] {
+				add(nids)
+			}
 		}
 	}
 	return out

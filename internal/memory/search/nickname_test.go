@@ -2,11 +2,12 @@ package search
 
 import "testing"
 
-// TestNicknamesNameSpeakersNotRoles: with the default ranking a query word
-// that begins a speaker's name names that speaker ("Mel" → Melanie), a
-// word too short or not a prefix names nobody, and a word that begins a
-// role ("use" → user, "assi" → assistant) does not name the role, which
-// only its full name (or a word of the same stem) does.
+// TestNicknamesNameSpeakersNotRoles: with the default ranking a capitalised
+// query word, not opening a sentence, that begins a speaker's name names
+// that speaker ("Mel" → Melanie); a word too short, not a prefix, in lower
+// case ("car") or opening the query ("Car insurance") names nobody; a word
+// that begins a role ("use" → user) or shares its stem ("assistance")
+// does not name the role, which only the role's own word does.
 func TestNicknamesNameSpeakersNotRoles(t *testing.T) {
 	p := DefaultParams()
 	if !p.Nicknames {
@@ -34,9 +35,16 @@ func TestNicknamesNameSpeakersNotRoles(t *testing.T) {
 		{"How long have Mel and her husband been married?", "melanie"},
 		{"What did Caro paint?", "caroline"},
 		{"What did Me say?", ""},
+		{"who bought a car", ""},
+		{"Car insurance renewal?", ""},
+		{"Where did we go? Then Mel said the lake.", "melanie"},
+		{"Where did we go? Mel said the lake.", ""},
 		{"What fertiliser do I use?", ""},
-		{"Is the assi working?", ""},
+		{"Is the Assi working?", ""},
+		{"I need assistance with the roses", ""},
+		{"What do users say about roses?", "user"},
 		{"What did the user say about roses?", "user"},
+		{"What did the assistant suggest?", "assistant"},
 	} {
 		got := name(c.q)
 		if (c.want == "" && len(got) != 0) || (c.want != "" && (len(got) != 1 || got[0] != c.want)) {

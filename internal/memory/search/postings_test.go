@@ -253,25 +253,35 @@ func (r *refIndex) search(query string, allow []bool, k int) []refHit {
 	}
 	named := map[string]bool{} // speaker names (lowercase) the query names
 	for _, t := range r.p.Analyzer.Terms(query) {
-		exact := false
+		if roleNames[t] && !namesRole(query, t) {
+			continue
+		}
 		for _, d := range r.docs {
 			name := strings.TrimSpace(strings.ToLower(d.Speaker))
 			if name != "" && r.p.SpeakerBoost > 0 && slices.Contains(r.p.Analyzer.Terms(name), t) {
-				named[name], exact = true, true
+				named[name] = true
 			}
 		}
-		if exact || !r.p.Nicknames || len(t) < 3 || !isASCIIWord(t) {
-			continue
-		}
-		// A nickname: t begins a term of the name (not a role's).
-		for _, d := range r.docs {
-			name := strings.TrimSpace(strings.ToLower(d.Speaker))
-			if name == "" || r.p.SpeakerBoost == 0 {
+	}
+	if r.p.Nicknames && r.p.SpeakerBoost > 0 {
+		for _, w := range NicknameWords(query) {
+			exact := false
+			for _, d := range r.docs {
+				name := strings.TrimSpace(strings.ToLower(d.Speaker))
+				for _, t := range r.p.Analyzer.Terms(w) {
+					exact = exact || (name != "" && slices.Contains(r.p.Analyzer.Terms(name), t))
+				}
+			}
+			if exact {
 				continue
 			}
-			for _, nt := range r.p.Analyzer.Terms(name) {
-				if len(nt) > len(t) && strings.HasPrefix(nt, t) && !roleNames[nt] {
-					named[name] = true
+			// A nickname: w begins a term of the name (not a role's).
+			for _, d := range r.docs {
+				name := strings.TrimSpace(strings.ToLower(d.Speaker))
+				for _, nt := range r.p.Analyzer.Terms(name) {
+					if name != "" && len(nt) > len(w) && strings.HasPrefix(nt, w) && !roleNames[nt] {
+						named[name] = true
+					}
 				}
 			}
 		}
