@@ -12,6 +12,7 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -104,7 +105,8 @@ LESS_THAN(_OR_EQUALS); up to 5, AND-ed.`,
 			if actor == "" {
 				return usagef("--actor is required")
 			}
-			if strings.TrimSpace(args[0]) == "" {
+			if !strings.ContainsFunc(args[0], func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
+				// blank or punctuation only, as the server refuses it
 				return usagef("search needs words to rank by; `tendril memory list --actor %s` lists the records", actor)
 			}
 			q := url.Values{"actor": {actor}, "agent": {agent}, "q": {args[0]}, "k": {strconv.Itoa(k)}, "filter": filters,

@@ -67,6 +67,12 @@ func TestMemoryCLI(t *testing.T) {
 	if _, err := runRoot(t, "--home", home, "memory", "search", "  ", "--actor", "telegram:7"); !errors.As(err, &ue) || !strings.Contains(err.Error(), "memory list") {
 		t.Fatalf("empty query: %v, want a usage error pointing at memory list", err)
 	}
+	// Punctuation or emoji only: the same CLI hint, not the API's.
+	for _, q := range []string{"!!!", "🌱🌱"} {
+		if _, err := runRoot(t, "--home", home, "memory", "search", q, "--actor", "telegram:7"); !errors.As(err, &ue) || !strings.Contains(err.Error(), "tendril memory list") {
+			t.Fatalf("search %q: %v, want the usage error naming `tendril memory list`", q, err)
+		}
+	}
 	out, err = runRoot(t, "--home", home, "memory", "show", rec.ID, "--json")
 	if err != nil || !strings.Contains(out, "organic") {
 		t.Fatalf("show: %v\n%s", err, out)

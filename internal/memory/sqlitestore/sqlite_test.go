@@ -521,3 +521,41 @@ func TestPastedIDStaysWithItsActor(t *testing.T) {
 		t.Fatalf("rebuild warnings %q: want the skipped record and event named", warns)
 	}
 }
+
+// TestRebuildWarnsOfExpiredEvents: a rebuild that meets events past
+// EventExpiryDays in the Markdown (a log written by hand, or one older than
+// the limit when the server was down) says so, instead of leaving them
+// unfound without a word.
+func TestRebuildWarnsOfExpiredEvents(t *testing.T) {
+	home := t.TempDir()
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	clock := now.Add(-60 * 24 * time.Hour)
+	opts := Options{NoFsync: true, SyncInterval: -1, Now: func() time.Time { return clock }}
+	s, err := Open(home, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendEvents(bg, []memory.Event{{ActorID: "u", SessionID: "s1", Role: "user", Text: "the fig tree got rust", Timestamp: clock}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	clock = now
+	s, err = Open(home, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	warns, err := s.RebuildWarn(bg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, w := range warns {
+		found = found || (strings.Contains(w, "1 events older than memory.eventExpiryDays (30 days)") && strings.Contains(w, clock.Add(-60*24*time.Hour).Format("2006-01-02")))
+	}
+	if !found {
+		t.Fatalf("rebuild warnings %q: want the expired event counted", warns)
+	}
+}

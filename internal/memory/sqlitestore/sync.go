@@ -363,9 +363,17 @@ func (s *Store) readActorDir(enc string, compact bool) (actor string, recs []mem
 				s.warn(actor, fmt.Sprintf("%s: record %s: its namespace names another actor: skipped", it.rel, r.ID))
 			}
 		}
+		expired := 0
 		for _, e := range p.Events {
 			e.ActorID = actor
 			evs = append(evs, e)
+			if s.expired(e) {
+				expired++
+			}
+		}
+		if expired > 0 && s.warnings != nil { // a Rebuild: say why they are not found
+			s.warnings = append(s.warnings, fmt.Sprintf("%s: %s: %d events older than memory.eventExpiryDays (%d days): not indexed; expiry removes them from the file",
+				actor, it.rel, expired, s.opts.EventExpiryDays))
 		}
 		rejected = append(rejected, p.Hashes...)
 	}
