@@ -765,8 +765,11 @@ func (r *runner) text(a, i int) string {
 }
 
 type window struct {
-	from, to   int
-	p50, p99   time.Duration
+	from, to int
+	p50, p99 time.Duration
+	// sp50, sp99: the same turns' added latency as the server measured it
+	// (Server-Timing "tendril"; 0 for a server without the header).
+	sp50, sp99 time.Duration
 	cpuPerTurn time.Duration
 	wPerTurn   float64 // bytes
 	rssKiB     int64
@@ -823,6 +826,7 @@ func (r *runner) single(v *variant) error {
 	actor, session := "soak:one", "soak-one"
 	prev := mustSample(s.pid())
 	var lat []time.Duration
+	r.takeServer()
 	begin := time.Now()
 	for i := 0; i < r.cfg.turns; i++ {
 		d, err := r.turn(s, actor, session, r.text(0, i))
@@ -836,14 +840,15 @@ func (r *runner) single(v *variant) error {
 		if (i+1)%r.cfg.window == 0 || i+1 == r.cfg.turns {
 			cur := mustSample(s.pid())
 			n := len(lat)
+			slat := r.takeServer()
 			res.windows = append(res.windows, window{
-				from: i + 1 - n, to: i + 1, p50: pct(lat, .5), p99: pct(lat, .99),
+				from: i + 1 - n, to: i + 1, p50: pct(lat, .5), p99: pct(lat, .99), sp50: pct(slat, .5), sp99: pct(slat, .99),
 				cpuPerTurn: time.Duration(cur.cpu-prev.cpu) * (time.Second / clkTck) / time.Duration(n),
 				wPerTurn:   float64(cur.wbytes-prev.wbytes) / float64(n), rssKiB: cur.rssKiB, anonKiB: cur.anonKiB,
 			})
 			w := res.windows[len(res.windows)-1]
-			log.Printf("%s single %d–%d: p50 %.2f p99 %.2f ms, cpu %.2f ms/turn, %.1f KiB/turn, RSS %.1f MiB",
-				v.name, w.from+1, w.to, ms(w.p50), ms(w.p99), ms(w.cpuPerTurn), w.wPerTurn/1024, float64(w.rssKiB)/1024)
+			log.Printf("%s single %d–%d: p50 %.2f p99 %.2f ms (server %.2f / %.2f), cpu %.2f ms/turn, %.1f KiB/turn, RSS %.1f MiB",
+				v.name, w.from+1, w.to, ms(w.p50), ms(w.p99), ms(w.sp50), ms(w.sp99), ms(w.cpuPerTurn), w.wPerTurn/1024, float64(w.rssKiB)/1024)
 			prev, lat = cur, lat[:0]
 		}
 	}
@@ -1232,7 +1237,7 @@ func report(cfg config, vs []*variant) string {
 		fmt.Fprintf(&b, "### One actor, %d turns back to back (windows of %d)\n\n", cfg.turns, cfg.window)
 		cols := []string{"turns"}
 		for _, n := range names {
-			cols = append(cols, n+" p50 / p99 added (ms)", n+" CPU/turn (ms)", n+" written/turn (KiB)", n+" RSS / anon (MiB)")
+			cols = append(cols, n+" p50 / p99 added (ms)", n+" server p50 / p99 (ms)", n+" CPU/turn (ms)", n+" written/turn (KiB)", n+" RSS / anon (MiB)")
 		}
 		hdr(cols...)
 		nw := 0
@@ -1245,14 +1250,14 @@ func report(cfg config, vs []*variant) string {
 			var cells []string
 			for j, v := range vs {
 				if v.single == nil || i >= len(v.single.windows) {
-					cells = append(cells, "", "", "", "")
+					cells = append(cells, "", "", "", "", "")
 					continue
 				}
 				w := v.single.windows[i]
 				if j == 0 {
 					cells = append([]string{fmt.Sprintf("%d–%d", w.from+1, w.to)}, cells...)
 				}
-				cells = append(cells, fmt.Sprintf("%.2f / %.2f", ms(w.p50), ms(w.p99)), fmt.Sprintf("%.2f", ms(w.cpuPerTurn)),
+				cells = append(cells, fmt.Sprintf("%.2f / %.2f", ms(w.p50), ms(w.p99)), serverCell(w.sp50, w.sp99), fmt.Sprintf("%.2f", ms(w.cpuPerTurn)),
 					fmt.Sprintf("%.1f", w.wPerTurn/1024), fmt.Sprintf("%.1f / %.1f", float64(w.rssKiB)/1024, float64(w.anonKiB)/1024))
 			}
 			fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
@@ -1274,6 +1279,13 @@ func report(cfg config, vs []*variant) string {
 				return "—"
 			}
 			return fmt.Sprintf("%.2f×", ms(w[len(w)-1].p99)/ms(w[1].p99))
+		})
+		row("server-side p99 last window / second window", func(v *variant) string {
+			w := v.single.windows
+			if len(w) < 2 || w[1].sp99 == 0 {
+				return "—"
+			}
+			return fmt.Sprintf("%.2f×", ms(w[len(w)-1].sp99)/ms(w[1].sp99))
 		})
 		row("CPU/turn last window / first window", func(v *variant) string {
 			w := v.single.windows

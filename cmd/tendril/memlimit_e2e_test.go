@@ -8,36 +8,53 @@ import (
 	"testing"
 )
 
-// TestE2EDefaultMemoryLimit: tendril serve, with neither GOMEMLIMIT nor
-// AUTOMEMLIMIT set, gives the Go runtime the soft limit memoryLimitMB
-// defaults to (4 × memory.cacheMB + 128 MiB), seen from outside in
-// /metrics; TENDRIL_MEMORY_LIMIT_MB=-1 removes it.
-func TestE2EDefaultMemoryLimit(t *testing.T) {
-	limit := func(extra ...string) float64 {
-		t.Helper()
-		p := startServe(t, testHome(t), append([]string{"TENDRIL_MEMORY_CACHE_MB=16"}, extra...)...)
-		defer p.kill()
-		resp, err := http.Get(p.URL + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		m := regexp.MustCompile(`(?m)^go_gc_gomemlimit_bytes (\S+)$`).FindSubmatch(body)
+// serveGauges starts tendril serve with env and returns the named gauges
+// of its /metrics.
+func serveGauges(t *testing.T, names []string, env ...string) []float64 {
+	t.Helper()
+	p := startServe(t, testHome(t), env...)
+	defer p.kill()
+	resp, err := http.Get(p.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	out := make([]float64, len(names))
+	for i, name := range names {
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindSubmatch(body)
 		if m == nil {
-			t.Fatalf("/metrics lacks go_gc_gomemlimit_bytes:\n%s", body)
+			t.Fatalf("/metrics lacks %s:\n%s", name, body)
 		}
 		v, err := strconv.ParseFloat(string(m[1]), 64)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return v
+		out[i] = v
 	}
+	return out
+}
+
+// TestE2EDefaultMemoryLimit: tendril serve, with neither GOMEMLIMIT nor
+// AUTOMEMLIMIT set, gives the Go runtime the soft limit memoryLimitMB
+// defaults to (4 × memory.cacheMB + 128 MiB), seen from outside in
+// /metrics; TENDRIL_MEMORY_LIMIT_MB=-1 removes it. Without GOGC the
+// collector's target is defaultGCPercent; GOGC wins.
+func TestE2EDefaultMemoryLimit(t *testing.T) {
+	names := []string{"go_gc_gomemlimit_bytes", "go_gc_gogc_percent"}
 	const want = (4*16 + 128) << 20
-	if got := limit(); got < want || got > want+4096 {
+	g := serveGauges(t, names, "TENDRIL_MEMORY_CACHE_MB=16", "GOGC=")
+	if got := g[0]; got < want || got > want+4096 {
 		t.Errorf("default soft memory limit = %.0f bytes, want %d (192 MiB)", got, want)
 	}
-	if got := limit("TENDRIL_MEMORY_LIMIT_MB=-1"); got <= want+4096 {
+	if g[1] != defaultGCPercent {
+		t.Errorf("default GOGC = %v, want %d", g[1], defaultGCPercent)
+	}
+	g = serveGauges(t, names, "TENDRIL_MEMORY_CACHE_MB=16", "TENDRIL_MEMORY_LIMIT_MB=-1", "GOGC=120")
+	if got := g[0]; got <= want+4096 {
 		t.Errorf("TENDRIL_MEMORY_LIMIT_MB=-1: soft memory limit = %.0f bytes, want none (or the cgroup's share)", got)
+	}
+	if g[1] != 120 {
+		t.Errorf("GOGC=120: collector target = %v, want 120", g[1])
 	}
 }

@@ -80,3 +80,24 @@ func TestCheckAutoMemLimit(t *testing.T) {
 		}
 	}
 }
+
+func TestSetGCPercent(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	t.Setenv("GOGC", "")
+	if got := setGCPercent(log); got != defaultGCPercent || debug.SetGCPercent(defaultGCPercent) != defaultGCPercent {
+		t.Errorf("without GOGC: %d, want %d", got, defaultGCPercent)
+	}
+	// GOGC is applied by the runtime at start; setGCPercent leaves it.
+	t.Setenv("GOGC", "80")
+	debug.SetGCPercent(80)
+	if got := setGCPercent(log); got != 80 || debug.SetGCPercent(80) != 80 {
+		t.Errorf("with GOGC=80: %d, want 80 kept", got)
+	}
+	t.Setenv("GOGC", "off")
+	debug.SetGCPercent(-1)
+	if got := setGCPercent(log); got != -1 || debug.SetGCPercent(-1) != -1 {
+		t.Errorf("with GOGC=off: %d, want -1 kept", got)
+	}
+}

@@ -121,6 +121,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := checkAutoMemLimit(os.Getenv("AUTOMEMLIMIT")); err != nil {
 		return err
 	}
+	setGCPercent(log)
 	setMemoryLimit(ctx, log, memlimit.FromCgroup, cfg.MemoryLimitMB)
 	tr := runtime.NewTracker(nil)
 	a, err := assistant.Open(ctx, cfg, assistant.Options{Logger: log, Owner: true, Busy: tr})

@@ -121,11 +121,11 @@ type Config struct {
 }
 
 // DefaultMemoryLimitMB is the soft memory limit serve sets when
-// memoryLimitMB is 0: a backstop that leaves Go's own pacing (GOGC=100,
-// a heap of up to twice what is live) alone at the loads Tendril is
-// sized for and makes the collector work harder only past them, 4 ×
-// cacheMB + 128 (256 MiB at the defaults). At 100 actors × 1,000 turns
-// about 110 MB are live and Go's goal is about 220 MB, so it does not
+// memoryLimitMB is 0: a backstop that leaves the collector's own pacing
+// (serve's GOGC, 50 unless set: a heap of up to 1.5 × what is live)
+// alone at the loads Tendril is sized for and makes the collector work
+// harder only past them, 4 × cacheMB + 128 (256 MiB at the defaults).
+// At 100 actors × 1,000 turns about 110 MB are live, so it does not
 // bind there; a limit within about 1.5 × of the live heap would, at a
 // high price (issue 14, docs/bench/soak.md stop 13: 128 MiB over 87 MB
 // live gave the collector 45 % of the CPU, 96 MiB over 71 MB 38 %).
