@@ -847,8 +847,8 @@ func (r *runner) single(v *variant) error {
 				wPerTurn:   float64(cur.wbytes-prev.wbytes) / float64(n), rssKiB: cur.rssKiB, anonKiB: cur.anonKiB,
 			})
 			w := res.windows[len(res.windows)-1]
-			log.Printf("%s single %d–%d: p50 %.2f p99 %.2f ms (server %.2f / %.2f), cpu %.2f ms/turn, %.1f KiB/turn, RSS %.1f MiB",
-				v.name, w.from+1, w.to, ms(w.p50), ms(w.p99), ms(w.sp50), ms(w.sp99), ms(w.cpuPerTurn), w.wPerTurn/1024, float64(w.rssKiB)/1024)
+			log.Printf("%s single %d–%d: p50 %.2f p99 %.2f ms (server %s), cpu %.2f ms/turn, %.1f KiB/turn, RSS %.1f MiB",
+				v.name, w.from+1, w.to, ms(w.p50), ms(w.p99), serverCell(w.sp50, w.sp99), ms(w.cpuPerTurn), w.wPerTurn/1024, float64(w.rssKiB)/1024)
 			prev, lat = cur, lat[:0]
 		}
 	}
@@ -1282,7 +1282,7 @@ func report(cfg config, vs []*variant) string {
 		})
 		row("server-side p99 last window / second window", func(v *variant) string {
 			w := v.single.windows
-			if len(w) < 2 || w[1].sp99 == 0 {
+			if len(w) < 2 || w[1].sp99 == 0 || w[len(w)-1].sp99 == 0 {
 				return "—"
 			}
 			return fmt.Sprintf("%.2f×", ms(w[len(w)-1].sp99)/ms(w[1].sp99))

@@ -90,7 +90,7 @@ func baseEnv(home string) []string {
 		switch {
 		case strings.HasPrefix(k, "TENDRIL_"), strings.HasPrefix(k, "TELEGRAM_"), strings.HasPrefix(k, "ANTHROPIC_"),
 			strings.HasPrefix(k, "OPENAI_"), strings.HasPrefix(k, "AWS_"), k == "MODEL_ID", k == "VISION_MODEL_ID",
-			k == "GOMEMLIMIT", k == "AUTOMEMLIMIT":
+			k == "GOMEMLIMIT", k == "AUTOMEMLIMIT", k == "GOGC":
 			continue
 		}
 		env = append(env, kv)

@@ -70,11 +70,12 @@ func setMemoryLimit(ctx context.Context, log *slog.Logger, provider memlimit.Pro
 
 // defaultGCPercent is the collector's GOGC in tendril serve when the
 // environment sets none: the heap may grow to 1.5 × what is live between
-// collections instead of Go's default 2 ×. At 100 actors × 600 turns it
-// took RSS from 270.5 to 205.2 MiB for no measurable CPU (7.25 vs 7.19
-// ms per turn, docs/bench/soak.md stop 24): the collector's work is
-// proportional to the live heap, which is the same, and a turn's CPU is
-// mostly SQLite, system calls and ranking. Unlike a soft memory limit
+// collections instead of Go's default 2 ×. At 100 actors × 1,000 turns it
+// took RSS from 282.8 to 233.2 MiB (and at 100 × 600 from 270 to 205
+// MiB) for −1 to +15 % CPU per turn across five side-by-side pairs
+// (docs/bench/soak.md stop 24): the collector's work per turn doubles,
+// and it was about a tenth of a turn's CPU at 50. One actor's heap is
+// small, so there it saves little (0–3 MiB). Unlike a soft memory limit
 // near the live heap (stop 13), it never makes the collector run
 // continuously.
 const defaultGCPercent = 50
@@ -82,16 +83,30 @@ const defaultGCPercent = 50
 // setGCPercent sets the collector's target percentage (GOGC,
 // https://pkg.go.dev/runtime/debug#SetGCPercent) to defaultGCPercent,
 // unless GOGC is set in the environment, which the runtime has already
-// applied and which wins. It returns the percentage in effect.
-func setGCPercent(log *slog.Logger) int {
-	if v := os.Getenv("GOGC"); v != "" {
+// applied and which wins. It returns the percentage in effect (-1: off).
+// The caller checks GOGC first (checkGOGC).
+func setGCPercent() int {
+	if os.Getenv("GOGC") != "" {
 		cur := debug.SetGCPercent(100)
 		debug.SetGCPercent(cur)
-		log.Debug("collector target from GOGC", "gogc", v)
 		return cur
 	}
 	debug.SetGCPercent(defaultGCPercent)
 	return defaultGCPercent
+}
+
+// checkGOGC rejects a GOGC that the Go runtime would silently replace by
+// 100 (anything but "off" or a whole number) and a negative one, which
+// it reads as off: want "off" or a whole number ≥ 0; unset or empty is
+// fine (serve then uses defaultGCPercent).
+func checkGOGC(v string) error {
+	if v == "" || v == "off" {
+		return nil
+	}
+	if n, err := strconv.ParseInt(v, 10, 32); err != nil || n < 0 {
+		return fmt.Errorf("GOGC=%q: want off or a whole number ≥ 0 (the collector's target in percent; unset: %d)", v, defaultGCPercent)
+	}
+	return nil
 }
 
 // checkAutoMemLimit rejects an AUTOMEMLIMIT that automemlimit would refuse

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -56,5 +57,10 @@ func TestE2EDefaultMemoryLimit(t *testing.T) {
 	}
 	if g[1] != 120 {
 		t.Errorf("GOGC=120: collector target = %v, want 120", g[1])
+	}
+	// A GOGC the runtime would silently read as 100 stops serve instead.
+	_, stderr, code := runCLI(t, testHome(t), []string{"GOGC=abc"}, "serve", "--addr", "127.0.0.1:0")
+	if code == 0 || !strings.Contains(stderr, `GOGC="abc": want off or a whole number`) {
+		t.Errorf("GOGC=abc: exit %d, stderr %q; want a refusal naming it", code, stderr)
 	}
 }

@@ -84,20 +84,32 @@ func TestCheckAutoMemLimit(t *testing.T) {
 func TestSetGCPercent(t *testing.T) {
 	prev := debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetGCPercent(prev) })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	t.Setenv("GOGC", "")
-	if got := setGCPercent(log); got != defaultGCPercent || debug.SetGCPercent(defaultGCPercent) != defaultGCPercent {
+	if got := setGCPercent(); got != defaultGCPercent || debug.SetGCPercent(defaultGCPercent) != defaultGCPercent {
 		t.Errorf("without GOGC: %d, want %d", got, defaultGCPercent)
 	}
 	// GOGC is applied by the runtime at start; setGCPercent leaves it.
 	t.Setenv("GOGC", "80")
 	debug.SetGCPercent(80)
-	if got := setGCPercent(log); got != 80 || debug.SetGCPercent(80) != 80 {
+	if got := setGCPercent(); got != 80 || debug.SetGCPercent(80) != 80 {
 		t.Errorf("with GOGC=80: %d, want 80 kept", got)
 	}
 	t.Setenv("GOGC", "off")
 	debug.SetGCPercent(-1)
-	if got := setGCPercent(log); got != -1 || debug.SetGCPercent(-1) != -1 {
+	if got := setGCPercent(); got != -1 || debug.SetGCPercent(-1) != -1 {
 		t.Errorf("with GOGC=off: %d, want -1 kept", got)
+	}
+}
+
+func TestCheckGOGC(t *testing.T) {
+	for _, v := range []string{"", "off", "0", "50", "100", "400"} {
+		if err := checkGOGC(v); err != nil {
+			t.Errorf("GOGC=%q: %v", v, err)
+		}
+	}
+	for _, v := range []string{"abc", " 80", "1e2", "-5", "2147483648", "50%", "OFF"} {
+		if err := checkGOGC(v); err == nil || !strings.Contains(err.Error(), "want off or a whole number") {
+			t.Errorf("GOGC=%q: err = %v, want a clear refusal", v, err)
+		}
 	}
 }

@@ -121,7 +121,10 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := checkAutoMemLimit(os.Getenv("AUTOMEMLIMIT")); err != nil {
 		return err
 	}
-	setGCPercent(log)
+	if err := checkGOGC(os.Getenv("GOGC")); err != nil {
+		return err
+	}
+	setGCPercent()
 	setMemoryLimit(ctx, log, memlimit.FromCgroup, cfg.MemoryLimitMB)
 	tr := runtime.NewTracker(nil)
 	a, err := assistant.Open(ctx, cfg, assistant.Options{Logger: log, Owner: true, Busy: tr})
