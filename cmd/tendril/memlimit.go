@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"time"
@@ -68,31 +69,108 @@ func setMemoryLimit(ctx context.Context, log *slog.Logger, provider memlimit.Pro
 	return limit
 }
 
-// defaultGCPercent is the collector's GOGC in tendril serve when the
-// environment sets none: the heap may grow to 1.5 × what is live between
-// collections instead of Go's default 2 ×. At 100 actors × 1,000 turns it
-// took RSS from 282.8 to 233.2 MiB (and at 100 × 600 from 270 to 205
-// MiB) for −1 to +15 % CPU per turn across five side-by-side pairs
-// (docs/bench/soak.md stop 24): the collector's work per turn doubles,
-// and it was about a tenth of a turn's CPU at 50. One actor's heap is
-// small, so there it saves little (0–3 MiB). Unlike a soft memory limit
-// near the live heap (stop 13), it never makes the collector run
-// continuously.
-const defaultGCPercent = 50
+// The collector's target in tendril serve when the environment sets no
+// GOGC (https://pkg.go.dev/runtime/debug#SetGCPercent): between two
+// collections the heap may grow by live × GOGC/100 bytes. Go's default,
+// 100, lets a small heap double, which is cheap in memory; at 100 actors
+// the live heap is about 110 MB, and doubling it is most of the RSS. A
+// fixed GOGC=50 (stop 24) took 100 actors × 1,000 turns from 282.8 to
+// 233.2 MiB for −1 to +15 % CPU per turn, but one actor's heap is small
+// and there it saved 0–3 MiB for +5 and +27 % CPU per turn
+// (docs/bench/soak.md). So the target adapts to the live heap
+// (gcPercentFor): 100 while the growth it allows stays within
+// gcHeadroomBytes, then whatever keeps the growth at gcHeadroomBytes,
+// down to minGCPercent. Unlike a soft memory limit near the live heap
+// (stop 13), it never makes the collector run continuously.
+const (
+	// gcHeadroomBytes is the growth between collections the adaptive
+	// target allows before it goes below 100: 48 MiB, unless
+	// TENDRIL_GC_HEADROOM_MB sets another (gcHeadroom).
+	gcHeadroomBytes = 48 << 20
+	// minGCPercent is the adaptive target's floor, reached at a live
+	// heap of 96 MiB: what stop 24 measured as the default.
+	minGCPercent = 50
+	// gcTuneEvery is how often the adaptive target reads the live heap.
+	gcTuneEvery = 2 * time.Second
+)
 
-// setGCPercent sets the collector's target percentage (GOGC,
-// https://pkg.go.dev/runtime/debug#SetGCPercent) to defaultGCPercent,
-// unless GOGC is set in the environment, which the runtime has already
-// applied and which wins. It returns the percentage in effect (-1: off).
-// The caller checks GOGC first (checkGOGC).
-func setGCPercent() int {
+// gcHeadroomEnv sets gcHeadroomBytes in MiB: a smaller board may want
+// the heap held closer to what is live at a smaller size.
+const gcHeadroomEnv = "TENDRIL_GC_HEADROOM_MB"
+
+// gcHeadroom reads TENDRIL_GC_HEADROOM_MB (v): the adaptive target's
+// headroom in bytes, gcHeadroomBytes when v is empty; an error unless v
+// is a whole number of MiB from 1 to 1,048,576.
+func gcHeadroom(v string) (uint64, error) {
+	if v == "" {
+		return gcHeadroomBytes, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil || n < 1 || n > 1<<20 {
+		return 0, fmt.Errorf("%s=%q: want a whole number of MiB from 1 to 1048576 (unset: %d)", gcHeadroomEnv, v, gcHeadroomBytes>>20)
+	}
+	return n << 20, nil
+}
+
+// gcPercentFor is the adaptive GOGC for a live heap of live bytes and a
+// headroom of headroom bytes: 100 up to headroom, then 100 × headroom /
+// live, at least minGCPercent. The heap's goal, live × (1 + GOGC/100),
+// so rises continuously with the live heap: 2 × live, then live +
+// headroom, then 1.5 × live.
+func gcPercentFor(live, headroom uint64) int {
+	if live <= headroom {
+		return 100
+	}
+	return max(minGCPercent, int((100*headroom+live-1)/live)) // rounded up: the goal is at least live + headroom
+}
+
+// liveHeap reads the live heap the last collection marked, in bytes
+// (runtime/metrics /gc/heap/live:bytes).
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
+// setGCPercent sets the collector's target (GOGC) to gcPercentFor the
+// live heap (with headroom, gcHeadroom) and keeps it there, re-reading the heap every gcTuneEvery
+// until ctx ends, unless GOGC is set in the environment, which the
+// runtime has already applied and which wins. It returns the percentage
+// in effect now (-1: off). The caller checks GOGC first (checkGOGC).
+func setGCPercent(ctx context.Context, headroom uint64) int {
 	if os.Getenv("GOGC") != "" {
 		cur := debug.SetGCPercent(100)
 		debug.SetGCPercent(cur)
 		return cur
 	}
-	debug.SetGCPercent(defaultGCPercent)
-	return defaultGCPercent
+	cur := gcPercentFor(liveHeap(), headroom)
+	debug.SetGCPercent(cur)
+	go tuneGC(ctx, gcTuneEvery, func() int { return gcPercentFor(liveHeap(), headroom) }, cur)
+	return cur
+}
+
+// tuneGC sets GOGC to target() every interval until ctx ends, starting
+// from cur; it calls debug.SetGCPercent only on a change
+// of at least 5 points (or to or from 100), so a live heap that wobbles
+// does not reset the collector's pacing every interval.
+func tuneGC(ctx context.Context, every time.Duration, target func() int, cur int) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		next := target()
+		if next != cur && (next == 100 || cur == 100 || next-cur >= 5 || cur-next >= 5) {
+			debug.SetGCPercent(next)
+			cur = next
+		}
+	}
 }
 
 // checkGOGC rejects a GOGC that the Go runtime would silently replace by
@@ -104,7 +182,7 @@ func checkGOGC(v string) error {
 		return nil
 	}
 	if n, err := strconv.ParseInt(v, 10, 32); err != nil || n < 0 {
-		return fmt.Errorf("GOGC=%q: want off or a whole number ≥ 0 (the collector's target in percent; unset: %d)", v, defaultGCPercent)
+		return fmt.Errorf("GOGC=%q: want off or a whole number ≥ 0 (the collector's target in percent; unset: adapted to the live heap, %d–100)", v, minGCPercent)
 	}
 	return nil
 }

@@ -8,8 +8,11 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 )
@@ -84,21 +87,104 @@ func TestCheckAutoMemLimit(t *testing.T) {
 func TestSetGCPercent(t *testing.T) {
 	prev := debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	t.Setenv("GOGC", "")
-	if got := setGCPercent(); got != defaultGCPercent || debug.SetGCPercent(defaultGCPercent) != defaultGCPercent {
-		t.Errorf("without GOGC: %d, want %d", got, defaultGCPercent)
+	// Any live heap is past a headroom of 1 byte ×2, so the floor applies.
+	if got := setGCPercent(ctx, 1); got != minGCPercent || debug.SetGCPercent(minGCPercent) != minGCPercent {
+		t.Errorf("without GOGC, headroom 1 byte: %d, want %d", got, minGCPercent)
+	}
+	if got := setGCPercent(ctx, 1<<40); got != 100 || debug.SetGCPercent(100) != 100 {
+		t.Errorf("without GOGC, headroom 1 TiB: %d, want 100", got)
 	}
 	// GOGC is applied by the runtime at start; setGCPercent leaves it.
 	t.Setenv("GOGC", "80")
 	debug.SetGCPercent(80)
-	if got := setGCPercent(); got != 80 || debug.SetGCPercent(80) != 80 {
+	if got := setGCPercent(ctx, 1); got != 80 || debug.SetGCPercent(80) != 80 {
 		t.Errorf("with GOGC=80: %d, want 80 kept", got)
 	}
 	t.Setenv("GOGC", "off")
 	debug.SetGCPercent(-1)
-	if got := setGCPercent(); got != -1 || debug.SetGCPercent(-1) != -1 {
+	if got := setGCPercent(ctx, 1); got != -1 || debug.SetGCPercent(-1) != -1 {
 		t.Errorf("with GOGC=off: %d, want -1 kept", got)
 	}
+}
+
+// TestGCPercentFor: the heap's goal, live × (1 + GOGC/100), rises with
+// the live heap and never falls as it grows: 2 × live up to the
+// headroom, then live + headroom, then 1.5 × live.
+func TestGCPercentFor(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		live uint64
+		want int
+	}{{0, 100}, {10 * mib, 100}, {48 * mib, 100}, {64 * mib, 75}, {80 * mib, 60}, {81 * mib, 60}, {96 * mib, 50}, {200 * mib, 50}} {
+		if got := gcPercentFor(c.live, gcHeadroomBytes); got != c.want {
+			t.Errorf("live %d MiB: GOGC %d, want %d", c.live/mib, got, c.want)
+		}
+	}
+	// The goal follows the continuous curve max(1.5 × live, min(2 × live,
+	// live + headroom)), never under it, and over it by at most a point.
+	for live := uint64(mib); live < 400*mib; live += mib / 3 {
+		goal := float64(live) * (1 + float64(gcPercentFor(live, gcHeadroomBytes))/100)
+		curve := max(1.5*float64(live), min(2*float64(live), float64(live+gcHeadroomBytes)))
+		if goal < curve || goal > curve+float64(live)/100 {
+			t.Fatalf("live %.1f MiB: heap goal %.2f MiB, want %.2f MiB (at most 1 %% of live over)", float64(live)/mib, goal/mib, curve/mib)
+		}
+	}
+}
+
+func TestGCHeadroom(t *testing.T) {
+	if h, err := gcHeadroom(""); err != nil || h != gcHeadroomBytes {
+		t.Errorf("unset: %d, %v", h, err)
+	}
+	if h, err := gcHeadroom("16"); err != nil || h != 16<<20 {
+		t.Errorf("16: %d, %v", h, err)
+	}
+	for _, bad := range []string{"0", "-1", "abc", " 16", "1.5", "1048577"} {
+		if _, err := gcHeadroom(bad); err == nil || !strings.Contains(err.Error(), gcHeadroomEnv) {
+			t.Errorf("%q: %v, want an error naming %s", bad, err, gcHeadroomEnv)
+		}
+	}
+}
+
+// gogcNow reads the collector's target without changing it
+// (runtime/metrics /gc/gogc:percent).
+func gogcNow() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int(s[0].Value.Uint64())
+}
+
+// TestTuneGC: the adaptive target follows the live heap, and is left
+// alone for a change under 5 points.
+func TestTuneGC(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	ctx, cancel := context.WithCancel(context.Background())
+	var target atomic.Int64
+	target.Store(60)
+	done := make(chan struct{})
+	go func() { tuneGC(ctx, time.Millisecond, func() int { return int(target.Load()) }, 100); close(done) }()
+	waitGC := func(want int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if gogcNow() == want {
+				return
+			}
+		}
+		t.Fatalf("GOGC never became %d", want)
+	}
+	waitGC(60)
+	target.Store(58) // under 5 points: kept at 60
+	time.Sleep(50 * time.Millisecond)
+	if cur := gogcNow(); cur != 60 {
+		t.Errorf("a 2-point change was applied: %d", cur)
+	}
+	target.Store(100)
+	waitGC(100)
+	cancel()
+	<-done
 }
 
 func TestCheckGOGC(t *testing.T) {

@@ -124,7 +124,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := checkGOGC(os.Getenv("GOGC")); err != nil {
 		return err
 	}
-	setGCPercent()
+	headroom, err := gcHeadroom(os.Getenv(gcHeadroomEnv))
+	if err != nil {
+		return err
+	}
+	setGCPercent(ctx, headroom)
 	setMemoryLimit(ctx, log, memlimit.FromCgroup, cfg.MemoryLimitMB)
 	tr := runtime.NewTracker(nil)
 	a, err := assistant.Open(ctx, cfg, assistant.Options{Logger: log, Owner: true, Busy: tr})

@@ -131,3 +131,49 @@ func sentences(vocab []string) func() string {
 		return strings.Join(w, " ")
 	}
 }
+
+// BenchmarkColdSearchOneActor is the one-actor soak's step at the event
+// window (issue 14): one actor with 4,000 turns (8,000 events) searched
+// with every event warm (window=-1) and with the default window of 4,096
+// events, so that about half the history is cold. The difference is what
+// the cold search adds to a turn once an actor's history passes the window.
+func BenchmarkColdSearchOneActor(b *testing.B) {
+	const turns = 4000
+	texts := benchTexts(b, 2*turns+64)
+	for _, window := range []int{-1, sqlitestore.DefaultEventWindow} {
+		b.Run(fmt.Sprintf("window=%d", window), func(b *testing.B) {
+			s, err := sqlitestore.Open(b.TempDir(), sqlitestore.Options{NoFsync: true, EventWindow: window})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			t0 := time.Now().Add(-24 * time.Hour)
+			for start := 0; start < turns; start += 10 {
+				evs := make([]memory.Event, 0, 20)
+				for t := start; t < start+10; t++ {
+					ts := t0.Add(time.Duration(t) * time.Millisecond)
+					evs = append(evs,
+						memory.Event{ActorID: "a0", SessionID: "s", Role: "user", Text: texts[2*t], Timestamp: ts},
+						memory.Event{ActorID: "a0", SessionID: "s", Role: "assistant", Text: texts[2*t+1], Timestamp: ts.Add(time.Microsecond)})
+				}
+				if err := s.AppendEvents(ctx, evs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			queries := texts[2*turns:]
+			for _, q := range queries {
+				if _, err := s.Search(ctx, memory.Query{Text: q, NamespacePath: "/main/a0/", TopK: memory.DefaultTopK}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			i := 0
+			for b.Loop() {
+				if _, err := s.Search(ctx, memory.Query{Text: queries[i%len(queries)], NamespacePath: "/main/a0/", TopK: memory.DefaultTopK, NoExplain: true}); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}

@@ -135,15 +135,45 @@ func (s *Store) search(ctx context.Context, q memory.Query, engine Engine) ([]me
 				return nil, err
 			}
 		} else {
+			// The full-text half of the cold search runs beside the warm
+			// search (both only read), so a turn waits for the longer of
+			// the two, not their sum; the warm hits then set the floor
+			// that decides which cold events are read.
+			var cands chan coldResult
+			a.mu.RLock()
+			hasCold := a.hasCold()
+			a.mu.RUnlock()
+			if hasCold {
+				cands = make(chan coldResult, 1)
+				go func() {
+					rows, err := s.coldCandidates(ctx, a, c, text)
+					cands <- coldResult{rows, err}
+				}()
+			}
 			hits = s.searchActor(ctx, a, c, text, qvec, k, !q.NoExplain)
+			var r coldResult
+			if cands != nil {
+				r = <-cands
+			} else {
+				// the actor's first events may have gone cold meanwhile
+				a.mu.RLock()
+				hasCold = a.hasCold()
+				a.mu.RUnlock()
+				if hasCold {
+					r.rows, r.err = s.coldCandidates(ctx, a, c, text)
+				}
+			}
 			floor := math.Inf(-1)
 			if k > 0 && len(hits) >= k {
 				floor = hits[k-1].Score
 			}
-			cold, err := s.searchCold(ctx, a, c, text, k, floor, !q.NoExplain)
-			if err != nil {
+			var cold []memory.Hit
+			if r.err == nil {
+				cold, r.err = s.coldHits(ctx, a, c, r.rows, k, floor, !q.NoExplain)
+			}
+			if r.err != nil {
 				release()
-				return nil, err
+				return nil, r.err
 			}
 			hits = mergeHits(hits, cold, k)
 		}
@@ -306,4 +336,11 @@ func (s *Store) Prepare(ctx context.Context, actorID string) error {
 	_, done := s.readIndex(ctx, a)
 	done()
 	return nil
+}
+
+// coldResult is what coldCandidates returned, passed back from the
+// goroutine that ran it.
+type coldResult struct {
+	rows []coldRow
+	err  error
 }

@@ -622,25 +622,34 @@ func scoreCold(an search.Analyzer, k1 float64, words []string, ids, texts []stri
 	return out
 }
 
-// searchCold ranks a's cold events allowed by c for text: FTS5 finds the
-// cold rows of the actor holding the query's rarer words (coldWords; the
-// newest coldReadMax at most), scoreCold ranks them with BM25 in Go (no
-// bm25() in SQLite: its statistics are every actor's, and computing them
-// walked the whole posting list of each query phrase, the actor key's
-// included, on every search), and at most k are returned, each scoring
-// above floor (the k-th warm hit's score when there are k, so that only
-// cold events that can enter the merged list are read). A condition that
-// rejects most cold events may return fewer than k.
+// searchCold ranks a's cold events allowed by c for text: coldCandidates
+// then coldHits, one after the other (Store.search runs the first beside
+// the warm search).
 func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, text string, k int, floor float64, explain bool) ([]memory.Hit, error) {
+	all, err := s.coldCandidates(ctx, a, c, text)
+	if err != nil {
+		return nil, err
+	}
+	return s.coldHits(ctx, a, c, all, k, floor, explain)
+}
+
+// coldCandidates is the full-text half of a cold search: FTS5 finds the
+// cold rows of the actor holding the query's rarer words (coldWords; the
+// newest coldReadMax at most), and scoreCold ranks them with BM25 in Go
+// (no bm25() in SQLite: its statistics are every actor's, and computing
+// them walked the whole posting list of each query phrase, the actor
+// key's included, on every search). The rows are best first; nil when a
+// has no cold events c admits or the text no word to look for. It reads
+// only SQLite and the warm index's document frequencies under their read
+// locks, so it may run while the warm index is searched.
+func (s *Store) coldCandidates(ctx context.Context, a *actorState, c memindex.Cond, text string) ([]coldRow, error) {
 	a.mu.RLock()
 	sessions, err := s.coldScope(ctx, a, c)
+	coldN := a.coldN
 	a.mu.RUnlock()
 	if err != nil || len(sessions) == 0 {
 		return nil, err
 	}
-	a.mu.RLock()
-	coldN := a.coldN
-	a.mu.RUnlock()
 	scoped := s.ftsScope(coldN)
 	x, done := s.readIndex(ctx, a)
 	words := coldWords(x, text, max(coldN, int(min(s.ftsRows.Load(), math.MaxInt32))))
@@ -648,9 +657,6 @@ func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, 
 	done()
 	if len(words) == 0 {
 		return nil, nil
-	}
-	if k <= 0 {
-		k = memory.DefaultTopK
 	}
 	st, err := s.rstmt(ctx, `SELECT d.id, d.content FROM memory_fts JOIN fts_docs d ON d.rowid=memory_fts.rowid WHERE memory_fts MATCH ? AND d.actor=? ORDER BY memory_fts.rowid DESC LIMIT ?`)
 	if err != nil {
@@ -664,12 +670,28 @@ func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, 
 	if err != nil {
 		return nil, err
 	}
-	all := scoreCold(p.Analyzer, p.K1, words, ids, texts, coldN)
+	return scoreCold(p.Analyzer, p.K1, words, ids, texts, coldN), nil
+}
+
+// coldHits reads the events of the best of all (coldCandidates' rows)
+// and returns at most k of them as hits, each allowed by c and scoring
+// above floor (the k-th warm hit's score when there are k, so that only
+// cold events that can enter the merged list are read). Events that are
+// warm by now (an event being demoted), expired or rejected by c are
+// skipped, so a condition that rejects most cold events may return fewer
+// than k.
+func (s *Store) coldHits(ctx context.Context, a *actorState, c memindex.Cond, all []coldRow, k int, floor float64, explain bool) ([]memory.Hit, error) {
+	if k <= 0 {
+		k = memory.DefaultTopK
+	}
 	for i, f := range all {
 		if f.score <= floor {
 			all = all[:i]
 			break
 		}
+	}
+	if len(all) == 0 {
+		return nil, nil
 	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
