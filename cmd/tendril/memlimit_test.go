@@ -118,7 +118,7 @@ func TestGCPercentFor(t *testing.T) {
 	for _, c := range []struct {
 		live uint64
 		want int
-	}{{0, 100}, {10 * mib, 100}, {48 * mib, 100}, {64 * mib, 75}, {80 * mib, 60}, {81 * mib, 60}, {96 * mib, 50}, {200 * mib, 50}} {
+	}{{0, 100}, {10 * mib, 100}, {32 * mib, 100}, {40 * mib, 80}, {48 * mib, 67}, {63 * mib, 51}, {64 * mib, 50}, {200 * mib, 50}} {
 		if got := gcPercentFor(c.live, gcHeadroomBytes); got != c.want {
 			t.Errorf("live %d MiB: GOGC %d, want %d", c.live/mib, got, c.want)
 		}

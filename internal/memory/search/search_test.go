@@ -197,3 +197,26 @@ func TestGroupPrior(t *testing.T) {
 		t.Fatalf("a lone document got a session prior: %s", res[2].Explain)
 	}
 }
+
+// TestHasTimeExpressionSameAsTokens: HasTimeExpression, which scans the
+// tokens without keeping them, answers as the rule over Tokenize's slice.
+func TestHasTimeExpressionSameAsTokens(t *testing.T) {
+	ref := func(text string) bool {
+		toks := Tokenize(text)
+		for i, tok := range toks {
+			if timeWords[tok] || (tok == "last" || tok == "next" || tok == "this") && i+1 < len(toks) && timeUnits[toks[i+1]] ||
+				len(tok) == 4 && (strings.HasPrefix(tok, "19") || strings.HasPrefix(tok, "20")) && tok[2] >= '0' && tok[2] <= '9' && tok[3] >= '0' && tok[3] <= '9' {
+				return true
+			}
+		}
+		return koreanTime.MatchString(text)
+	}
+	texts := []string{"", "I went there yesterday", "I like figs", "Last WEEK we met", "this, month", "next... year!",
+		"last", "the last one", "in 2023", "in 20x3", "2150 people", "1999", "19999", "THIS Year", "지난주에", "2023년",
+		"Ünïcode this week", "thisweek", "last\nmonth", "a this b month"}
+	for _, text := range texts {
+		if got, want := HasTimeExpression(text), ref(text); got != want {
+			t.Errorf("%q: %v, want %v", text, got, want)
+		}
+	}
+}

@@ -39,17 +39,22 @@ func IsWhenQuestion(q string) bool { return cuesOf(q)&cueWhen != 0 }
 // ("yesterday", "last week", "3 weeks ago"), weekdays, months, seasons,
 // years 1900–2099, or Korean forms (어제, 지난, 2023년).
 func HasTimeExpression(text string) bool {
-	toks := Tokenize(text)
-	for i, t := range toks {
-		if timeWords[t] {
-			return true
+	// Tokenize's tokens, scanned without keeping them (this runs for
+	// every document an index adds, and every reload adds many).
+	found := false
+	prev := ""
+	scanTokens(text, func(t string, _ bool) {
+		switch {
+		case found:
+		case timeWords[t],
+			(prev == "last" || prev == "next" || prev == "this") && timeUnits[t],
+			len(t) == 4 && (strings.HasPrefix(t, "19") || strings.HasPrefix(t, "20")) && t[2] >= '0' && t[2] <= '9' && t[3] >= '0' && t[3] <= '9':
+			found = true
 		}
-		if (t == "last" || t == "next" || t == "this") && i+1 < len(toks) && timeUnits[toks[i+1]] {
-			return true
-		}
-		if len(t) == 4 && (strings.HasPrefix(t, "19") || strings.HasPrefix(t, "20")) && t[2] >= '0' && t[2] <= '9' && t[3] >= '0' && t[3] <= '9' {
-			return true
-		}
+		prev = t
+	})
+	if found {
+		return true
 	}
 	for i := 0; i < len(text); i++ {
 		if text[i] >= 0x80 {

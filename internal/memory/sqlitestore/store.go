@@ -28,6 +28,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
+	"unique"
 
 	"github.com/oklog/ulid/v2"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -173,6 +175,9 @@ type Store struct {
 	// names its actor inside FTS5, and how many rows its words' matches
 	// are estimated over, depend on it (ftsScope).
 	ftsRows atomic.Int64
+	// coldScans counts the scans of an actor's cold history for its
+	// cold scopes (scanColdScopes), for tests.
+	coldScans atomic.Int64
 
 	ftsStmts [ftsCached + 1]*sql.Stmt // prepared fts_docs upserts by row count, set by Open
 
@@ -1941,7 +1946,7 @@ func (s *Store) Forget(ctx context.Context, agentID, actorID string) error {
 	s.dropOwed(func(o owedFile, _ string) bool { return o.actor == actorID })
 	for _, q := range []string{`DELETE FROM records WHERE actor=?`, `DELETE FROM events WHERE actor=?`,
 		`DELETE FROM rejections WHERE actor=?`, `DELETE FROM files WHERE actor=?`, `DELETE FROM vectors WHERE actor=?`,
-		`DELETE FROM fts_docs WHERE actor=?`, `DELETE FROM event_tiers WHERE actor=?`} {
+		`DELETE FROM fts_docs WHERE actor=?`, `DELETE FROM event_tiers WHERE actor=?`, `DELETE FROM cold_scopes WHERE actor=?`} {
 		if _, err := tx.ExecContext(ctx, q, actorID); err != nil {
 			return fmt.Errorf("forget %s: %w", actorID, err)
 		}
@@ -2205,15 +2210,106 @@ func (a *actorState) setRecord(r memory.Record) *memory.Record {
 	return p
 }
 
+// decodeJSONMetadata decodes a metadata column as markdown.DecodeMetadata
+// reads it (times from {"$time": RFC 3339}); nil for none or for JSON
+// that does not parse. The common shape, a flat object of plain strings
+// and times as the store writes it, is read by decodeFlatMetadata without
+// encoding/json's reflection (it was a quarter of an actor's reload);
+// anything else takes the general path, with the same result.
 func decodeJSONMetadata(s string) map[string]any {
 	if s == "" || s == "null" {
 		return nil
+	}
+	if m, ok := decodeFlatMetadata(s); ok {
+		return m
 	}
 	var m map[string]any
 	if json.Unmarshal([]byte(s), &m) != nil {
 		return nil
 	}
 	return markdown.DecodeMetadata(m)
+}
+
+// metaKeys holds the metadata keys the store writes, so that decoded maps
+// share them instead of each holding its own copy.
+var metaKeys = map[string]string{"section": "section", "type": "type", "statedAt": "statedAt", "agentId": "agentId"}
+
+// decodeFlatMetadata reads s when it is exactly a JSON object without
+// whitespace whose values are strings or {"$time":"…"} objects holding an
+// RFC 3339 time, no string having an escape, a control character or
+// invalid UTF-8; ok is false for anything else (the caller then decodes
+// it in full). An empty object gives nil, as DecodeMetadata does. String
+// values are interned (package unique).
+func decodeFlatMetadata(s string) (m map[string]any, ok bool) {
+	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
+		return nil, false
+	}
+	if s == "{}" {
+		return nil, true
+	}
+	// str reads a plain string starting at s[i] == '"'; j is past it.
+	str := func(i int) (v string, j int, ok bool) {
+		if i >= len(s) || s[i] != '"' {
+			return "", 0, false
+		}
+		for j = i + 1; j < len(s); j++ {
+			switch c := s[j]; {
+			case c == '"':
+				v = s[i+1 : j]
+				return v, j + 1, utf8.ValidString(v)
+			case c == '\\' || c < 0x20:
+				return "", 0, false
+			}
+		}
+		return "", 0, false
+	}
+	m = make(map[string]any, strings.Count(s, ":")-strings.Count(s, "$time"))
+	for i := 1; ; {
+		k, j, ok := str(i)
+		if !ok || j >= len(s) || s[j] != ':' {
+			return nil, false
+		}
+		if key, ok := metaKeys[k]; ok {
+			k = key
+		}
+		i = j + 1
+		switch {
+		case i < len(s) && s[i] == '"':
+			v, j, ok := str(i)
+			if !ok {
+				return nil, false
+			}
+			// canonical copies: values repeat (sections, types, agents),
+			// and a slice of s would keep all of s alive
+			m[k], i = unique.Make(v).Value(), j
+		case strings.HasPrefix(s[i:], `{"$time":`):
+			v, j, ok := str(i + len(`{"$time":`))
+			if !ok || j >= len(s) || s[j] != '}' {
+				return nil, false
+			}
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return nil, false
+			}
+			m[k], i = t, j+1
+		default:
+			return nil, false
+		}
+		if i >= len(s) {
+			return nil, false
+		}
+		switch s[i] {
+		case ',':
+			i++
+		case '}':
+			if i != len(s)-1 {
+				return nil, false
+			}
+			return m, true
+		default:
+			return nil, false
+		}
+	}
 }
 
 // decodeDir reverses EncodeActor for directories whose files lack an actor

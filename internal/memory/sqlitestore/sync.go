@@ -401,7 +401,7 @@ func (s *Store) reload(ctx context.Context, enc string, compact bool) error {
 		return fmt.Errorf("memory index: %w", err)
 	}
 	defer tx.Rollback()
-	for _, q := range []string{`DELETE FROM records WHERE actor=?`, `DELETE FROM events WHERE actor=?`, `DELETE FROM rejections WHERE actor=?`, `DELETE FROM event_tiers WHERE actor=?`} {
+	for _, q := range []string{`DELETE FROM records WHERE actor=?`, `DELETE FROM events WHERE actor=?`, `DELETE FROM rejections WHERE actor=?`, `DELETE FROM event_tiers WHERE actor=?`, `DELETE FROM cold_scopes WHERE actor=?`} {
 		if _, err := tx.ExecContext(ctx, q, actor); err != nil {
 			return fmt.Errorf("memory index: %w", err)
 		}
@@ -546,7 +546,7 @@ func (s *Store) rebuildLocked(ctx context.Context, progress func(done, total int
 		return fmt.Errorf("memory index: %w", err)
 	}
 	s.dropOwed(func(owedFile, string) bool { return true })
-	for _, t := range []string{"records", "events", "rejections", "files", "fts_docs", "event_tiers"} {
+	for _, t := range []string{"records", "events", "rejections", "files", "fts_docs", "event_tiers", "cold_scopes"} {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM "+t); err != nil {
 			tx.Rollback()
 			return fmt.Errorf("rebuild memory index: %w", err)

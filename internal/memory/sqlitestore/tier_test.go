@@ -431,3 +431,86 @@ func TestColdSearchBesideWriter(t *testing.T) {
 	release()
 	tierFinds(t, s, 3, 39)
 }
+
+// TestColdScopesKept: the sessions of an actor's cold events are kept in
+// cold_scopes as demotions make them, so neither the process that
+// demoted nor a reopened store scans the actor's cold history to learn
+// them (coldScans), and cold searches still find every session's events.
+// A set not marked complete through the current boundary (an older
+// Tendril, or expiry, moved it) is scanned once and rewritten.
+func TestColdScopesKept(t *testing.T) {
+	home := t.TempDir()
+	opts := Options{EventWindow: 8, SyncInterval: -1, EventExpiryDays: -1}
+	s, err := Open(home, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tierFill(t, s, 40)
+	tierFinds(t, s, 0, 3, 17, 39)
+	if n := s.coldScans.Load(); n != 0 {
+		t.Fatalf("%d scans of the cold history in the process that demoted", n)
+	}
+	scopes := func() (keys int, upto string) {
+		t.Helper()
+		rows, err := s.db.Query(`SELECT scope, upto FROM cold_scopes WHERE actor='u'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k, u string
+			rows.Scan(&k, &u)
+			if k == "" {
+				upto = u
+			} else {
+				keys++
+			}
+		}
+		return keys, upto
+	}
+	var last string
+	s.db.QueryRow(`SELECT last_cold FROM event_tiers WHERE actor='u'`).Scan(&last)
+	if keys, upto := scopes(); keys != 2 || upto != last || last == "" {
+		t.Fatalf("cold_scopes: %d keys through %q, want 2 through %q", keys, upto, last)
+	}
+	s.Close()
+
+	reopen := func() {
+		t.Helper()
+		if s, err = Open(home, opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reopen()
+	tierFinds(t, s, 1, 2, 16, 38)
+	if n := s.coldScans.Load(); n != 0 {
+		t.Fatalf("%d scans of the cold history after a reopen", n)
+	}
+	// A boundary moved without the set (an older Tendril demoting more):
+	// one scan, and the set is complete again.
+	s.db.Exec(`UPDATE cold_scopes SET upto='ev-000' WHERE actor='u' AND scope=''`)
+	s.Close()
+	reopen()
+	tierFinds(t, s, 4, 21)
+	if n := s.coldScans.Load(); n != 1 {
+		t.Fatalf("%d scans for a stale set, want 1", n)
+	}
+	if keys, upto := scopes(); keys != 2 || upto != last {
+		t.Fatalf("rewritten cold_scopes: %d keys through %q, want 2 through %q", keys, upto, last)
+	}
+	// An index written before cold_scopes existed has no rows: the same.
+	s.db.Exec(`DELETE FROM cold_scopes`)
+	s.Close()
+	reopen()
+	tierFinds(t, s, 5, 30)
+	if n := s.coldScans.Load(); n != 1 {
+		t.Fatalf("%d scans for a missing set, want 1", n)
+	}
+	if err := s.Forget(bg, "main", "u"); err != nil {
+		t.Fatal(err)
+	}
+	if keys, upto := scopes(); keys != 0 || upto != "" {
+		t.Fatalf("cold_scopes after Forget: %d keys, mark %q", keys, upto)
+	}
+	s.Close()
+}
