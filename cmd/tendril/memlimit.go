@@ -155,9 +155,10 @@ func setGCPercent(ctx context.Context, headroom uint64) int {
 }
 
 // tuneGC sets GOGC to target() every interval until ctx ends, starting
-// from cur; it calls debug.SetGCPercent only on a change
-// of at least 5 points (or to or from 100), so a live heap that wobbles
-// does not reset the collector's pacing every interval.
+// from cur; it calls debug.SetGCPercent only on a change of at least 5
+// points, or to or from either end (100, minGCPercent), so a live heap
+// that wobbles does not reset the collector's pacing every interval and
+// the ends are always reached.
 func tuneGC(ctx context.Context, every time.Duration, target func() int, cur int) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -168,7 +169,7 @@ func tuneGC(ctx context.Context, every time.Duration, target func() int, cur int
 		case <-t.C:
 		}
 		next := target()
-		if next != cur && (next == 100 || cur == 100 || next-cur >= 5 || cur-next >= 5) {
+		if next != cur && (next == 100 || next == minGCPercent || cur == 100 || next-cur >= 5 || cur-next >= 5) {
 			debug.SetGCPercent(next)
 			cur = next
 		}
@@ -184,7 +185,7 @@ func checkGOGC(v string) error {
 		return nil
 	}
 	if n, err := strconv.ParseInt(v, 10, 32); err != nil || n < 0 {
-		return fmt.Errorf("GOGC=%q: want off or a whole number ≥ 0 (the collector's target in percent; unset: adapted to the live heap, %d–100)", v, minGCPercent)
+		return fmt.Errorf("GOGC=%q: want off or a whole number from 0 to 2147483647 (the collector's target in percent; unset: adapted to the live heap, %d–100)", v, minGCPercent)
 	}
 	return nil
 }

@@ -156,8 +156,8 @@ func gogcNow() int {
 	return int(s[0].Value.Uint64())
 }
 
-// TestTuneGC: the adaptive target follows the live heap, and is left
-// alone for a change under 5 points.
+// TestTuneGC: the adaptive target follows the live heap, is left alone
+// for a change under 5 points, and always reaches either end.
 func TestTuneGC(t *testing.T) {
 	prev := debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetGCPercent(prev) })
@@ -181,6 +181,10 @@ func TestTuneGC(t *testing.T) {
 	if cur := gogcNow(); cur != 60 {
 		t.Errorf("a 2-point change was applied: %d", cur)
 	}
+	target.Store(minGCPercent + 3)
+	waitGC(minGCPercent + 3)
+	target.Store(minGCPercent) // 3 points, but the floor is always reached
+	waitGC(minGCPercent)
 	target.Store(100)
 	waitGC(100)
 	cancel()

@@ -99,8 +99,22 @@ func (s *Store) windowFor(a *actorState) int {
 func windowSlack(w int) int { return max(1, w/8) }
 
 // loadColdBound sets a.coldTo from event_tiers (0 when the actor has no
-// cold events, or its boundary event is gone).
+// cold events, or its boundary event is gone, or the store has no window,
+// which drops the boundary). A window raised since the boundary was
+// written does not move it: those events stay cold until a rebuild (the
+// window narrowed under the byte budget, windowFor, leaves the same
+// state, and re-warming them on every reload would cost a demotion each).
 func (s *Store) loadColdBound(ctx context.Context, a *actorState) error {
+	if s.window() == 0 {
+		// No window (a negative memory.eventWindow): every event is warm,
+		// including those an earlier run with a window made cold.
+		for _, q := range []string{`DELETE FROM event_tiers WHERE actor=?`, `DELETE FROM cold_scopes WHERE actor=?`} {
+			if _, err := s.db.ExecContext(ctx, q, a.id); err != nil {
+				return fmt.Errorf("memory index: %w", err)
+			}
+		}
+		return nil
+	}
 	var last, maxTS string
 	err := s.db.QueryRowContext(ctx, `SELECT last_cold, max_ts FROM event_tiers WHERE actor=?`, a.id).Scan(&last, &maxTS)
 	if errors.Is(err, sql.ErrNoRows) {

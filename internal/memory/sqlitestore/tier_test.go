@@ -514,3 +514,34 @@ func TestColdScopesKept(t *testing.T) {
 	}
 	s.Close()
 }
+
+// TestNoWindowWarmsColdEvents: a store opened without a window (a
+// negative EventWindow: every event in memory) over an index where an
+// earlier run with a window made events cold loads them all warm.
+func TestNoWindowWarmsColdEvents(t *testing.T) {
+	home := t.TempDir()
+	s, err := Open(home, Options{EventWindow: 8, SyncInterval: -1, EventExpiryDays: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tierFill(t, s, 40)
+	s.Close()
+	if s, err = Open(home, Options{EventWindow: -1, SyncInterval: -1, EventExpiryDays: -1}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tierFinds(t, s, 0, 3, 39)
+	if got := s.warmCount("u"); got != 40 {
+		t.Fatalf("%d events in memory without a window, want 40", got)
+	}
+	hits, _ := s.Search(bg, memory.Query{NamespacePath: "/main/u/", Text: "marker3", TopK: 1})
+	if len(hits) != 1 || strings.HasPrefix(hits[0].Explain, coldExplain) {
+		t.Fatalf("still searched as cold: %v", hitIDs(hits))
+	}
+	var tiers, scopes int
+	s.db.QueryRow(`SELECT count(*) FROM event_tiers`).Scan(&tiers)
+	s.db.QueryRow(`SELECT count(*) FROM cold_scopes`).Scan(&scopes)
+	if tiers != 0 || scopes != 0 {
+		t.Fatalf("%d tier rows and %d cold scopes left", tiers, scopes)
+	}
+}
