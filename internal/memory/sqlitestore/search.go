@@ -140,8 +140,9 @@ func (s *Store) search(ctx context.Context, q memory.Query, engine Engine) ([]me
 			// the two, not their sum; the warm hits then set the floor
 			// that decides which cold events are read.
 			var cands chan coldResult
+			episodic := c.Admits(memory.StrategyEpisodic, memory.StatusActive) // cold tier: events only
 			a.mu.RLock()
-			hasCold := a.hasCold()
+			hasCold := episodic && a.hasCold()
 			a.mu.RUnlock()
 			if hasCold {
 				cands = make(chan coldResult, 1)
@@ -157,7 +158,7 @@ func (s *Store) search(ctx context.Context, q memory.Query, engine Engine) ([]me
 			} else {
 				// the actor's first events may have gone cold meanwhile
 				a.mu.RLock()
-				hasCold = a.hasCold()
+				hasCold = episodic && a.hasCold()
 				a.mu.RUnlock()
 				if hasCold {
 					r.rows, r.err = s.coldCandidates(ctx, a, c, text)
