@@ -29,6 +29,9 @@ Redis and Telegram. It exits 1 when a check fails.`,
 			if err != nil {
 				return err
 			}
+			if _, err := checkRuntimeEnv(); err != nil {
+				return err // what serve would refuse to start with
+			}
 			rep := assistant.Doctor(cmd.Context(), cfg, assistant.DoctorOptions{Timeout: timeout})
 			out := cmd.OutOrStdout()
 			if asJSON {

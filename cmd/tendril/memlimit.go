@@ -176,6 +176,20 @@ func tuneGC(ctx context.Context, every time.Duration, target func() int, cur int
 	}
 }
 
+// checkRuntimeEnv checks the Go runtime's variables serve reads itself
+// (AUTOMEMLIMIT, GOGC, TENDRIL_GC_HEADROOM_MB), so that serve refuses a
+// bad one at start and doctor reports it, and returns the collector's
+// headroom in bytes (gcHeadroom).
+func checkRuntimeEnv() (uint64, error) {
+	if err := checkAutoMemLimit(os.Getenv("AUTOMEMLIMIT")); err != nil {
+		return 0, err
+	}
+	if err := checkGOGC(os.Getenv("GOGC")); err != nil {
+		return 0, err
+	}
+	return gcHeadroom(os.Getenv(gcHeadroomEnv))
+}
+
 // checkGOGC rejects a GOGC that the Go runtime would silently replace by
 // 100 (anything but "off" or a whole number) and a negative one, which
 // it reads as off: want "off" or a whole number ≥ 0; unset or empty is

@@ -118,13 +118,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	// The dashboard's settings page tails the last 500 log lines.
 	logs := dashboard.NewLogBuffer(500)
 	log = slog.New(logs.Handler(log.Handler()))
-	if err := checkAutoMemLimit(os.Getenv("AUTOMEMLIMIT")); err != nil {
-		return err
-	}
-	if err := checkGOGC(os.Getenv("GOGC")); err != nil {
-		return err
-	}
-	headroom, err := gcHeadroom(os.Getenv(gcHeadroomEnv))
+	headroom, err := checkRuntimeEnv()
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,8 @@ func TestNewUserUsageErrors(t *testing.T) {
 }
 
 // TestDoctorRefusesWhatServeRefuses: a session.retention value serve
-// cannot parse fails doctor too, naming the key.
+// cannot parse fails doctor too, naming the key, and so does a GOGC,
+// collector headroom or AUTOMEMLIMIT that serve refuses.
 func TestDoctorRefusesWhatServeRefuses(t *testing.T) {
 	for _, tc := range []struct{ file, want string }{
 		{`{"session":{"retention":{"maxAge":"30x"}}}`, `session.retention.maxAge: bad age "30x"`},
@@ -56,6 +57,19 @@ func TestDoctorRefusesWhatServeRefuses(t *testing.T) {
 		for _, args := range [][]string{{"doctor"}, {"serve", "--addr", "127.0.0.1:0"}} {
 			if _, stderr, code := runCLI(t, home, nil, args...); code != 1 || !strings.Contains(stderr, tc.want) {
 				t.Errorf("%s %v: exit %d stderr %q, want exit 1 and %q", tc.file, args, code, stderr, tc.want)
+			}
+		}
+	}
+	// The Go runtime's variables serve checks itself.
+	for _, tc := range []struct{ env, want string }{
+		{"GOGC=abc", `GOGC="abc": want off or a whole number`},
+		{gcHeadroomEnv + "=0", gcHeadroomEnv + `="0": want a whole number`},
+		{"AUTOMEMLIMIT=2", `AUTOMEMLIMIT="2": want off or a ratio`},
+	} {
+		home := t.TempDir()
+		for _, args := range [][]string{{"doctor"}, {"serve", "--addr", "127.0.0.1:0"}} {
+			if _, stderr, code := runCLI(t, home, []string{tc.env}, args...); code != 1 || !strings.Contains(stderr, tc.want) {
+				t.Errorf("%s %v: exit %d stderr %q, want exit 1 and %q", tc.env, args, code, stderr, tc.want)
 			}
 		}
 	}
