@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"fmt"
+	"maps"
 	"math/rand"
 	"reflect"
 	"sort"
@@ -757,5 +758,225 @@ func TestBackgroundCompactionRaces(t *testing.T) {
 	evs, err := re.Events(bg, "u", "s")
 	if err != nil || len(evs) != 2*turns {
 		t.Fatalf("reopened: %d events (%v), want %d", len(evs), err, 2*turns)
+	}
+}
+
+// TestCompactionCatchesUp: compact builds from a snapshot of the actor's
+// maps without the writer lock, so writes and a demotion land between
+// the snapshot and the swap; catchUp must bring the build up to date.
+// Here the snapshot is taken and built by hand, then records are added
+// and updated, events appended at a session's end, in its middle and in
+// a new session, and a demotion moves old events out; after catchUp and
+// the swap every query (scores and explanations included) equals a
+// build from the maps as they are then. Without catchUp the swapped index
+// misses the new documents and keeps the demoted ones.
+func TestCompactionCatchesUp(t *testing.T) {
+	home := t.TempDir()
+	opts := Options{NoFsync: true, SyncInterval: -1, EventWindow: 48}
+	s, err := Open(home, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lt := "/main/u/long_term/"
+	t0 := time.Now().Add(-48 * time.Hour).Truncate(time.Second) // within the 30-day event expiry
+	var recs []memory.Record
+	for i := 0; i < 30; i++ {
+		recs = append(recs, memory.Record{ID: fmt.Sprintf("r%02d", i), Namespace: lt, Content: fmt.Sprintf("fig tree water compost note %d", i), Metadata: map[string]any{"type": "note"}})
+	}
+	if _, err := s.PutBatch(bg, recs); err != nil {
+		t.Fatal(err)
+	}
+	turn := func(sid string, i int, ts time.Time) []memory.Event {
+		return []memory.Event{
+			{ActorID: "u", SessionID: sid, Role: "user", Text: fmt.Sprintf("did I water the fig %d basil tomato aphids", i), Timestamp: ts},
+			{ActorID: "u", SessionID: sid, Role: "assistant", Text: fmt.Sprintf("fig rust spots %d organic fertiliser", i), Timestamp: ts.Add(time.Millisecond)},
+		}
+	}
+	for i := 0; i < 20; i++ {
+		for _, sid := range []string{"s1", "s2"} {
+			if err := s.AppendEvents(bg, turn(sid, i, t0.Add(time.Duration(i)*time.Minute))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	q := equivQueries()[0]
+	if _, err := s.Search(bg, q); err != nil { // builds the index
+		t.Fatal(err)
+	}
+	s.waitDemotion("u")
+	a := s.actors["u"]
+	a.mu.RLock()
+	snapRecs, snapEvs := maps.Clone(a.records), maps.Clone(a.events)
+	a.mu.RUnlock()
+	built := s.buildIndexFrom(bg, a, snapRecs, snapEvs)
+
+	// What lands while the build runs.
+	if _, err := s.PutBatch(bg, []memory.Record{
+		{ID: "r03", Namespace: lt, Content: "fig tree water version two", Metadata: map[string]any{"type": "note"}},
+		{ID: "r99", Namespace: lt, Content: "same words everywhere fig", Strategy: memory.StrategyUserPreference},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 20; i < 40; i++ {
+		if err := s.AppendEvents(bg, turn("s1", i, t0.Add(time.Duration(i)*time.Minute))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AppendEvents(bg, turn("s2", 100, t0.Add(90*time.Second))); err != nil { // in s2's middle
+		t.Fatal(err)
+	}
+	if err := s.AppendEvents(bg, turn("s3", 0, t0.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	s.waitDemotion("u")
+	if a.coldN == 0 {
+		t.Fatal("no event was demoted: the test does not cover demotion")
+	}
+	a.wmu.Lock()
+	var missing, stale int
+	a.mu.RLock()
+	for id := range a.events {
+		if _, ok := built.docOf[id]; !ok {
+			missing++
+		}
+	}
+	for id := range built.docOf {
+		if _, ok := a.events[id]; !ok && a.records[id] == nil {
+			stale++
+		}
+	}
+	a.mu.RUnlock()
+	if missing == 0 || stale == 0 {
+		t.Fatalf("the snapshot's build misses %d events and holds %d demoted ones: the test needs both", missing, stale)
+	}
+	s.catchUp(bg, a, built, snapRecs, snapEvs)
+	s.changeIndex(a, func(x *actorIndex) *actorIndex { return built })
+	a.wmu.Unlock()
+	if a.currentIndex() != built {
+		t.Fatal("the caught-up build is not the index searched")
+	}
+	search := func() [][]string {
+		var out [][]string
+		for _, q := range equivQueries() {
+			hits, err := s.Search(bg, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fullSummary(hits))
+		}
+		return out
+	}
+	got := search()
+	// The reference: an index built from the maps as they are now.
+	a.wmu.Lock()
+	fresh := s.buildIndex(bg, a)
+	s.changeIndex(a, func(x *actorIndex) *actorIndex { return fresh })
+	a.wmu.Unlock()
+	want := search()
+	for i, q := range equivQueries() {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Fatalf("%+v after catch-up:\n  %s\nbuilt now:\n  %s", q, strings.Join(got[i], "\n  "), strings.Join(want[i], "\n  "))
+		}
+	}
+	if built.ix.Len()-built.ix.Dead() != fresh.ix.Len() {
+		t.Fatalf("caught-up index has %d live documents, a build now %d", built.ix.Len()-built.ix.Dead(), fresh.ix.Len())
+	}
+}
+
+// TestWritesDoNotWaitForBackgroundWork: an actor's writes (a turn's
+// events, extracted records) go on while its compaction builds and while
+// its demotion writes its rows: each hook below holds the background
+// work at that point until the writes have returned. Before, both held
+// the actor's writer lock throughout, and the writes here would wait for
+// the hook forever (the test fails after 20 s instead).
+func TestWritesDoNotWaitForBackgroundWork(t *testing.T) {
+	for _, which := range []string{"compaction", "demotion"} {
+		t.Run(which, func(t *testing.T) {
+			s, err := Open(t.TempDir(), Options{NoFsync: true, SyncInterval: -1, EventWindow: 64})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			paused, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			hook := func() {
+				once.Do(func() {
+					close(paused)
+					<-release
+				})
+			}
+			if which == "compaction" {
+				s.testHooks.compactBuilt = hook
+			} else {
+				s.testHooks.demotionPicked = hook
+			}
+			t0 := time.Now().Add(-48 * time.Hour).Truncate(time.Second) // within the 30-day event expiry
+			i := 0
+			write := func() error {
+				i++
+				ts := t0.Add(time.Duration(i) * time.Second)
+				return s.AppendEvents(bg, []memory.Event{
+					{ActorID: "u", SessionID: "s", Role: "user", Text: fmt.Sprintf("fig water %d", i), Timestamp: ts},
+					{ActorID: "u", SessionID: "s", Role: "assistant", Text: fmt.Sprintf("water the fig %d", i), Timestamp: ts.Add(time.Millisecond)},
+				})
+			}
+			if _, err := s.Search(bg, memory.Query{NamespacePath: "/main/u/", Text: "fig"}); err != nil {
+				t.Fatal(err)
+			}
+			// Write until the background work reaches its hook, then go on
+			// writing while it is held there.
+			done := make(chan error, 1)
+			go func() {
+				for {
+					select {
+					case <-paused:
+					default:
+						if err := write(); err != nil {
+							done <- err
+							return
+						}
+						if i > 5000 {
+							done <- fmt.Errorf("no %s started in %d turns", which, i)
+							return
+						}
+						if i%16 == 0 {
+							if _, err := s.Search(bg, memory.Query{NamespacePath: "/main/u/", Text: "fig"}); err != nil {
+								done <- err
+								return
+							}
+						}
+						continue
+					}
+					break
+				}
+				for range 10 {
+					if err := write(); err != nil {
+						done <- err
+						return
+					}
+				}
+				_, err := s.PutBatch(bg, []memory.Record{{ID: "r1", Namespace: "/main/u/long_term/", Content: "waters the fig on Sundays"}})
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					close(release)
+					t.Fatal(err)
+				}
+			case <-time.After(20 * time.Second):
+				close(release)
+				<-done
+				t.Fatalf("writes waited for the paused %s", which)
+			}
+			close(release)
+			s.waitDemotion("u")
+			want := fmt.Sprintf("fig water %d", i)
+			hits, err := s.Search(bg, memory.Query{NamespacePath: "/main/u/episodic/", Text: want, TopK: 3})
+			if err != nil || len(hits) == 0 || !strings.HasSuffix(hits[0].Record.Content, "user: "+want) {
+				t.Fatalf("after the %s, the last turn is not found first: %v, %v", which, hits, err)
+			}
+		})
 	}
 }

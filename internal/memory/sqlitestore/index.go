@@ -140,9 +140,16 @@ func (r evRef) before(o evRef) bool {
 // buildIndex builds a ranking index of a from scratch, its slices sized
 // exactly. The caller keeps the maps still (a.mu shared, or a.wmu).
 func (s *Store) buildIndex(ctx context.Context, a *actorState) *actorIndex {
-	recs := make([]*memory.Record, 0, len(a.records))
-	for _, r := range a.records {
-		recs = append(recs, r) // shared with a.records: a stored record is never changed in place
+	return s.buildIndexFrom(ctx, a, a.records, a.events)
+}
+
+// buildIndexFrom is buildIndex over the given records and events of a
+// (its maps, or a snapshot of them: compactSoon builds from a snapshot
+// without holding a's locks).
+func (s *Store) buildIndexFrom(ctx context.Context, a *actorState, records map[string]*memory.Record, events map[string]memory.Event) *actorIndex {
+	recs := make([]*memory.Record, 0, len(records))
+	for _, r := range records {
+		recs = append(recs, r) // shared with records: a stored record is never changed in place
 	}
 	sort.Slice(recs, func(i, j int) bool {
 		if !recs[i].CreatedAt.Equal(recs[j].CreatedAt) {
@@ -150,9 +157,9 @@ func (s *Store) buildIndex(ctx context.Context, a *actorState) *actorIndex {
 		}
 		return recs[i].ID < recs[j].ID
 	})
-	evs := make([]evRef, 0, len(a.events))
+	evs := make([]evRef, 0, len(events))
 	perSess := map[string]int{}
-	for _, e := range a.events {
+	for _, e := range events {
 		if !s.expired(e) {
 			evs = append(evs, evRef{e.Timestamp, e.ID})
 			perSess[e.SessionID]++
@@ -169,12 +176,12 @@ func (s *Store) buildIndex(ctx context.Context, a *actorState) *actorIndex {
 		x.sess[sid] = make([]evRef, 0, c)
 	}
 	for _, r := range evs {
-		sid := a.events[r.id].SessionID
+		sid := events[r.id].SessionID
 		x.sess[sid] = append(x.sess[sid], r)
 	}
 	if s.opts.PlainDocs {
 		for _, r := range evs {
-			e := a.events[r.id]
+			e := events[r.id]
 			x.add(s.eventDoc(a, x, e), s.eventRef(x, e))
 		}
 	} else {
@@ -185,7 +192,7 @@ func (s *Store) buildIndex(ctx context.Context, a *actorState) *actorIndex {
 		termsOf := func(id string) []string {
 			t, ok := terms[id]
 			if !ok {
-				t = an.Terms(a.events[id].Text)
+				t = an.Terms(events[id].Text)
 				terms[id] = t
 			}
 			return t
@@ -193,13 +200,13 @@ func (s *Store) buildIndex(ctx context.Context, a *actorState) *actorIndex {
 		var ctxText []string
 		var ctxTerms [][]string
 		for _, r := range evs {
-			e := a.events[r.id]
+			e := events[r.id]
 			ctxText, ctxTerms = ctxText[:0], ctxTerms[:0]
 			list := x.sess[e.SessionID]
 			i := sort.Search(len(list), func(i int) bool { return !list[i].before(r) })
 			for _, j := range [2]int{i - 1, i + 1} {
 				if j >= 0 && j < len(list) {
-					ctxText = append(ctxText, a.events[list[j].id].Text)
+					ctxText = append(ctxText, events[list[j].id].Text)
 					ctxTerms = append(ctxTerms, termsOf(list[j].id))
 				}
 			}

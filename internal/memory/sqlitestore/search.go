@@ -327,10 +327,7 @@ func (s *Store) Prepare(ctx context.Context, actorID string) error {
 	if w := s.windowFor(a); w > 0 {
 		// Bring the actor to its steady state: the events past the
 		// window leave memory now (waiting for a demotion running).
-		a.wmu.Lock()
-		err := s.demote(ctx, a, w)
-		a.wmu.Unlock()
-		if err != nil {
+		if err := s.demote(ctx, a, w); err != nil {
 			return err
 		}
 	}

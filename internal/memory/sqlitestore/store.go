@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -194,6 +195,12 @@ type Store struct {
 	// event writes whose files rows are not written yet (oweFiles).
 	owedMu sync.Mutex
 	owed   map[string]owedFile // "enc/rel" → stat
+	// testHooks run at points of the background work where tests need
+	// it to pause (nil in production).
+	testHooks struct {
+		compactBuilt   func() // compact: built, before taking a.wmu
+		demotionPicked func() // demote: events picked, a.wmu released
+	}
 }
 
 // owedFile is a files row not yet written.
@@ -213,6 +220,9 @@ type actorState struct {
 
 	// wmu serialises the writers of this actor.
 	wmu sync.Mutex
+	// dmu serialises the demotions of this actor (tier.go), which hold
+	// wmu only in part; order: dmu before wmu.
+	dmu sync.Mutex
 	// qmu guards evq, the event batches waiting for a group commit.
 	qmu sync.Mutex
 	evq []*evBatch
@@ -820,9 +830,9 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 // write that crossed the threshold, and with it the turn, does not wait
 // for the rebuild (about 25 µs per document: half a second for an actor
 // with 20,000 events), and searches go on reading the current index
-// until the new one replaces it. The rebuild holds a.wmu, so the actor's
-// next write waits for it; with a.compacting, one runs per actor at a
-// time. It pins a against eviction, and Close waits for it (gate).
+// until the new one replaces it. The actor's writes wait only for the
+// catch-up at its end (compact); with a.compacting, one runs per actor at
+// a time. It pins a against eviction, and Close waits for it (gate).
 func (s *Store) compactSoon(a *actorState) {
 	if s.legacy || !s.indexCompactable(a) || !a.compacting.CompareAndSwap(false, true) {
 		return
@@ -831,20 +841,93 @@ func (s *Store) compactSoon(a *actorState) {
 		if !s.indexCompactable(a) {
 			return
 		}
-		built := s.buildIndex(context.Background(), a)
-		s.changeIndex(a, func(x *actorIndex) *actorIndex {
-			if x == nil {
-				return nil
-			}
-			return built
-		})
+		s.compact(context.Background(), a)
 	})
+}
+
+// compact rebuilds a's ranking index from scratch without holding a's
+// writer lock while it builds (tens of milliseconds for a few thousand
+// documents, which the actor's next turn used to wait for: the slowest
+// 2 % of one actor's turns past the event window, docs/bench/soak.md
+// stop 26). It builds from a snapshot of a's maps taken under a.mu
+// shared, then, holding a.wmu (the maps stay still), brings the build up
+// to date with what the writers and demotions changed meanwhile (the
+// records whose pointer changed, the events gone or new, as their own
+// index changes do), and swaps it in.
+func (s *Store) compact(ctx context.Context, a *actorState) {
+	defer trace.StartRegion(ctx, "background: compaction").End()
+	a.mu.RLock()
+	recs, evs := maps.Clone(a.records), maps.Clone(a.events)
+	a.mu.RUnlock()
+	built := s.buildIndexFrom(ctx, a, recs, evs)
+	if h := s.testHooks.compactBuilt; h != nil {
+		h()
+	}
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	defer trace.StartRegion(ctx, "background: compaction catch-up").End()
+	s.catchUp(ctx, a, built, recs, evs)
+	s.changeIndex(a, func(x *actorIndex) *actorIndex {
+		if x == nil {
+			return nil
+		}
+		return built
+	})
+}
+
+// catchUp applies to x, built from the snapshot recs and evs of a's
+// maps, what changed in the maps since, so that x equals an index built
+// from them now. The caller holds a.wmu.
+func (s *Store) catchUp(ctx context.Context, a *actorState, x *actorIndex, recs map[string]*memory.Record, evs map[string]memory.Event) {
+	var put []*memory.Record
+	for id, r := range recs {
+		if cur, ok := a.records[id]; !ok {
+			x.remove(id)
+		} else if cur != r {
+			put = append(put, cur)
+		}
+	}
+	for id, r := range a.records {
+		if _, ok := recs[id]; !ok {
+			put = append(put, r)
+		}
+	}
+	sort.Slice(put, func(i, j int) bool { // the order buildIndex adds them in
+		if !put[i].CreatedAt.Equal(put[j].CreatedAt) {
+			return put[i].CreatedAt.Before(put[j].CreatedAt)
+		}
+		return put[i].ID < put[j].ID
+	})
+	x.putRecords(put)
+	gone := map[string]bool{}
+	for id, e := range evs {
+		if cur, ok := a.events[id]; !ok || cur.Text != e.Text || cur.SessionID != e.SessionID || !cur.Timestamp.Equal(e.Timestamp) {
+			gone[id] = true
+		}
+	}
+	if len(gone) > 0 {
+		s.dropIndexed(a, x, gone)
+	}
+	var added []memory.Event
+	for id, e := range a.events {
+		if _, ok := evs[id]; !ok || gone[id] {
+			added = append(added, e)
+		}
+	}
+	sort.Slice(added, func(i, j int) bool {
+		return evRef{added[i].Timestamp, added[i].ID}.before(evRef{added[j].Timestamp, added[j].ID})
+	})
+	s.addEvents(a, x, added)
+	if s.opts.Embedder != nil && (len(put) > 0 || len(added) > 0) {
+		x.vecs = s.loadVectors(ctx, a, x)
+	}
 }
 
 // inBackground runs f in a goroutine for a's background work (compaction,
 // demotion) once the caller has set busy: under gate shared (Close waits
-// for it), with a pinned against eviction and a.wmu held (the maps stay
-// still, as for the writers), clearing busy at the end. It does nothing
+// for it), with a pinned against eviction, clearing busy at the end. f
+// takes a's locks itself (compact, demote), so that the actor's writers
+// wait only for the short parts of the work. It does nothing
 // when the store is closed or a was evicted meanwhile (its state went
 // with it).
 func (s *Store) inBackground(a *actorState, busy *atomic.Bool, f func()) {
@@ -868,8 +951,6 @@ func (s *Store) inBackground(a *actorState, busy *atomic.Bool, f func()) {
 			s.evictLocked(s.opts.MaxCachedActors)
 			s.mu.Unlock()
 		}()
-		a.wmu.Lock()
-		defer a.wmu.Unlock()
 		f()
 	}()
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime/trace"
 	"sort"
 	"strings"
 	"time"
@@ -385,9 +386,9 @@ func (s *Store) allEvents(ctx context.Context, a *actorState) ([]memory.Event, e
 // demoteSoon moves a's oldest warm events out of memory in the background
 // when the write just applied left more than the window and its slack
 // warm: their full-text rows are written, then the boundary, then they
-// leave actorState.events and the ranking index. It holds a.wmu (the
-// actor's next write waits for it; the turn that crossed the threshold
-// does not), pins a against eviction, and Close waits for it (gate).
+// leave actorState.events and the ranking index. It holds a.wmu only
+// while it picks the events and while it drops them (see demote), pins a
+// against eviction, and Close waits for it (gate).
 func (s *Store) demoteSoon(a *actorState) {
 	w := s.windowFor(a)
 	if w == 0 || !a.demoting.CompareAndSwap(false, true) {
@@ -401,6 +402,7 @@ func (s *Store) demoteSoon(a *actorState) {
 		return
 	}
 	s.inBackground(a, &a.demoting, func() {
+		defer trace.StartRegion(context.Background(), "background: demotion").End()
 		if err := s.demote(context.Background(), a, w); err != nil {
 			s.opts.Logger.Warn("memory: moving old events out of memory failed; they stay in memory", "actor", a.id, "err", err)
 		}
@@ -408,8 +410,23 @@ func (s *Store) demoteSoon(a *actorState) {
 }
 
 // demote keeps a's newest w events warm and makes the rest cold. The
-// caller holds a.wmu.
+// caller holds gate shared and none of a's locks: demote serialises with
+// other demotions (a.dmu) and holds a.wmu only to pick the events (the
+// writers' commit and apply are then not half done) and to drop them from
+// memory, not while their full-text rows are written (the actor's next
+// turn used to wait for the whole demotion, docs/bench/soak.md stop 26).
+// Between the commit and the drop the events are both warm and cold, as
+// a search beside a demotion has always allowed (mergeHits, coldHits).
 func (s *Store) demote(ctx context.Context, a *actorState, w int) error {
+	a.dmu.Lock()
+	defer a.dmu.Unlock()
+	a.wmu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			a.wmu.Unlock()
+		}
+	}()
 	if len(a.events) <= w {
 		return nil
 	}
@@ -467,6 +484,48 @@ func (s *Store) demote(ctx context.Context, a *actorState, w int) error {
 		}
 	}
 	a.coldNSMu.Unlock()
+	a.wmu.Unlock()
+	locked = false
+	if h := s.testHooks.demotionPicked; h != nil {
+		h()
+	}
+	region := trace.StartRegion(ctx, "background: demotion rows")
+	err = s.writeDemotion(ctx, a, &fts, known, wasCold, newScopes, last, maxTS)
+	region.End()
+	if err != nil {
+		return err
+	}
+	a.wmu.Lock()
+	locked = true
+	a.mu.Lock()
+	a.coldTo, a.coldMaxTS = bound, maxTS
+	a.coldN += len(gone)
+	demoted := make([]memory.Event, 0, len(gone))
+	for id := range gone {
+		e := a.events[id]
+		demoted = append(demoted, e)
+		a.mapBytes.Add(-eventBytes(e))
+		delete(a.events, id)
+	}
+	if !wasCold {
+		a.coldNSMu.Lock()
+		a.coldNS = map[string]bool{}
+		a.coldNSMu.Unlock()
+	}
+	s.noteColdNS(a, demoted)
+	a.mu.Unlock()
+	s.changeIndex(a, func(x *actorIndex) *actorIndex {
+		s.dropIndexed(a, x, gone)
+		return x
+	})
+	s.compactSoon(a)
+	return nil
+}
+
+// writeDemotion commits a demotion's rows: the events' full-text rows,
+// the cold scopes they add (when a's set is known) and the new boundary
+// last, in one transaction.
+func (s *Store) writeDemotion(ctx context.Context, a *actorState, fts *ftsBatch, known, wasCold bool, newScopes []string, last string, maxTS time.Time) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
@@ -492,28 +551,6 @@ func (s *Store) demote(ctx context.Context, a *actorState, w int) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}
-	a.mu.Lock()
-	a.coldTo, a.coldMaxTS = bound, maxTS
-	a.coldN += len(gone)
-	demoted := make([]memory.Event, 0, len(gone))
-	for id := range gone {
-		e := a.events[id]
-		demoted = append(demoted, e)
-		a.mapBytes.Add(-eventBytes(e))
-		delete(a.events, id)
-	}
-	if !wasCold {
-		a.coldNSMu.Lock()
-		a.coldNS = map[string]bool{}
-		a.coldNSMu.Unlock()
-	}
-	s.noteColdNS(a, demoted)
-	a.mu.Unlock()
-	s.changeIndex(a, func(x *actorIndex) *actorIndex {
-		s.dropIndexed(a, x, gone)
-		return x
-	})
-	s.compactSoon(a)
 	return nil
 }
 
