@@ -172,3 +172,21 @@ func TestCountTermsSameAsTerms(t *testing.T) {
 		}
 	}
 }
+
+// TestStemCacheBounded: the process-wide stem cache stays within
+// stemCacheMax entries however many distinct words pass (it starts over
+// when full), and still caches what comes after.
+func TestStemCacheBounded(t *testing.T) {
+	for i := range stemCacheMax + 5000 {
+		stem(fmt.Sprintf("zq%dwords", i))
+	}
+	n := 0
+	stemCache.Range(func(_, _ any) bool { n++; return true })
+	if n > stemCacheMax || n == 0 {
+		t.Fatalf("stem cache holds %d entries after %d distinct words; want 1–%d", n, stemCacheMax+5000, stemCacheMax)
+	}
+	stem("gardening")
+	if v, ok := stemCache.Load("gardening"); !ok || v.(string) != "garden" {
+		t.Fatalf("a word stemmed after the cache started over is not cached: %v %v", v, ok)
+	}
+}

@@ -396,6 +396,10 @@ func (x *actorIndex) mask(c memindex.Cond) *memindex.Mask {
 	return x.masks.GetDocs(x.ix, x.docs, c)
 }
 
+// heapBytes estimates the heap x holds: its documents (docBytes) and its
+// term dictionary (search.Index.TermBytes).
+func (x *actorIndex) heapBytes() int64 { return x.bytes + x.ix.TermBytes() }
+
 // docBytes estimates the heap one document holds in the index: its
 // postings, per-document arrays and sort key in search.Index, its docRef
 // and docOf entry, and (for a record) the record copy. The constants were

@@ -198,8 +198,9 @@ type Store struct {
 	// testHooks run at points of the background work where tests need
 	// it to pause (nil in production).
 	testHooks struct {
-		compactBuilt   func() // compact: built, before taking a.wmu
-		demotionPicked func() // demote: events picked, a.wmu released
+		compactBuilt   func()       // compact: built, before taking a.wmu
+		demotionPicked func()       // demote: events picked, a.wmu released
+		demotionChunk  func() error // writeDemotion: after each transaction but the last; an error stops it there
 	}
 }
 
@@ -998,7 +999,7 @@ func (s *Store) changeIndexLocked(a *actorState, f func(x *actorIndex) *actorInd
 	x = f(x)
 	a.slots[0].x, a.slots[1].x = x, x
 	if x != nil {
-		a.ixBytes.Store(x.bytes)
+		a.ixBytes.Store(x.heapBytes())
 	} else {
 		a.ixBytes.Store(0)
 	}

@@ -523,9 +523,35 @@ func (s *Store) demote(ctx context.Context, a *actorState, w int) error {
 }
 
 // writeDemotion commits a demotion's rows: the events' full-text rows,
-// the cold scopes they add (when a's set is known) and the new boundary
-// last, in one transaction.
+// demoteTxRows at a time, then the last of them with the cold scopes they
+// add (when a's set is known) and the new boundary, in one transaction.
+// The index has one writer connection, which the actor's turns need for
+// their own events: one transaction for a whole demotion (512 events at
+// the default window, 13–19 ms) made the turn behind it wait that long
+// (docs/bench/soak.md stop 26). A crash between the transactions leaves
+// full-text rows of events still warm, which searches skip (coldHits) and
+// the next demotion writes again.
 func (s *Store) writeDemotion(ctx context.Context, a *actorState, fts *ftsBatch, known, wasCold bool, newScopes []string, last string, maxTS time.Time) error {
+	for len(fts.args) > 4*demoteTxRows {
+		part := ftsBatch{args: fts.args[:4*demoteTxRows]}
+		fts.args = fts.args[4*demoteTxRows:]
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("memory index: %w", err)
+		}
+		if err := part.write(ctx, s, tx); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("memory index: %w", err)
+		}
+		if h := s.testHooks.demotionChunk; h != nil {
+			if err := h(); err != nil {
+				return err
+			}
+		}
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
@@ -553,6 +579,10 @@ func (s *Store) writeDemotion(ctx context.Context, a *actorState, fts *ftsBatch,
 	}
 	return nil
 }
+
+// demoteTxRows is how many full-text rows one transaction of a demotion
+// writes (writeDemotion): about 4 ms of the writer connection.
+const demoteTxRows = 128
 
 // dropIndexed retires the documents of the events in gone (no longer in
 // a.events) and re-indexes the turns that had them as context, as

@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -543,5 +544,71 @@ func TestNoWindowWarmsColdEvents(t *testing.T) {
 	s.db.QueryRow(`SELECT count(*) FROM cold_scopes`).Scan(&scopes)
 	if tiers != 0 || scopes != 0 {
 		t.Fatalf("%d tier rows and %d cold scopes left", tiers, scopes)
+	}
+}
+
+// TestDemotionStoppedBetweenTransactions: a demotion writes its full-text
+// rows in several transactions and the boundary in the last; stopped
+// after the first (a crash, a failed write), the events it had written
+// rows for are still warm, every search finds each of them once, and the
+// next demotion completes.
+func TestDemotionStoppedBetweenTransactions(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{NoFsync: true, SyncInterval: -1, EventWindow: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var chunks atomic.Int32
+	s.testHooks.demotionChunk = func() error {
+		chunks.Add(1)
+		return errors.New("stopped by the test")
+	}
+	t0 := time.Now().Add(-time.Hour)
+	batch := func(from, n int) []memory.Event {
+		var evs []memory.Event
+		for i := from; i < from+n; i++ {
+			evs = append(evs, memory.Event{ActorID: "u", SessionID: "s", Role: "user", Text: fmt.Sprintf("turn %d about word%dx", i, i), Timestamp: t0.Add(time.Duration(i) * time.Second)})
+		}
+		return evs
+	}
+	if err := s.AppendEvents(bg, batch(0, 800)); err != nil { // 288 past the window: three transactions
+		t.Fatal(err)
+	}
+	s.waitDemotion("u")
+	if chunks.Load() != 1 {
+		t.Fatalf("the demotion stopped after %d transactions, want 1", chunks.Load())
+	}
+	if n := s.warmCount("u"); n != 800 {
+		t.Fatalf("%d events warm after the stopped demotion, want all 800", n)
+	}
+	once := func(step string, i int) {
+		t.Helper()
+		hits, err := s.Search(bg, memory.Query{NamespacePath: "/main/u/", Text: fmt.Sprintf("word%dx", i), TopK: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, h := range hits {
+			if strings.Contains(h.Record.Content, fmt.Sprintf("word%dx", i)) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("%s: turn %d found %d times, want once: %v", step, i, n, hits)
+		}
+	}
+	for _, i := range []int{0, 100, 127, 200, 799} { // 0–127 have full-text rows now
+		once("after the stopped demotion", i)
+	}
+	s.testHooks.demotionChunk = nil
+	if err := s.AppendEvents(bg, batch(800, 1)); err != nil {
+		t.Fatal(err)
+	}
+	s.waitDemotion("u")
+	if n := s.warmCount("u"); n != 512 {
+		t.Fatalf("%d events warm after the next demotion, want the window's 512", n)
+	}
+	for _, i := range []int{0, 100, 127, 200, 288, 800} {
+		once("after the next demotion", i)
 	}
 }
