@@ -87,10 +87,13 @@ func (s *Store) windowFor(a *actorState) int {
 	recs := len(a.records)
 	docs := len(a.events) + recs
 	a.mu.RUnlock()
-	if n <= 1 || docs == 0 {
+	if docs == 0 {
 		return w
 	}
-	per := s.opts.CacheBytes / int64(n)
+	// One actor alone is held to the budget too: its window narrows when
+	// its events are large (a client sending 100 KB messages of unique
+	// words kept 4,096 of them, 400 MB against a 32 MiB budget).
+	per := s.opts.CacheBytes / int64(max(n, 1))
 	bpd := max(1, a.bytes()/int64(docs))
 	return min(w, max(minWindow, int(per/bpd)-recs))
 }
@@ -732,9 +735,14 @@ func coldWords(x *actorIndex, text string, coldN int) []string {
 	var out []string
 	est := 0.0
 	for _, c := range cand {
-		// a word unseen in the warm events is counted as one cold match
+		// a word unseen in the warm events is counted as one cold match;
+		// the rarest word is always looked for, however large its
+		// estimate, or a query whose words all appear in the warm events
+		// would never reach the cold ones once the scale is large (every
+		// actor's rows over this actor's warm documents: a word of one
+		// warm turn estimated past the budget at about 8,300 rows)
 		e := max(1, float64(c.df)*scale)
-		if len(out) == coldMaxTerms || est+e > coldMatchBudget {
+		if len(out) == coldMaxTerms || len(out) > 0 && est+e > coldMatchBudget {
 			break
 		}
 		est += e
