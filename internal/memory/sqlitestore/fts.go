@@ -174,6 +174,22 @@ func (b *ftsBatch) write(ctx context.Context, s *Store, tx *sql.Tx) error {
 	return nil
 }
 
+// commit writes the rows in a transaction of their own.
+func (b *ftsBatch) commit(ctx context.Context, s *Store) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("memory full-text index: %w", err)
+	}
+	defer tx.Rollback()
+	if err := b.write(ctx, s, tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("memory full-text index: %w", err)
+	}
+	return nil
+}
+
 // ftsCached is the largest row count whose upsert statement is kept
 // prepared (a turn writes two events).
 const ftsCached = 4
@@ -502,16 +518,8 @@ func (s *Store) ftsCatchUp(ctx context.Context, a *actorState) error {
 		return fmt.Errorf("memory full-text index: %w", err)
 	}
 	if len(b.args) > 0 {
-		tx, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("memory full-text index: %w", err)
-		}
-		defer tx.Rollback()
-		if err := b.write(ctx, s, tx); err != nil {
+		if err := b.commit(ctx, s); err != nil {
 			return err
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("memory full-text index: %w", err)
 		}
 	}
 	a.ftsBehind.Store(false)

@@ -538,16 +538,8 @@ func (s *Store) writeDemotion(ctx context.Context, a *actorState, fts *ftsBatch,
 	for len(fts.args) > 4*demoteTxRows {
 		part := ftsBatch{args: fts.args[:4*demoteTxRows]}
 		fts.args = fts.args[4*demoteTxRows:]
-		tx, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("memory index: %w", err)
-		}
-		if err := part.write(ctx, s, tx); err != nil {
-			tx.Rollback()
+		if err := part.commit(ctx, s); err != nil {
 			return err
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("memory index: %w", err)
 		}
 		if h := s.testHooks.demotionChunk; h != nil {
 			if err := h(); err != nil {
