@@ -684,6 +684,40 @@ func (q *Queue) DeleteJobTx(ctx context.Context, tx any, id int64) error {
 	return nil
 }
 
+// DeleteWhere is DeleteTx in a transaction of its own: it deletes every
+// job of kind that is not running and whose encoded args hold value under
+// the top-level key, and returns how many (none when it fails).
+func (q *Queue) DeleteWhere(ctx context.Context, kind, key, value string) (int, error) {
+	if q.db != nil {
+		tx, err := q.db.BeginTx(ctx, nil)
+		if err != nil {
+			return 0, fmt.Errorf("jobs: delete %s: %w", kind, err)
+		}
+		defer tx.Rollback()
+		n, err := q.DeleteTx(ctx, tx, kind, key, value)
+		if err != nil {
+			return 0, err
+		}
+		if err := tx.Commit(); err != nil {
+			return 0, fmt.Errorf("jobs: delete %s: %w", kind, err)
+		}
+		return n, nil
+	}
+	tx, err := q.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("jobs: delete %s: %w", kind, err)
+	}
+	defer tx.Rollback(ctx)
+	n, err := q.DeleteTx(ctx, tx, kind, key, value)
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("jobs: delete %s: %w", kind, err)
+	}
+	return n, nil
+}
+
 // DeleteTx deletes, in the caller's transaction, every job of kind that
 // is not running and whose encoded args hold value under the top-level key
 // (e.g. "actor_id"); it returns how many. Running jobs are left to finish

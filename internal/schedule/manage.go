@@ -57,9 +57,31 @@ func (s *Scheduler) List(ctx context.Context, f Filter) ([]Job, error) {
 }
 
 // Remove deletes the job with id, or fails with ErrNotFound. A run already
-// in flight completes, but its outcome is discarded.
+// in flight completes, but its outcome is discarded. Its queued River runs
+// are deleted too (dropQueued).
 func (s *Scheduler) Remove(ctx context.Context, id string) error {
-	return s.store.Delete(ctx, id)
+	if err := s.store.Delete(ctx, id); err != nil {
+		return err
+	}
+	s.dropQueued(ctx, id)
+	return nil
+}
+
+// dropQueued deletes the queued River runs (schedule.run, not running) of
+// the jobs with ids, once the store no longer holds them as active: such a
+// run would only find its slot void when it came due, but until then it is
+// a scheduled row in River's table (a yearly job's for a year), listed by
+// River's own tools. A failure is logged and changes nothing else: the run
+// stays void when it comes due.
+func (s *Scheduler) dropQueued(ctx context.Context, ids ...string) {
+	if s.q == nil {
+		return
+	}
+	for _, id := range ids {
+		if _, err := s.q.DeleteWhere(ctx, RunArgs{}.Kind(), "job_id", id); err != nil {
+			s.log.Warn("schedule: delete queued runs; they are void when due", "job", id, "err", err)
+		}
+	}
 }
 
 // ErrJobRemoved is the cancellation cause of a run in flight whose job was
@@ -88,12 +110,15 @@ func (s *Scheduler) RemoveActor(ctx context.Context, actorID string) ([]Job, err
 		jobs = []Job{}
 	}
 	s.runsMu.Lock()
+	ids := make([]string, 0, len(jobs))
 	for _, j := range jobs {
 		if cancel := s.runs[j.ID]; cancel != nil {
 			cancel(ErrJobRemoved)
 		}
+		ids = append(ids, j.ID)
 	}
 	s.runsMu.Unlock()
+	s.dropQueued(ctx, ids...)
 	return jobs, nil
 }
 
@@ -234,8 +259,8 @@ func sameDefinition(a, b Job) bool {
 }
 
 // Pause stops the job with id from firing: its status becomes StatusPaused,
-// so its queued River run is skipped when it comes due and no instance
-// claims it. A run already in flight completes and is recorded, and the
+// its queued River runs are deleted (dropQueued; one left behind is
+// skipped when it comes due) and no instance claims it. A run already in flight completes and is recorded, and the
 // job stays paused (unless that run completes a one-shot, which is then
 // done). Pausing a paused or done job changes nothing. It fails with
 // ErrNotFound for an unknown id.
@@ -251,6 +276,7 @@ func (s *Scheduler) Pause(ctx context.Context, id string) (Job, error) {
 	if err := s.store.Update(ctx, j); err != nil {
 		return Job{}, fmt.Errorf("pause job %s: %w", id, err)
 	}
+	s.dropQueued(ctx, id)
 	return j, nil
 }
 

@@ -83,6 +83,13 @@ func TestStartedInstancesOnPostgres(t *testing.T) {
 	scheduletest.ExerciseStartedInstances(t, a, b)
 }
 
+// Removing or pausing a job deletes its queued River run (PostgreSQL).
+func TestQueuedRunsOnPostgres(t *testing.T) {
+	s := open(t, freshSchema(t))
+	defer s.Close()
+	scheduletest.ExerciseQueuedRuns(t, s)
+}
+
 // New on a shared pool does not close it.
 func TestNewOnSharedPool(t *testing.T) {
 	url := freshSchema(t)
