@@ -16,15 +16,15 @@ import (
 
 // A process killed after it redeemed an approval and started the call, but
 // before the resumed turn was recorded, leaves an executed request with its
-// saved turn. The session's next message finishes that turn first, with
-// the call's outcome unknown and the call not run again, and is then
-// answered; before, it waited behind the saved turn until it timed out,
-// and so did every later message of the session.
+// saved turn. The session's next message finishes that turn first (unless
+// the restarted server's ledger watcher did already), with the call's
+// outcome unknown and the call not run again, and is then answered;
+// before, it waited behind the saved turn until it timed out, and so did
+// every later message of the session.
 func TestInterruptedResumeDoesNotBlockTheSession(t *testing.T) {
-	fake, c, req, call := interruptedResume(t)
+	fake, c, req, call, before := interruptedResume(t)
 	ctx := context.Background()
 	id := req.ID
-	before := len(fake.Requests())
 	tctx, cancel := context.WithTimeout(ctx, time.Minute) // a hang guard, not a timing assertion
 	defer cancel()
 	res, err := c.Invoke(tctx, agent.Request{Message: "what next?", ActorID: "api:me", Channel: "api", SessionID: "s1"})
@@ -50,22 +50,25 @@ func TestInterruptedResumeDoesNotBlockTheSession(t *testing.T) {
 	}
 }
 
-// With several instances every one of them hears the approval and waits
-// for the session's lock to resume the turn; when the one that took it
-// dies mid-call, the next takes the lock and finds the request executed.
-// It finishes the turn as interrupted. Before, it tried to redeem the
-// approval again, was refused ("request already used"), and dropped the
-// turn: the session kept only the user message, and the model, seeing it
-// again with the next one, asked for the same call again.
-func TestInterruptedResumeFinishedByAnotherInstance(t *testing.T) {
-	fake, c, req, _ := interruptedResume(t)
-	before := len(fake.Requests())
-	ended := c.paused.wait()
-	c.onDecision(req, true) // what the ledger watcher does on each instance
-	select {
-	case <-ended:
-	case <-time.After(time.Minute): // a hang guard, not a timing assertion
-		t.Fatal("the resume never ended")
+// The restarted server finishes the cut-short turn by itself, with no new
+// message and no decision: its ledger watcher finds the request executed,
+// its saved turn still there and the session's lock free. The person who
+// approved the call gets the turn's reply without writing again. (With
+// several instances the one that took the lock and died leaves the same
+// state, and the survivors' watchers finish it the same way.) The call is
+// not run again, and the next message of the session is answered at once.
+func TestInterruptedResumeFinishedWithoutANewMessage(t *testing.T) {
+	fake, c, req, call, before := interruptedResume(t)
+	ctx := context.Background()
+	deadline := time.Now().Add(time.Minute) // a hang guard, not a timing assertion
+	for {
+		if _, err := c.gate.LoadResume(req); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cut-short turn was not finished without a new message")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	seen := fake.Requests()[before:]
 	if len(seen) != 1 || !strings.HasSuffix(seen[0].LastUserText(), agent.InterruptedOutcome) {
@@ -73,17 +76,24 @@ func TestInterruptedResumeFinishedByAnotherInstance(t *testing.T) {
 		for _, s := range seen {
 			got = append(got, s.LastUserText())
 		}
-		t.Fatalf("model calls of the resume saw %q, want one with the interrupted call's outcome", got)
+		t.Fatalf("model calls after the restart saw %q, want one with the interrupted call's outcome", got)
 	}
-	if _, err := c.gate.LoadResume(req); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("saved turn after it finished: %v, want it dropped", err)
+	if _, err := c.gate.Authorize(ctx, req.ID, call, state.Normal); err == nil {
+		t.Error("the executed approval was redeemed again")
+	}
+	tctx, cancel := context.WithTimeout(ctx, time.Minute) // a hang guard
+	defer cancel()
+	res, err := c.Invoke(tctx, agent.Request{Message: "and now?", ActorID: "api:me", Channel: "api", SessionID: "s1"})
+	if err != nil || res.Text != "echo: and now?" {
+		t.Fatalf("the next message: %+v, %v", res, err)
 	}
 }
 
 // interruptedResume leaves, in a fresh home, a paused turn whose approval
 // was redeemed (its call started) by a process that then died, and
-// returns a started assistant on that home with the request and its call.
-func interruptedResume(t *testing.T) (*modeltest.Server, *Assistant, approval.Request, approval.Call) {
+// returns a started assistant on that home with the request, its call and
+// how many model requests the fake had seen before that assistant started.
+func interruptedResume(t *testing.T) (*modeltest.Server, *Assistant, approval.Request, approval.Call, int) {
 	t.Helper()
 	fake := modeltest.NewOpenAI(t)
 	cfg := testConfig(t, fake, nil)
@@ -118,9 +128,10 @@ func interruptedResume(t *testing.T) (*modeltest.Server, *Assistant, approval.Re
 	b.Close()
 
 	// 3. Restarted.
+	before := len(fake.Requests())
 	c := open(true)
 	if req, err = c.gate.Get(ctx, id); err != nil || req.Status != approval.StatusExecuted {
 		t.Fatalf("request %s: %v %v, want executed", id, req.Status, err)
 	}
-	return fake, c, req, call
+	return fake, c, req, call, before
 }

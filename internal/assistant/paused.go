@@ -59,6 +59,13 @@ func (p *paused) begin(id string) bool {
 	return true
 }
 
+// resuming reports whether a resume of id runs in this process.
+func (p *paused) resuming(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.running[id]
+}
+
 func (p *paused) end(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -311,7 +318,17 @@ func (a *Assistant) waitPaused(ctx context.Context, channel, sessionID string, b
 }
 
 // closeExpired closes every paused turn whose request expired (or was
-// invalidated) without a decision; the ledger watcher calls it.
+// invalidated or rejected) without a decision, and finishes every paused
+// turn cut short mid-call: its request executed, its saved turn still
+// there and no resume of it running here (a process killed after it
+// redeemed the approval; resume finds it executed with the session's lock
+// free and finishes it as finishAsInterrupted does). So the person who
+// approved the call gets the turn's reply after a crash and a restart
+// without writing again, and with several instances the survivors finish
+// what a dead one left (a resume still running in another instance holds
+// the session's lock and drops the saved turn before releasing it, so the
+// one waiting here then finds nothing to do). The ledger watcher calls it
+// on each tick (approval.WatchOptions.Tick).
 func (a *Assistant) closeExpired(ctx context.Context) {
 	reqs, err := a.gate.List(ctx)
 	if err != nil {
@@ -319,15 +336,19 @@ func (a *Assistant) closeExpired(ctx context.Context) {
 	}
 	for _, r := range reqs {
 		switch r.Status {
-		case approval.StatusExpired, approval.StatusInvalidated, approval.StatusRejected:
+		case approval.StatusExpired, approval.StatusInvalidated, approval.StatusRejected, approval.StatusExecuted:
 		default:
 			continue
 		}
-		if len(r.Resume) == 0 || a.closed(r.ID) {
+		if len(r.Resume) == 0 || a.closed(r.ID) || a.paused.resuming(r.ID) {
 			continue
 		}
 		if _, err := a.gate.LoadResume(r); err != nil {
 			a.markClosed(r.ID)
+			continue
+		}
+		if r.Status == approval.StatusExecuted {
+			a.resume(r, true, "", outcomeApproved)
 			continue
 		}
 		a.closePaused(r, "the approval request "+string(r.Status))
