@@ -41,7 +41,8 @@ func do(t *testing.T, base, method, path string, body any) (*http.Response, map[
 }
 
 // TestJobsAddValidatesAndRecordsSource: POST /jobs refuses an actor that
-// /invocations refuses (every run would fail) and a blank name, and
+// /invocations refuses and a task holding a NUL byte (every run would
+// fail) and a blank name, and
 // records where the job came from: "api" over HTTP, "cli" on the local
 // socket; an HTTP caller cannot claim another source.
 func TestJobsAddValidatesAndRecordsSource(t *testing.T) {
@@ -64,6 +65,7 @@ func TestJobsAddValidatesAndRecordsSource(t *testing.T) {
 		{job("   ", "api:a", ""), "name is required"},
 		{job("x", "api:a", "cli"), `source "cli"`},
 		{job("x", "api:a", "config"), `source "config"`},
+		{map[string]any{"name": "x", "every": "5m", "task": "water\x00the figs", "actor_id": "api:a"}, "NUL"},
 	} {
 		res, out := do(t, srv.URL, "POST", "/jobs", tc.body)
 		if msg, _ := out["message"].(string); res.StatusCode != http.StatusBadRequest || out["error"] != "INVALID_REQUEST" || !strings.Contains(msg, tc.want) {

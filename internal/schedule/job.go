@@ -37,6 +37,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
 	"github.com/robfig/cron/v3"
@@ -264,6 +265,17 @@ func (j Job) Validate() error {
 	}
 	if j.ActorID == "" {
 		return badSpec("actor_id is empty")
+	}
+	// A run sends the task as a turn's message, which refuses a NUL byte
+	// and invalid UTF-8 (so every run of such a job would fail), and
+	// PostgreSQL stores neither in a text column.
+	for _, s := range []string{j.Task, j.Name, j.ActorID, j.Channel, j.ChatID, j.SessionID, j.Spec, j.TZ} {
+		if !utf8.ValidString(s) {
+			return badSpec("%q is not valid UTF-8", s)
+		}
+	}
+	if strings.IndexByte(j.Task, 0) >= 0 {
+		return badSpec("task holds a NUL byte")
 	}
 	for _, s := range []string{j.Name, j.ActorID, j.Channel, j.ChatID, j.SessionID} {
 		if strings.IndexFunc(s, unicode.IsControl) >= 0 {

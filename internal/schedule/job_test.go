@@ -45,6 +45,10 @@ func TestNewJobRejectsBadSpecs(t *testing.T) {
 		{"huge task", with(func(s *schedule.JobSpec) { s.Every, s.Task = "1h", strings.Repeat("x", schedule.MaxTaskLen+1) }), "limit"},
 		{"no actor", with(func(s *schedule.JobSpec) { s.Every, s.ActorID = "1h", "" }), "actor_id"},
 		{"control chars", with(func(s *schedule.JobSpec) { s.Every, s.ChatID = "1h", "1\n2" }), "control"},
+		{"NUL in task", with(func(s *schedule.JobSpec) { s.Every, s.Task = "1h", "water\x00the tomatoes" }), "NUL"},
+		{"bad UTF-8 in task", with(func(s *schedule.JobSpec) { s.Every, s.Task = "1h", "water \xff" }), "UTF-8"},
+		{"bad UTF-8 in name", with(func(s *schedule.JobSpec) { s.Every, s.Name = "1h", "n\xc3" }), "UTF-8"},
+		{"bad UTF-8 in actor", with(func(s *schedule.JobSpec) { s.Every, s.ActorID = "1h", "api:\xfe" }), "UTF-8"},
 		{"bad source", with(func(s *schedule.JobSpec) { s.Every, s.Source = "1h", "browser" }), "source"},
 		{"relative at in config", with(func(s *schedule.JobSpec) { s.At, s.Source = "in 1h", schedule.SourceConfig }), "absolute"},
 	}

@@ -56,13 +56,21 @@ func (s *Scheduler) List(ctx context.Context, f Filter) ([]Job, error) {
 	return s.store.List(ctx, f)
 }
 
-// Remove deletes the job with id, or fails with ErrNotFound. A run already
-// in flight completes, but its outcome is discarded. Its queued River runs
-// are deleted too (dropQueued).
+// Remove deletes the job with id, or fails with ErrNotFound. Its run in
+// flight in this instance is cancelled (its context's cause is
+// ErrJobRemoved), so it delivers nothing and records no outcome, as with
+// RemoveActor; a run in flight in another instance finishes, but its
+// outcome is discarded. Its queued River runs are deleted too
+// (dropQueued).
 func (s *Scheduler) Remove(ctx context.Context, id string) error {
 	if err := s.store.Delete(ctx, id); err != nil {
 		return err
 	}
+	s.runsMu.Lock()
+	if cancel := s.runs[id]; cancel != nil {
+		cancel(ErrJobRemoved)
+	}
+	s.runsMu.Unlock()
 	s.dropQueued(ctx, id)
 	return nil
 }
@@ -85,7 +93,7 @@ func (s *Scheduler) dropQueued(ctx context.Context, ids ...string) {
 }
 
 // ErrJobRemoved is the cancellation cause of a run in flight whose job was
-// removed by RemoveActor.
+// removed by Remove or RemoveActor.
 var ErrJobRemoved = errors.New("schedule: job removed")
 
 // RemoveActor deletes every job of actorID — from the reminders tool, the

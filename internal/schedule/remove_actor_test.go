@@ -134,3 +134,43 @@ func (b *blockingRunner) RunJob(ctx context.Context, j schedule.Job) (string, er
 	b.causes <- context.Cause(ctx)
 	return "", ctx.Err()
 }
+
+// Remove cancels the removed job's run in flight here, as RemoveActor
+// does: the reminder the person cancelled is not delivered after all.
+func TestRemoveCancelsTheRunInFlight(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+	e := newEnv(t, t0)
+	ctx := context.Background()
+	j := e.add(t, schedule.JobSpec{Name: "water", Every: "1h"})
+	e.clock.Set(t0.Add(time.Hour))
+	started, causes := make(chan struct{}), make(chan error, 1)
+	blocking := &blockingRunner{inner: e.log, id: j.ID, started: started, causes: causes}
+	s := schedule.New(e.store, blocking, schedule.Options{Clock: e.clock, Deliverer: e.log, InstanceID: "b"})
+	ran := make(chan error, 1)
+	go func() { _, err := s.RunDue(ctx); ran <- err }()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second): // a hang guard, not a timing assertion
+		t.Fatal("the run did not start")
+	}
+	if err := s.Remove(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RunDue still waiting: the removed job's run was not cancelled")
+	}
+	if cause := <-causes; !errors.Is(cause, schedule.ErrJobRemoved) {
+		t.Fatalf("run context cause %v, want ErrJobRemoved", cause)
+	}
+	if _, delivered := e.log.snapshot(); len(delivered) != 0 {
+		t.Fatalf("delivered %q after the job was removed", delivered)
+	}
+	if _, err := s.Get(ctx, j.ID); !errors.Is(err, schedule.ErrNotFound) {
+		t.Fatalf("Get after Remove = %v, want ErrNotFound", err)
+	}
+}
