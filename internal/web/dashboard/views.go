@@ -396,8 +396,8 @@ func memoryView(p pageData) g.Node {
 	out = append(out, h.H2(g.Text(t(l, "Staging queue"))))
 	for _, r := range d.Staged {
 		out = append(out, h.Article(h.Class("card staged"), h.Data("record", r.ID),
-			h.P(h.Class("content"), g.Text(r.Content)),
-			h.P(h.Small(txt(r.Strategy), g.Text(" · "+t(l, "Importance")+" "+f2(r.Importance)+" · "+r.Namespace))),
+			h.P(h.Class("content"), shown(r.Content)),
+			h.P(h.Small(txt(r.Strategy), g.Text(" · "+t(l, "Importance")+" "+f2(r.Importance)+" · "), shown(r.Namespace))),
 			sourcesView(r.Links),
 			h.Div(h.Class("actions"),
 				postButton("/memory/staging/"+seg(r.ID)+"/approve", csrf, "", "ok", g.Text(t(l, "Approve")), hiddenInput("back", back)),
@@ -414,7 +414,7 @@ func memoryView(p pageData) g.Node {
 	if d.Searched {
 		var hits g.Group
 		for _, hit := range d.Hits {
-			hits = append(hits, h.Li(h.P(h.Class("content"), g.Text(hit.Record.Content)),
+			hits = append(hits, h.Li(h.P(h.Class("content"), shown(hit.Record.Content)),
 				h.P(h.Small(g.Text(t(l, "Score")+" "+f3(hit.Score)+" · "), txt(hit.Record.Strategy), g.Text(" · "), txt(hit.Record.Status))),
 				g.If(hit.Explain != "", h.Details(h.Summary(g.Text(t(l, "Explanation"))), h.Pre(g.Text(hit.Explain))))))
 		}
@@ -428,10 +428,10 @@ func memoryView(p pageData) g.Node {
 		var rows g.Group
 		for _, r := range gr.Records {
 			rows = append(rows, h.Tr(h.Class("status-"+fmt.Sprint(r.Status)),
-				h.Td(g.Text(r.Content)), h.Td(txt(r.Status)), h.Td(g.Text(f2(r.Importance))),
-				h.Td(h.Code(h.Class("meta"), g.Text(metaJSON(r.Metadata)))), h.Td(sourcesView(r.Links))))
+				h.Td(shown(r.Content)), h.Td(txt(r.Status)), h.Td(g.Text(f2(r.Importance))),
+				h.Td(h.Code(h.Class("meta"), shown(metaJSON(r.Metadata)))), h.Td(sourcesView(r.Links))))
 		}
-		out = append(out, h.Section(h.Class("group"), h.H3(h.Code(g.Text(gr.Namespace)), g.Text(" · "), txt(gr.Strategy)),
+		out = append(out, h.Section(h.Class("group"), h.H3(h.Code(shown(gr.Namespace)), g.Text(" · "), txt(gr.Strategy)),
 			h.Div(h.Class("scroll"), h.Table(
 				h.THead(h.Tr(th(l, "Content"), th(l, "Status"), th(l, "Importance"), th(l, "Metadata"), th(l, "Sources"))),
 				h.TBody(rows)))))
@@ -740,8 +740,9 @@ func errorView(p pageData) g.Node {
 	}
 }
 
-// shown is g.Text of stored text (an ID, a name, a job's task or error)
-// with its bidirectional formatting characters escaped
+// shown is g.Text of stored text (an ID, a name, a job's task or error, a
+// memory record under review) with its bidirectional formatting characters
+// escaped
 // (sanitize.EscapeBidi), so that it displays in the order it is stored.
 func shown(s string) g.Node { return g.Text(sanitize.EscapeBidi(s)) }
 

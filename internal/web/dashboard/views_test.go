@@ -11,6 +11,7 @@ import (
 
 	"github.com/tendrilai/tendril/internal/approval"
 	"github.com/tendrilai/tendril/internal/config"
+	"github.com/tendrilai/tendril/internal/memory"
 	"github.com/tendrilai/tendril/internal/schedule"
 	"github.com/tendrilai/tendril/internal/session"
 )
@@ -87,6 +88,25 @@ func TestSchedulesEscapeBidi(t *testing.T) {
 	g.Group{actorList("en", "Actors", "/memory", []string{"api:\u202eeve"}), actorPicker("en", "/memory", "", []string{"api:\u202eeve"})}.Render(&b)
 	if shown := regexp.MustCompile(`="[^"]*"`).ReplaceAllString(b.String(), ""); strings.ContainsRune(shown, 0x202e) || !strings.Contains(shown, `api:\u202eeve`) {
 		t.Errorf("actor list displays %q", b.String())
+	}
+}
+
+// A memory record under review (staged, a search hit, the records table)
+// shows a bidirectional override as its escape, as job names do: a record
+// taken from a conversation cannot display as something it does not say
+// when it is approved.
+func TestMemoryEscapesBidi(t *testing.T) {
+	rec := memory.Record{ID: "r1", Namespace: "/main/api:\u202eeve/facts/", Strategy: memory.StrategySemantic,
+		Content: "likes \u202eeifaz", Metadata: map[string]any{"note": "x\u202ey"}, Importance: 0.5, Status: memory.StatusActive}
+	rv := recordView{Record: rec}
+	d := memoryData{Actor: "api:eve", Staged: []recordView{rv}, Searched: true, Hits: []memory.Hit{{Record: rec, Score: 1}},
+		Groups: []recordGroup{{Namespace: rec.Namespace, Strategy: rec.Strategy, Records: []recordView{rv}}}}
+	page := renderPage(t, pageData{Lang: "en", CSRF: "x", Data: d}, memoryView)
+	if n := strings.Count(page, `likes \u202eeifaz`); n != 3 {
+		t.Errorf("/memory shows the escaped content %d times, want 3 (staged, hit, table):\n%s", n, page)
+	}
+	if shown := regexp.MustCompile(`="[^"]*"`).ReplaceAllString(page, ""); strings.ContainsRune(shown, 0x202e) {
+		t.Errorf("/memory displays a raw U+202E:\n%s", page)
 	}
 }
 
