@@ -466,7 +466,7 @@ func parseCron(expr, tz string) (cron.Schedule, error) {
 		}
 		loc = l
 	}
-	s, err := cronParser.Parse(e)
+	s, err := cronParser.Parse(sundaySeven(e))
 	if err != nil {
 		return nil, badSpec("cron %q: %v (want 5 fields: minute hour day-of-month month day-of-week)", expr, err)
 	}
@@ -474,6 +474,45 @@ func parseCron(expr, tz string) (cron.Schedule, error) {
 		ss.Location = loc
 	}
 	return s, nil
+}
+
+// sundaySeven rewrites 7 in the day-of-week field of a 5-field expression
+// as 0: Vixie cron, cronie and crontab(5) take both 0 and 7 for Sunday,
+// the parser only 0–6. "7" becomes "0", and a range ending at 7 ("5-7",
+// "1-7/2") becomes the days it names ("5,6,0", "1,3,5,0"). Anything else
+// is left to the parser, which names what is wrong.
+func sundaySeven(expr string) string {
+	f := strings.Fields(expr)
+	if len(f) != 5 || !strings.Contains(f[4], "7") {
+		return expr
+	}
+	items := strings.Split(f[4], ",")
+	for i, it := range items {
+		if it == "7" {
+			items[i] = "0"
+			continue
+		}
+		rng, step, hasStep := strings.Cut(it, "/")
+		lo, hi, ok := strings.Cut(rng, "-")
+		if !ok || hi != "7" {
+			continue
+		}
+		a, err1 := strconv.Atoi(lo)
+		st, err2 := 1, error(nil)
+		if hasStep {
+			st, err2 = strconv.Atoi(step)
+		}
+		if err1 != nil || err2 != nil || a < 0 || a > 7 || st < 1 {
+			continue
+		}
+		var days []string
+		for d := a; d <= 7; d += st {
+			days = append(days, strconv.Itoa(d%7))
+		}
+		items[i] = strings.Join(days, ",")
+	}
+	f[4] = strings.Join(items, ",")
+	return strings.Join(f, " ")
 }
 
 func loadLocation(tz string) (*time.Location, error) {

@@ -206,3 +206,41 @@ func TestSyncConfigJobs(t *testing.T) {
 		t.Fatalf("after empty sync: %v", got)
 	}
 }
+
+// Sunday may be written 7 in the day-of-week field, as Vixie cron and
+// crontab(5) allow: each such expression fires when its 0–6 spelling does,
+// over three weeks of starting points; 8 and a range starting at 7 are
+// still refused.
+func TestCronSundayAsSeven(t *testing.T) {
+	start := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	for seven, zero := range map[string]string{
+		"0 8 * * 7":     "0 8 * * 0",
+		"0 8 * * 5-7":   "0 8 * * 5,6,0",
+		"0 8 * * 1-7/2": "0 8 * * 1,3,5,0",
+		"30 9 * * 7,3":  "30 9 * * 0,3",
+		"0 8 * * 0-7":   "0 8 * * *",
+	} {
+		for h := 0; h < 21*24; h += 7 {
+			now := start.Add(time.Duration(h) * time.Hour)
+			spec := schedule.JobSpec{Task: "t", ActorID: "telegram:1", TZ: "Asia/Seoul"}
+			spec.Cron = seven
+			a, err := schedule.NewJob(spec, now)
+			if err != nil {
+				t.Fatalf("%q: %v", seven, err)
+			}
+			spec.Cron = zero
+			b, err := schedule.NewJob(spec, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !a.NextRun.Equal(b.NextRun) {
+				t.Fatalf("%q after %v: next %v, %q: %v", seven, now, a.NextRun, zero, b.NextRun)
+			}
+		}
+	}
+	for _, bad := range []string{"0 8 * * 8", "0 8 * * 7-5", "0 8 * * 1-8"} {
+		if _, err := schedule.NewJob(schedule.JobSpec{Task: "t", ActorID: "telegram:1", Cron: bad}, start); !errors.Is(err, schedule.ErrBadSpec) {
+			t.Errorf("%q: %v, want ErrBadSpec", bad, err)
+		}
+	}
+}
