@@ -46,7 +46,7 @@ const (
 	DefaultPairingTTL         = time.Hour
 	DefaultMaxPendingPairings = 3
 	DefaultDedupTTL           = 24 * time.Hour
-	DefaultSendRetries        = 5
+	DefaultSendRetries        = 12
 	DefaultLeaseTTL           = 30 * time.Second
 	DefaultPollInterval       = 10 * time.Second
 	MaxWebhookBody            = 1 << 20 // bytes; larger bodies get 413
@@ -91,7 +91,9 @@ type Options struct {
 	PairingTTL         time.Duration
 	MaxPendingPairings int
 	DedupTTL           time.Duration
-	// SendRetries bounds retries of one sendMessage after 429 answers.
+	// SendRetries bounds the retries of one Bot API call after 429 answers
+	// and transient failures (default DefaultSendRetries, 12: with backoff
+	// capped at a minute, about 7 minutes of outage).
 	SendRetries int
 	// LeaseTTL is how long a chat lease lasts without renewal (renewed
 	// every third of it while the chat is processed). On SQLite it is the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -442,12 +443,50 @@ func TestTransientFailuresRetried(t *testing.T) {
 	if w := h.clock.Waits(); len(w) != 2 || w[0] != time.Second || w[1] != 2*time.Second {
 		t.Fatalf("backoff waits %v, want [1s 2s]", w)
 	}
+	// A proxy's error page instead of the Bot API's JSON (HTML 502, or a
+	// 200 whose body does not decode) is transient too.
+	h.srv.FailPage("sendMessage", 1, 502, "<html><body>502 Bad Gateway</body></html>")
+	h.srv.FailPage("sendMessage", 1, 200, "<html>captive portal</html>")
+	if err := h.ch.Send(context.Background(), 70001, "after the proxy"); err != nil {
+		t.Fatalf("after an HTML 502 and a 200 that is not JSON: %v", err)
+	}
+	if msgs := h.srv.Messages(70001); len(msgs) != 2 {
+		t.Fatalf("messages %+v", msgs)
+	}
+	if w := h.clock.Waits(); len(w) != 4 {
+		t.Fatalf("backoff waits %v, want two more", w)
+	}
 	// A 403 (blocked by the user) is not retried.
 	h.srv.Fail("sendMessage", 1, 403, "Forbidden: bot was blocked by the user", 0)
 	if err := h.ch.Send(context.Background(), 70001, "x"); err == nil || !strings.Contains(err.Error(), "blocked") {
 		t.Fatalf("403: %v", err)
 	}
-	if w := h.clock.Waits(); len(w) != 2 {
+	if w := h.clock.Waits(); len(w) != 4 {
 		t.Fatalf("403 was retried: waits %v", w)
+	}
+}
+
+// A Bot API outage of several minutes (ten 500s in a row) is ridden out:
+// the reply arrives once it is over, the waits doubling up to a minute.
+// Past Options.SendRetries the call fails (the update is then recorded
+// failed, its reply kept in the session).
+func TestLongOutageRetriedWithCappedBackoff(t *testing.T) {
+	h := newHarness(t, nil)
+	h.clock.auto = true
+	h.srv.Fail("sendMessage", 10, 500, "Internal Server Error", 0)
+	if err := h.ch.Send(context.Background(), 70001, "after a long outage"); err != nil {
+		t.Fatal(err)
+	}
+	if msgs := h.srv.Messages(70001); len(msgs) != 1 {
+		t.Fatalf("messages %+v", msgs)
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second,
+		time.Minute, time.Minute, time.Minute, time.Minute}
+	if w := h.clock.Waits(); !slices.Equal(w, want) {
+		t.Fatalf("backoff waits %v, want %v", w, want)
+	}
+	h.srv.Fail("sendMessage", DefaultSendRetries+1, 500, "Internal Server Error", 0)
+	if err := h.ch.Send(context.Background(), 70001, "x"); err == nil {
+		t.Fatal("a failure past SendRetries was not reported")
 	}
 }

@@ -150,9 +150,10 @@ func (c *Channel) sendError(chatID int64, err error) error {
 }
 
 // retry runs f, waiting out 429 answers for their retry_after and
-// retrying transient failures (network errors, Telegram 5xx) with backoff
-// 1 s, 2 s, 4 s, …, up to Options.SendRetries times. Other errors return at
-// once.
+// retrying transient failures (network errors, Telegram 5xx, an answer
+// that is not the Bot API's JSON) with backoff 1 s, 2 s, 4 s, … up to
+// maxBackoff, up to Options.SendRetries times (the default, 12, rides out
+// about 7 minutes of outage). Other errors return at once.
 func (c *Channel) retry(ctx context.Context, f func() error) error {
 	for attempt := 0; ; attempt++ {
 		err := f()
@@ -166,7 +167,7 @@ func (c *Channel) retry(ctx context.Context, f func() error) error {
 			wait = time.Duration(max(tm.RetryAfter, 1)) * time.Second
 			c.log.Info("telegram: rate limited", "retry_after", wait)
 		case transient(err):
-			wait = time.Second << min(attempt, 5)
+			wait = min(time.Second<<min(attempt, 6), maxBackoff)
 			c.log.Warn("telegram: transient Bot API failure; retrying", "wait", wait, "err", redact(err, c.opts.BotToken))
 		default:
 			return err
@@ -179,13 +180,32 @@ func (c *Channel) retry(ctx context.Context, f func() error) error {
 	}
 }
 
-var serverError = regexp.MustCompile(`error response from telegram for method \w+, 5\d\d `)
+// maxBackoff is the longest wait between two tries of a transiently
+// failing Bot API call.
+const maxBackoff = time.Minute
 
-// transient reports a failure worth retrying: no HTTP answer at all, or a
-// 5xx from the Bot API.
+var (
+	serverError = regexp.MustCompile(`error response from telegram for method \w+, 5\d\d `)
+	// notBotAPI is how go-telegram/bot reports a body that is not the Bot
+	// API's JSON, whatever the HTTP status: a proxy's or load balancer's
+	// error page ("502 Bad Gateway" in HTML), which Telegram itself never
+	// sends.
+	notBotAPI = regexp.MustCompile(`^error decode response body for method \w+,`)
+)
+
+// transient reports a failure worth retrying: no HTTP answer at all, a
+// 5xx from the Bot API, or an answer that is not the Bot API's JSON.
 func transient(err error) bool {
 	var ue *url.Error
-	return errors.As(err, &ue) || serverError.MatchString(err.Error())
+	if errors.As(err, &ue) || serverError.MatchString(err.Error()) {
+		return true
+	}
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if notBotAPI.MatchString(e.Error()) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Channel) answerCallback(ctx context.Context, id, text string, alert bool) error {

@@ -78,6 +78,7 @@ type failure struct {
 	code       int
 	desc       string
 	retryAfter int
+	page       string // when set, the body: not the Bot API's JSON (a proxy's error page)
 }
 
 // Server is a running fake Bot API. Its zero value is not usable; call New.
@@ -159,7 +160,19 @@ func (s *Server) Fail(method string, n, code int, desc string, retryAfter int) {
 	defer s.mu.Unlock()
 	k := strings.ToLower(method)
 	for range n {
-		s.failures[k] = append(s.failures[k], failure{code, desc, retryAfter})
+		s.failures[k] = append(s.failures[k], failure{code: code, desc: desc, retryAfter: retryAfter})
+	}
+}
+
+// FailPage makes the next n calls of method answer with HTTP status code
+// and page as a text/html body instead of the Bot API's JSON, as a proxy
+// or load balancer in front of Telegram does ("502 Bad Gateway").
+func (s *Server) FailPage(method string, n, code int, page string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := strings.ToLower(method)
+	for range n {
+		s.failures[k] = append(s.failures[k], failure{code: code, desc: page, page: page})
 	}
 }
 
@@ -312,6 +325,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.failures[strings.ToLower(method)] = q[1:]
 		s.mu.Unlock()
 		call.Status, call.Error = f.code, f.desc
+		if f.page != "" {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(f.code)
+			io.WriteString(w, f.page)
+			return
+		}
 		writeError(w, f.code, f.desc, f.retryAfter)
 		return
 	}
