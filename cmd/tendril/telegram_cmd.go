@@ -131,7 +131,7 @@ func newPairingCmd(g *globals) *cobra.Command {
 			if len(code) != 8 {
 				return usagef("pairing code %q must be 8 characters", args[0])
 			}
-			return call(g, c, asJSON, "POST", "/pairing/"+code+"/approve", nil, struct{}{}, func(w io.Writer, p telegram.Pairing) error {
+			return call(g, c, asJSON, "POST", "/pairing/"+url.PathEscape(code)+"/approve", nil, struct{}{}, func(w io.Writer, p telegram.Pairing) error {
 				_, err := fmt.Fprintf(w, "Approved %s: chat %d (%s) may now talk to Tendril.\n", p.Code, p.ChatID, p.Name)
 				return err
 			})

@@ -3,6 +3,7 @@ package assistant
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +21,9 @@ func TestBranchWaitsForTheTurnInFlight(t *testing.T) {
 	a := openTestApp(t, fake)
 	ctx := context.Background()
 	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock() // a failing check must not leave the model waiting
 	asked := make(chan struct{}, 1)
 	fake.Otherwise(func(s modeltest.Seen) modeltest.Reply {
 		if s.LastUserText() == "slow" {
@@ -58,7 +62,7 @@ func TestBranchWaitsForTheTurnInFlight(t *testing.T) {
 		t.Fatalf("branch returned while the turn was in flight (err %v)", err)
 	case <-time.After(200 * time.Millisecond): // it is waiting (a check that it did not return early)
 	}
-	close(release)
+	unblock()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -79,5 +83,54 @@ func TestBranchWaitsForTheTurnInFlight(t *testing.T) {
 	}
 	if !strings.Contains(fake.Requests()[len(fake.Requests())-1].LastUserText(), "slow") {
 		t.Fatal("the slow turn never reached the model")
+	}
+}
+
+// TestClearWaitsForTheTurnInFlight: clearing a session while a turn is
+// being answered lands after that turn, so the cleared session stays
+// empty; before, the turn wrote its message and reply back after the
+// clear.
+func TestClearWaitsForTheTurnInFlight(t *testing.T) {
+	fake := modeltest.NewOpenAI(t)
+	a := openTestApp(t, fake)
+	ctx := context.Background()
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock() // a failing check must not leave the model waiting
+	asked := make(chan struct{}, 1)
+	fake.Otherwise(func(s modeltest.Seen) modeltest.Reply {
+		if s.LastUserText() == "slow" {
+			asked <- struct{}{}
+			<-release
+		}
+		return modeltest.Reply{Text: "echo: " + s.LastUserText()}
+	})
+	req := func(msg string) agent.Request {
+		return agent.Request{Message: msg, ActorID: "api:cl", SessionID: "s", Channel: "api"}
+	}
+	if _, err := a.Invoke(ctx, req("first")); err != nil {
+		t.Fatal(err)
+	}
+	k := session.Key{AgentID: "main", Channel: "api", ID: "cl~s"}
+	done := make(chan error, 1)
+	go func() { _, err := a.Invoke(ctx, req("slow")); done <- err }()
+	<-asked
+	cleared := make(chan error, 1)
+	go func() { _, err := a.ClearSessions(ctx, "main", []session.Key{k}, false); cleared <- err }()
+	select {
+	case err := <-cleared:
+		t.Fatalf("clear returned while the turn was in flight (err %v)", err)
+	case <-time.After(200 * time.Millisecond): // it is waiting (a check that it did not return early)
+	}
+	unblock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-cleared; err != nil {
+		t.Fatal(err)
+	}
+	if tree, err := a.Session(ctx, k); err == nil && len(tree.Nodes) > 0 {
+		t.Fatalf("the cleared session has %d nodes after the turn in flight finished", len(tree.Nodes))
 	}
 }

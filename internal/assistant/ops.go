@@ -121,6 +121,21 @@ func (a *Assistant) Session(ctx context.Context, k session.Key) (SessionTree, er
 // first, on the branch it was answered from: the branch takes the turn
 // locks, as a turn does. Errors: ErrNoSession, ErrNoNode.
 func (a *Assistant) BranchFrom(ctx context.Context, k session.Key, nodeID string) error {
+	err := a.betweenTurns(ctx, k, func(lctx context.Context) error { return session.BranchFrom(lctx, a.sessions, k, nodeID) })
+	if errors.Is(err, session.ErrNotFound) {
+		if _, serr := a.Session(ctx, k); serr != nil {
+			return serr
+		}
+		return fmt.Errorf("%w: session %s has no node %q (see tendril session show --tree)", ErrNoNode, k, nodeID)
+	}
+	return err
+}
+
+// betweenTurns runs fn with the session of k to itself: after its turn in
+// flight, if any, and before the next (the session's queue in this process,
+// then its turn lock across processes and instances). ErrNotReady when the
+// lock cannot be taken.
+func (a *Assistant) betweenTurns(ctx context.Context, k session.Key, fn func(lctx context.Context) error) error {
 	channel := k.Channel
 	if channel == "" {
 		channel = "api"
@@ -135,14 +150,7 @@ func (a *Assistant) BranchFrom(ctx context.Context, k session.Key, nodeID string
 		return fmt.Errorf("%w: %v", ErrNotReady, err)
 	}
 	defer dunlock()
-	err = session.BranchFrom(lctx, a.sessions, k, nodeID)
-	if errors.Is(err, session.ErrNotFound) {
-		if _, serr := a.Session(ctx, k); serr != nil {
-			return serr
-		}
-		return fmt.Errorf("%w: session %s has no node %q (see tendril session show --tree)", ErrNoNode, k, nodeID)
-	}
-	return err
+	return fn(lctx)
 }
 
 // ExportSession writes a session as json, jsonl or md to w.
@@ -169,7 +177,9 @@ func (a *Assistant) ClearSessions(ctx context.Context, agentID string, keys []se
 	}
 	cleared := []string{}
 	for _, k := range keys {
-		if err := a.sessions.Clear(ctx, k); err != nil {
+		// After the session's turn in flight, as BranchFrom: a turn that
+		// finished after the clear would write its message and reply back.
+		if err := a.betweenTurns(ctx, k, func(lctx context.Context) error { return a.sessions.Clear(lctx, k) }); err != nil {
 			if errors.Is(err, session.ErrNotFound) {
 				return cleared, fmt.Errorf("%w: %s for agent %s", ErrNoSession, k, k.AgentID)
 			}

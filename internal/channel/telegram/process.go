@@ -500,11 +500,11 @@ func (c *Channel) handleCallback(ctx context.Context, q *callbackQuery) (string,
 		return stateDone, "approval " + action, c.decide(ctx, chatID, actorID, rest, action == "approve", q)
 	case "forget":
 		answer, nonce, _ := strings.Cut(rest, ":")
-		fchat, factor, expires, ok, err := c.store.takeForget(ctx, nonce)
+		expires, ok, err := c.store.takeForget(ctx, nonce, chatID, actorID)
 		if err != nil {
 			return "", "", err
 		}
-		if !ok || fchat != chatID || factor != actorID || !c.clock.Now().Before(expires) {
+		if !ok || !c.clock.Now().Before(expires) {
 			return alert("This button is not valid any more.", "stale or foreign forget button")
 		}
 		c.removeButtons(ctx, chatID, msgID)

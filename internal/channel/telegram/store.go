@@ -607,15 +607,18 @@ func (s *Store) saveForget(ctx context.Context, nonce string, chatID int64, acto
 	return err
 }
 
-// takeForget removes and returns a forget confirmation request.
-func (s *Store) takeForget(ctx context.Context, nonce string) (chatID int64, actorID string, expires time.Time, ok bool, err error) {
+// takeForget removes the forget confirmation request nonce of chatID and
+// actorID and returns when it expires; ok is false when there is none. A
+// press from another chat or user finds none and leaves the request for
+// its owner.
+func (s *Store) takeForget(ctx context.Context, nonce string, chatID int64, actorID string) (expires time.Time, ok bool, err error) {
 	var e int64
-	err = s.db.QueryRowContext(ctx, `DELETE FROM telegram_forget_requests WHERE nonce = ? RETURNING chat_id, actor_id, expires_ms`, nonce).Scan(&chatID, &actorID, &e)
+	err = s.db.QueryRowContext(ctx, `DELETE FROM telegram_forget_requests WHERE nonce = ? AND chat_id = ? AND actor_id = ? RETURNING expires_ms`, nonce, chatID, actorID).Scan(&e)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, "", time.Time{}, false, nil
+		return time.Time{}, false, nil
 	}
 	if err != nil {
-		return 0, "", time.Time{}, false, err
+		return time.Time{}, false, err
 	}
-	return chatID, actorID, time.UnixMilli(e), true, nil
+	return time.UnixMilli(e), true, nil
 }

@@ -201,7 +201,7 @@ func exerciseStore(t *testing.T, fresh func(t *testing.T) *Store) {
 				t.Errorf("update %d kept = %v, want %v", id, s != "", want)
 			}
 		}
-		if _, _, _, ok, _ := st.takeForget(ctx, "n1"); ok {
+		if _, ok, _ := st.takeForget(ctx, "n1", 100, "telegram:100"); ok {
 			t.Error("expired forget request survived purge")
 		}
 		if list, _ := st.ListPairings(ctx, now.Add(-3*time.Hour)); len(list) != 0 {
@@ -289,11 +289,20 @@ func exerciseStore(t *testing.T, fresh func(t *testing.T) *Store) {
 		if err := st.saveForget(ctx, "n1", 100, "telegram:100", exp); err != nil {
 			t.Fatal(err)
 		}
-		chat, actor, e, ok, err := st.takeForget(ctx, "n1")
-		if err != nil || !ok || chat != 100 || actor != "telegram:100" || !e.Equal(exp) {
-			t.Fatalf("takeForget = %d %q %v %v %v", chat, actor, e, ok, err)
+		// A press from another chat or user neither takes it nor uses it up.
+		for _, f := range []struct {
+			chat  int64
+			actor string
+		}{{101, "telegram:100"}, {100, "telegram:101"}} {
+			if _, ok, err := st.takeForget(ctx, "n1", f.chat, f.actor); ok || err != nil {
+				t.Fatalf("takeForget from chat %d, %s = %v %v; want none", f.chat, f.actor, ok, err)
+			}
 		}
-		if _, _, _, ok, _ := st.takeForget(ctx, "n1"); ok {
+		e, ok, err := st.takeForget(ctx, "n1", 100, "telegram:100")
+		if err != nil || !ok || !e.Equal(exp) {
+			t.Fatalf("takeForget = %v %v %v", e, ok, err)
+		}
+		if _, ok, _ := st.takeForget(ctx, "n1", 100, "telegram:100"); ok {
 			t.Fatal("a forget confirmation was taken twice")
 		}
 	})
