@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -483,5 +484,29 @@ func TestLongOutageRetriedWithCappedBackoff(t *testing.T) {
 	h.srv.Fail("sendMessage", DefaultSendRetries+1, 500, "Internal Server Error", 0)
 	if err := h.ch.Send(context.Background(), 70001, "x"); err == nil {
 		t.Fatal("a failure past SendRetries was not reported")
+	}
+}
+
+// A message the turn refuses (here a NUL byte) is named in the reply,
+// since sending it again cannot help; any other failure asks to try again.
+func TestFailedTurnReplies(t *testing.T) {
+	h := newHarness(t, nil)
+	h.inv.reply = func(req agent.Request) (*agent.Result, error) {
+		if strings.Contains(req.Message, "bad") {
+			return nil, fmt.Errorf("%w: message contains a NUL byte or invalid UTF-8", agent.ErrInvalidRequest)
+		}
+		return nil, errors.New("model unreachable")
+	}
+	h.start()
+	h.post(textUpdate(1, 70001, 70001, "bad message"))
+	h.waitDone(1)
+	h.post(textUpdate(2, 70001, 70001, "fine message"))
+	h.waitDone(2)
+	msgs := h.srv.WaitMessages(t, 70001, 2)
+	if !strings.Contains(msgs[0].Text, "can't take that message (message contains a NUL byte or invalid UTF-8)") || !strings.Contains(msgs[0].Text, "won't help") {
+		t.Errorf("refused message answered %q", msgs[0].Text)
+	}
+	if !strings.Contains(msgs[1].Text, "Please try again in a moment") {
+		t.Errorf("failed turn answered %q", msgs[1].Text)
 	}
 }

@@ -269,7 +269,7 @@ func (c *Channel) handleMessage(ctx context.Context, updateID int64, kind string
 			return "", "", ctx.Err()
 		}
 		c.log.Error("telegram: turn failed", "chat_id", chatID, "actor_id", s.actorID, "err", err)
-		if serr := c.Send(ctx, chatID, "Sorry, I couldn't answer that just now. Please try again in a moment."); serr != nil {
+		if serr := c.Send(ctx, chatID, failedTurnReply(err)); serr != nil {
 			return "", "", serr
 		}
 		return stateDone, "turn failed: " + err.Error(), nil
@@ -656,4 +656,19 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// failedTurnReply is what the chat is told when its turn failed: a
+// message the turn refuses (agent.ErrInvalidRequest: a NUL byte, over
+// 256 KiB, no visible text) is named, since sending it again cannot help;
+// anything else may pass, so the person is asked to try again.
+func failedTurnReply(err error) string {
+	if errors.Is(err, agent.ErrInvalidRequest) {
+		why := err.Error()
+		if _, after, ok := strings.Cut(why, agent.ErrInvalidRequest.Error()+": "); ok {
+			why = after
+		}
+		return "Sorry, I can't take that message (" + why + "). Sending it again won't help; please change it."
+	}
+	return "Sorry, I couldn't answer that just now. Please try again in a moment."
 }
