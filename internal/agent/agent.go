@@ -327,8 +327,8 @@ func hasVisible(s string) bool {
 
 // ValidateID accepts 1–256 bytes with no control characters, no invisible
 // characters that disguise an ID (invisible: bidirectional overrides,
-// zero-width spaces, line separators, blank fillers) and at least one visible
-// character. Storage backends encode IDs further; this
+// zero-width spaces, line separators, blank fillers), no blank at either
+// end, and at least one visible character. Storage backends encode IDs further; this
 // only rejects what no channel produces.
 func ValidateID(id string) error { return validateID(id, false) }
 
@@ -354,6 +354,10 @@ func validateID(id string, stored bool) error {
 	}
 	if !hasVisible(id) {
 		return errors.New("has no visible character")
+	}
+	if !stored && strings.TrimSpace(id) != id {
+		// "s1 " lists beside "s1" as if it were the same ID
+		return errors.New("begins or ends with a blank")
 	}
 	return nil
 }

@@ -7,8 +7,8 @@ import (
 
 // IDs are shown and compared as text: no control or invalid characters, no
 // invisible characters that make one ID display as another (a
-// right-to-left override) or as nothing (a zero-width space), and at least
-// one visible character. Each refusal says which.
+// right-to-left override) or as nothing (a zero-width space), no blank at
+// either end, and at least one visible character. Each refusal says which.
 func TestValidateID(t *testing.T) {
 	for id, want := range map[string]string{
 		"api:alice":       "",
@@ -47,6 +47,11 @@ func TestValidateID(t *testing.T) {
 		"telegram:한글ID":          "",
 		"한국어":                    "",
 		strings.Repeat("x", 257): "longer than 256",
+		// Blanks around an ID make it list beside the same ID without them.
+		"s1 ":      "begins or ends with a blank",
+		" s1":      "begins or ends with a blank",
+		"api:me\t": "control or invalid",
+		"a b":      "",
 	} {
 		err := ValidateID(id)
 		switch {

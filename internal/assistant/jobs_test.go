@@ -163,10 +163,11 @@ func TestJobRefsAndNames(t *testing.T) {
 	}
 	// The API and the dashboard refuse an actor without both parts, as the
 	// CLI does: its reply would have no channel to go to.
-	for _, actor := range []string{"nocolon", "telegram:", ":123", " :1"} {
+	for actor, want := range map[string]string{"nocolon": "want <channel>:<id>", "telegram:": "want <channel>:<id>",
+		":123": "want <channel>:<id>", "\u00a0:1": "begins or ends with a blank", " :1": "begins or ends with a blank"} {
 		_, err := a.AddJob(ctx, schedule.JobSpec{Name: "figs", Every: "1h", Task: "t", ActorID: actor})
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "want <channel>:<id>") {
-			t.Errorf("actor %q: %v, want ErrInvalid asking for <channel>:<id>", actor, err)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("actor %q: %v, want ErrInvalid saying %q", actor, err, want)
 		}
 	}
 	for _, spec := range []schedule.JobSpec{{SessionID: "s\u200b1"}, {Channel: "c\u202eli"}, {ChatID: "c\u20281"}} {
