@@ -180,12 +180,14 @@ func TestNotifyWakesTheOtherInstance(t *testing.T) {
 	if err := worker.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	// The worker's initial scan found nothing; wait until it listens.
+	// The worker's initial scan found nothing; wait until it listens: its
+	// LISTEN finished (idle after it), not only started, since a NOTIFY
+	// sent before the LISTEN commits is not delivered to it.
 	srv.WaitFor(t, 20*time.Second, "worker listening", func() bool {
 		var n int
 		err := worker.store.db.QueryRowContext(context.Background(),
-			`SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN `+notifyChannel+`' AND datname = current_database()
-			AND application_name = $1`, app).Scan(&n)
+			`SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN `+notifyChannel+`' AND state = 'idle'
+			AND datname = current_database() AND application_name = $1`, app).Scan(&n)
 		return err == nil && n > 0
 	})
 	deliver(t, ingress, textUpdate(2000, 70001, 70001, "ping via notify"))
