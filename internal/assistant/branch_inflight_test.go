@@ -17,21 +17,9 @@ import (
 // came from (after the previous reply), and the branch point is the active
 // leaf for the next message, as `session branch` promises.
 func TestBranchWaitsForTheTurnInFlight(t *testing.T) {
-	fake := modeltest.NewOpenAI(t)
-	a := openTestApp(t, fake)
-	ctx := context.Background()
-	release := make(chan struct{})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
+	fake, a, asked, unblock := slowTurnApp(t)
 	defer unblock() // a failing check must not leave the model waiting
-	asked := make(chan struct{}, 1)
-	fake.Otherwise(func(s modeltest.Seen) modeltest.Reply {
-		if s.LastUserText() == "slow" {
-			asked <- struct{}{}
-			<-release
-		}
-		return modeltest.Reply{Text: "echo: " + s.LastUserText()}
-	})
+	ctx := context.Background()
 	req := func(msg string) agent.Request {
 		return agent.Request{Message: msg, ActorID: "api:br", SessionID: "s", Channel: "api"}
 	}
@@ -91,21 +79,9 @@ func TestBranchWaitsForTheTurnInFlight(t *testing.T) {
 // empty; before, the turn wrote its message and reply back after the
 // clear.
 func TestClearWaitsForTheTurnInFlight(t *testing.T) {
-	fake := modeltest.NewOpenAI(t)
-	a := openTestApp(t, fake)
-	ctx := context.Background()
-	release := make(chan struct{})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
+	_, a, asked, unblock := slowTurnApp(t)
 	defer unblock() // a failing check must not leave the model waiting
-	asked := make(chan struct{}, 1)
-	fake.Otherwise(func(s modeltest.Seen) modeltest.Reply {
-		if s.LastUserText() == "slow" {
-			asked <- struct{}{}
-			<-release
-		}
-		return modeltest.Reply{Text: "echo: " + s.LastUserText()}
-	})
+	ctx := context.Background()
 	req := func(msg string) agent.Request {
 		return agent.Request{Message: msg, ActorID: "api:cl", SessionID: "s", Channel: "api"}
 	}
@@ -133,4 +109,23 @@ func TestClearWaitsForTheTurnInFlight(t *testing.T) {
 	if tree, err := a.Session(ctx, k); err == nil && len(tree.Nodes) > 0 {
 		t.Fatalf("the cleared session has %d nodes after the turn in flight finished", len(tree.Nodes))
 	}
+}
+
+// slowTurnApp opens an app on a fake model that echoes each message, but
+// holds the reply to "slow" until unblock is called, after signalling
+// asked that the turn reached the model.
+func slowTurnApp(t *testing.T) (fake *modeltest.Server, a *Assistant, asked <-chan struct{}, unblock func()) {
+	fake = modeltest.NewOpenAI(t)
+	a = openTestApp(t, fake)
+	release := make(chan struct{})
+	var once sync.Once
+	reached := make(chan struct{}, 1)
+	fake.Otherwise(func(s modeltest.Seen) modeltest.Reply {
+		if s.LastUserText() == "slow" {
+			reached <- struct{}{}
+			<-release
+		}
+		return modeltest.Reply{Text: "echo: " + s.LastUserText()}
+	})
+	return fake, a, reached, func() { once.Do(func() { close(release) }) }
 }

@@ -71,17 +71,7 @@ func TestRemoveActor(t *testing.T) {
 			t.Errorf("job %s not reported removed", j.Name)
 		}
 	}
-	select {
-	case err := <-ran:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("RunDue still waiting: the removed job's run was not cancelled")
-	}
-	if cause := <-causes; !errors.Is(cause, schedule.ErrJobRemoved) {
-		t.Fatalf("run context cause %v, want ErrJobRemoved", cause)
-	}
+	expectCancelled(t, ran, causes)
 
 	if left, err := s.List(ctx, schedule.Filter{ActorID: "telegram:7"}); err != nil || len(left) != 0 {
 		t.Fatalf("jobs of telegram:7 left: %+v %v", left, err)
@@ -156,21 +146,29 @@ func TestRemoveCancelsTheRunInFlight(t *testing.T) {
 	if err := s.Remove(ctx, j.ID); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-ran:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("RunDue still waiting: the removed job's run was not cancelled")
-	}
-	if cause := <-causes; !errors.Is(cause, schedule.ErrJobRemoved) {
-		t.Fatalf("run context cause %v, want ErrJobRemoved", cause)
-	}
+	expectCancelled(t, ran, causes)
 	if _, delivered := e.log.snapshot(); len(delivered) != 0 {
 		t.Fatalf("delivered %q after the job was removed", delivered)
 	}
 	if _, err := s.Get(ctx, j.ID); !errors.Is(err, schedule.ErrNotFound) {
 		t.Fatalf("Get after Remove = %v, want ErrNotFound", err)
+	}
+}
+
+// expectCancelled waits for RunDue to return (ran) after its blocking run
+// was cancelled because its job was removed (causes), and fails the test
+// otherwise.
+func expectCancelled(t *testing.T, ran, causes <-chan error) {
+	t.Helper()
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second): // a hang guard, not a timing assertion
+		t.Fatal("RunDue still waiting: the removed job's run was not cancelled")
+	}
+	if cause := <-causes; !errors.Is(cause, schedule.ErrJobRemoved) {
+		t.Fatalf("run context cause %v, want ErrJobRemoved", cause)
 	}
 }
