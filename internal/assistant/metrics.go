@@ -13,13 +13,15 @@ import (
 // that caches actors, its cache.
 func (a *Assistant) registerMetricSources() {
 	m := a.metrics
+	// A failed read is skipped and counted in
+	// tendril_metrics_source_errors_total, not reported as an empty queue.
 	m.SetQueueSource("extraction", func(ctx context.Context) (int, error) {
-		n, _ := a.pipeline.Lag()
-		return n, nil
+		n, _, err := a.pipeline.Depth(ctx)
+		return n, err
 	})
 	m.SetExtractionLagSource(func(ctx context.Context) (time.Duration, error) {
-		_, oldest := a.pipeline.Lag()
-		return oldest, nil
+		_, oldest, err := a.pipeline.Depth(ctx)
+		return oldest, err
 	})
 	m.SetQueueSource("resume", func(ctx context.Context) (int, error) {
 		pend, err := a.gate.Pending(ctx)

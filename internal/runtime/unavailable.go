@@ -99,6 +99,7 @@ func SafeMessage(err error) string {
 	msg = netOpText.ReplaceAllString(msg, "$1: ")
 	msg = lookupText.ReplaceAllString(msg, "lookup: ")
 	msg = urlText.ReplaceAllString(msg, "$1://…")
+	msg = httpCallText.ReplaceAllString(msg, "$1 an $2 endpoint: ")
 	return msg
 }
 
@@ -120,6 +121,8 @@ var (
 	// net.DNSError: "lookup db.internal on 127.0.0.53:53: ".
 	lookupText = regexp.MustCompile(`\blookup \S+(?: on \S+)?: `)
 	urlText    = regexp.MustCompile(`\b(postgres|postgresql|redis|rediss)://\S+`)
+	// url.Error kept as text: `Post "http://10.0.0.5:8000/v1/…": `.
+	httpCallText = regexp.MustCompile(`\b(Get|Head|Post|Put|Patch|Delete|Options) "([a-z][a-z0-9+.-]*)://[^"]*": `)
 )
 
 // because names err's cause in a few words that carry no address:

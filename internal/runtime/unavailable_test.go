@@ -78,6 +78,9 @@ func TestSafeMessage(t *testing.T) {
 	}{
 		// a model's or embedder's HTTP client names the URL it called
 		{"model endpoint", fmt.Errorf("model call failed: %w", httpErr), "model call failed: Post an http endpoint: dial failed (connection refused)"},
+		// a provider that kept only the text of its HTTP client's error (the
+		// OpenAI provider's "status 0" API error)
+		{"model endpoint as text", fmt.Errorf("model call failed: openai/fake: openai: status 0: %v", httpErr), "model call failed: openai/fake: openai: status 0: Post an http endpoint: dial: connect: connection refused"},
 		{"connect error", connErr, "cannot connect to the database (connection refused)"},
 		{"wrapped", fmt.Errorf("%w: database: %w", agent.ErrNotReady, connErr), "not ready: database: cannot connect to the database (connection refused)"},
 		// %v keeps only the text: the patterns catch it
