@@ -29,10 +29,15 @@ Redis and Telegram. It exits 1 when a check fails.`,
 			if err != nil {
 				return err
 			}
-			if _, err := checkRuntimeEnv(); err != nil {
-				return err // what serve would refuse to start with
-			}
 			rep := assistant.Doctor(cmd.Context(), cfg, assistant.DoctorOptions{Timeout: timeout})
+			// What serve would refuse to start with (GOGC, AUTOMEMLIMIT,
+			// TENDRIL_GC_HEADROOM_MB) is a failed check beside the others,
+			// not an error that hides the report.
+			env := assistant.Check{Name: "runtime env", Status: assistant.CheckOK, Detail: "GOGC, AUTOMEMLIMIT, TENDRIL_GC_HEADROOM_MB"}
+			if _, err := checkRuntimeEnv(); err != nil {
+				env.Status, env.Detail, rep.OK = assistant.CheckFail, err.Error(), false
+			}
+			rep.Checks = append(rep.Checks, env)
 			out := cmd.OutOrStdout()
 			if asJSON {
 				b, _ := json.MarshalIndent(rep, "", "  ")

@@ -45,7 +45,8 @@ func TestNewUserUsageErrors(t *testing.T) {
 
 // TestDoctorRefusesWhatServeRefuses: a session.retention value serve
 // cannot parse fails doctor too, naming the key, and so does a GOGC,
-// collector headroom or AUTOMEMLIMIT that serve refuses.
+// collector headroom or AUTOMEMLIMIT that serve refuses (as a failed
+// check in the report).
 func TestDoctorRefusesWhatServeRefuses(t *testing.T) {
 	for _, tc := range []struct{ file, want string }{
 		{`{"session":{"retention":{"maxAge":"30x"}}}`, `session.retention.maxAge: bad age "30x"`},
@@ -60,17 +61,21 @@ func TestDoctorRefusesWhatServeRefuses(t *testing.T) {
 			}
 		}
 	}
-	// The Go runtime's variables serve checks itself.
+	// The Go runtime's variables serve checks itself: serve refuses to
+	// start, and doctor reports a failed "runtime env" check beside the
+	// others (the rest of the report still shown) and exits 1.
 	for _, tc := range []struct{ env, want string }{
 		{"GOGC=abc", `GOGC="abc": want off or a whole number`},
 		{gcHeadroomEnv + "=0", gcHeadroomEnv + `="0": want a whole number`},
 		{"AUTOMEMLIMIT=2", `AUTOMEMLIMIT="2": want off or a ratio`},
 	} {
 		home := t.TempDir()
-		for _, args := range [][]string{{"doctor"}, {"serve", "--addr", "127.0.0.1:0"}} {
-			if _, stderr, code := runCLI(t, home, []string{tc.env}, args...); code != 1 || !strings.Contains(stderr, tc.want) {
-				t.Errorf("%s %v: exit %d stderr %q, want exit 1 and %q", tc.env, args, code, stderr, tc.want)
-			}
+		if _, stderr, code := runCLI(t, home, []string{tc.env}, "serve", "--addr", "127.0.0.1:0"); code != 1 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s serve: exit %d stderr %q, want exit 1 and %q", tc.env, code, stderr, tc.want)
+		}
+		out, _, code := runCLI(t, home, []string{tc.env}, "doctor")
+		if code != 1 || !strings.Contains(out, "runtime env") || !strings.Contains(out, tc.want) || !strings.Contains(out, "Effective configuration") {
+			t.Errorf("%s doctor: exit %d\n%s\nwant exit 1 and the report with a failed runtime env check saying %q", tc.env, code, out, tc.want)
 		}
 	}
 }
