@@ -385,7 +385,7 @@ func (s *Store) searchFTS(ctx context.Context, a *actorState, c memindex.Cond, t
 		return nil, err
 	}
 	a.mu.RLock()
-	own := len(a.records) + len(a.events) + a.coldN
+	own := len(a.records) + a.recCold + len(a.events) + a.coldN
 	a.mu.RUnlock()
 	if s.ftsScope(own) {
 		q = ftsScoped(a.id, q)
@@ -402,7 +402,8 @@ func (s *Store) searchFTS(ctx context.Context, a *actorState, c memindex.Cond, t
 	hits := make([]hit, 0, len(found))
 	a.mu.RLock()
 	var cold map[string]memory.Event
-	if a.hasCold() {
+	var coldRecs map[string]memory.Record
+	if a.hasCold() || a.recCold > 0 {
 		var ids []string
 		for _, f := range found {
 			if _, ok := a.records[f.id]; !ok {
@@ -412,7 +413,10 @@ func (s *Store) searchFTS(ctx context.Context, a *actorState, c memindex.Cond, t
 			}
 		}
 		var err error
-		if cold, err = s.coldByID(ctx, a, ids); err != nil {
+		if cold, err = s.coldByID(ctx, a, ids); err == nil {
+			coldRecs, err = s.coldRecords(ctx, a, ids)
+		}
+		if err != nil {
 			a.mu.RUnlock()
 			return nil, err
 		}
@@ -426,6 +430,8 @@ func (s *Store) searchFTS(ctx context.Context, a *actorState, c memindex.Cond, t
 		}
 		if rec, isRec := a.records[f.id]; isRec {
 			r, key = *rec, memindex.RecordKey(*rec)
+		} else if rec, isRec := coldRecs[f.id]; isRec {
+			r, key = rec, memindex.RecordKey(rec)
 		} else if ok && !s.expired(e) {
 			r, key = s.eventRecord(e), memindex.EventKey(e)
 		} else {

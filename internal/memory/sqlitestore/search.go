@@ -140,9 +140,8 @@ func (s *Store) search(ctx context.Context, q memory.Query, engine Engine) ([]me
 			// the two, not their sum; the warm hits then set the floor
 			// that decides which cold events are read.
 			var cands chan coldResult
-			episodic := c.Admits(memory.StrategyEpisodic, memory.StatusActive) // cold tier: events only
 			a.mu.RLock()
-			hasCold := episodic && a.hasCold()
+			hasCold := a.hasColdFor(c)
 			a.mu.RUnlock()
 			if hasCold {
 				cands = make(chan coldResult, 1)
@@ -156,9 +155,9 @@ func (s *Store) search(ctx context.Context, q memory.Query, engine Engine) ([]me
 			if cands != nil {
 				r = <-cands
 			} else {
-				// the actor's first events may have gone cold meanwhile
+				// the actor's first events or records may have gone cold meanwhile
 				a.mu.RLock()
-				hasCold = episodic && a.hasCold()
+				hasCold = a.hasColdFor(c)
 				a.mu.RUnlock()
 				if hasCold {
 					r.rows, r.err = s.coldCandidates(ctx, a, c, text)
@@ -216,7 +215,8 @@ func (s *Store) List(ctx context.Context, q memory.Query) ([]memory.Record, erro
 
 // listActor filters a's records and unexpired events directly (no ranking
 // index) and returns them in index order, at most k (k ≤ 0: all). Cold
-// events (tier.go) are read from SQLite when c admits events.
+// events (tier.go) are read from SQLite when c admits events, cold records
+// (rtier.go) when it admits records.
 func (s *Store) listActor(ctx context.Context, a *actorState, c memindex.Cond, k int) ([]memory.Hit, error) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
@@ -239,7 +239,13 @@ func (s *Store) listActor(ctx context.Context, a *actorState, c memindex.Cond, k
 			events[e.ID] = e
 		}
 	}
-	return memindex.List(memindex.Actor{Records: a.records, ByStrat: a.byStrat, Events: events}, c, k,
+	recs, byStrat := a.records, a.byStrat
+	if admitsRecords(c) {
+		if recs, byStrat, err = s.allRecords(ctx, a); err != nil {
+			return nil, err
+		}
+	}
+	return memindex.List(memindex.Actor{Records: recs, ByStrat: byStrat, Events: events}, c, k,
 		memindex.Events{Expired: s.expired, Namespace: s.eventNamespace, Record: s.eventRecord}), nil
 }
 

@@ -113,6 +113,12 @@ type Options struct {
 	// are searched through SQLite FTS5 and merged by score (tier.go).
 	// Negative: every event stays in memory.
 	EventWindow int
+	// RecordWindow is how many of an actor's records stay in memory and
+	// in the in-memory BM25F index (DefaultRecordWindow), narrowed under
+	// CacheBytes once the events are at their narrowest; the rest are
+	// cold, read from SQLite when needed and searched through FTS5 with
+	// the cold events (rtier.go). Negative: every record stays in memory.
+	RecordWindow int
 }
 
 // DefaultHotFor is Options.HotFor when unset.
@@ -258,6 +264,9 @@ type actorState struct {
 	// coldTo is the rowid of a's newest cold event (0: none; tier.go).
 	// Written with wmu and mu held.
 	coldTo int64
+	// recCold is how many of a's records are cold (rtier.go): in SQLite,
+	// not in records. Written with wmu and mu held.
+	recCold int
 	// coldN is how many cold events a has (an estimate after expiry:
 	// cold searches size their term budget by it). Guarded like coldTo.
 	coldN int
@@ -407,6 +416,9 @@ func Open(home string, opts Options) (*Store, error) {
 	}
 	if opts.CacheBytes == 0 {
 		opts.CacheBytes = DefaultCacheBytes
+	}
+	if opts.RecordWindow == 0 {
+		opts.RecordWindow = DefaultRecordWindow
 	}
 	if opts.EventWindow == 0 {
 		opts.EventWindow = DefaultEventWindow
@@ -662,7 +674,11 @@ func (s *Store) PutBatch(ctx context.Context, recs []memory.Record) ([]memory.Re
 		a := states[ai]
 		for _, i := range byActor[actor] {
 			r := out[i]
-			if old, ok := a.records[r.ID]; ok {
+			old, ok, err := s.record(ctx, a, r.ID)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
 				if r.CreatedAt.IsZero() || recs[i].CreatedAt.IsZero() {
 					r.CreatedAt = old.CreatedAt
 				}
@@ -723,13 +739,18 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 	staled := map[string]int64{} // bytes of entries this write makes stale, by file
 	rewrite := map[string]bool{}
 	pending := map[string]memory.Record{}
+	warmed := 0 // cold records this write makes warm
 	for _, r := range recs {
 		f := markdown.RecordFile(r)
 		old, ok := pending[r.ID]
 		if !ok {
-			var p *memory.Record
-			if p, ok = a.records[r.ID]; ok {
-				old = *p
+			_, warm := a.records[r.ID]
+			var err error
+			if old, ok, err = s.record(ctx, a, r.ID); err != nil {
+				return err
+			}
+			if ok && !warm {
+				warmed++
 			}
 		}
 		if ok && markdown.RecordFile(old) != f {
@@ -811,6 +832,7 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 	for i, r := range recs {
 		stored[i] = a.setRecord(r)
 	}
+	a.recCold = max(0, a.recCold-warmed)
 	a.mu.Unlock()
 	s.changeIndex(a, func(x *actorIndex) *actorIndex { // wmu keeps the maps still
 		if s.legacy {
@@ -819,6 +841,7 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 		x.putRecords(stored)
 		return x
 	})
+	s.demoteRecords(a)
 	s.compactSoon(a)
 	if s.opts.Embedder != nil {
 		s.scheduleEmbed(a.id)
@@ -1031,8 +1054,12 @@ func insertEvent(ctx context.Context, stmt *sql.Stmt, actor string, e memory.Eve
 // the pending records (written, not yet applied) and the pending rejection
 // hash in place (removing the file when empty). The caller holds a.wmu.
 func (s *Store) rewriteFile(a *actorState, rel string, pending map[string]memory.Record, pendingHash string) error {
+	all, _, err := s.allRecords(context.Background(), a)
+	if err != nil {
+		return err
+	}
 	var recs []memory.Record
-	for id, r := range a.records {
+	for id, r := range all {
 		if _, ok := pending[id]; ok {
 			continue
 		}
@@ -1297,8 +1324,10 @@ func (s *Store) Get(ctx context.Context, id string) (memory.Record, error) {
 	defer release()
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	if r, ok := a.records[id]; ok {
-		return *r, nil
+	if r, ok, err := s.record(ctx, a, id); err != nil {
+		return memory.Record{}, err
+	} else if ok {
+		return r, nil
 	}
 	if e, ok := a.events[id]; ok && !s.expired(e) {
 		return s.eventRecord(e), nil
@@ -1507,7 +1536,15 @@ func (s *Store) writeEvents(ctx context.Context, a *actorState, group []*evBatch
 			if _, ok := a.events[e.ID]; ok || seen[e.ID] {
 				continue
 			}
-			if o := owner[e.ID]; o == a.id && a.records[e.ID] == nil {
+			o := owner[e.ID]
+			isRec := false
+			if o == a.id {
+				var err error
+				if _, isRec, err = s.record(ctx, a, e.ID); err != nil {
+					return err
+				}
+			}
+			if o == a.id && !isRec {
 				continue // a cold event of this actor (tier.go): already stored
 			} else if o == a.id {
 				g.err = fmt.Errorf("append event %s: %w: id belongs to a record", e.ID, memory.ErrInvalidQuery)
@@ -1716,8 +1753,13 @@ func (s *Store) ListRecords(ctx context.Context, namespace string, statuses []me
 	defer release()
 	ns := memory.CleanNamespace(namespace)
 	a.mu.RLock()
+	all, _, err := s.allRecords(ctx, a)
+	if err != nil {
+		a.mu.RUnlock()
+		return nil, err
+	}
 	var out []memory.Record
-	for _, r := range a.records {
+	for _, r := range all {
 		if memindex.HasStatus(statuses, r.Status) && memory.NamespaceEqual(r.Namespace, ns) {
 			out = append(out, *r)
 		}
@@ -2220,24 +2262,9 @@ func (s *Store) evictLocked(limit int) {
 // deletes its expired events.
 func (s *Store) load(ctx context.Context, a *actorState) error {
 	id := a.id
-	rows, err := s.db.QueryContext(ctx, `SELECT id,namespace,strategy,status,content,metadata,created_at,updated_at,sources,importance FROM records WHERE actor=?`, id)
-	if err != nil {
-		return fmt.Errorf("memory index: %w", err)
+	if err := s.loadRecords(ctx, a); err != nil {
+		return err
 	}
-	for rows.Next() {
-		var r memory.Record
-		var md, src, ca, ua string
-		if err := rows.Scan(&r.ID, &r.Namespace, &r.Strategy, &r.Status, &r.Content, &md, &ca, &ua, &src, &r.Importance); err != nil {
-			rows.Close()
-			return fmt.Errorf("memory index: %w", err)
-		}
-		r.Metadata = decodeJSONMetadata(md)
-		json.Unmarshal([]byte(src), &r.Sources)
-		r.CreatedAt, _ = time.Parse(time.RFC3339Nano, ca)
-		r.UpdatedAt, _ = time.Parse(time.RFC3339Nano, ua)
-		a.setRecord(r)
-	}
-	rows.Close()
 	// Only the warm events (tier.go) are loaded. Sized once: a map grown
 	// by doubling holds about 1.5× the slots.
 	if err := s.loadColdBound(ctx, a); err != nil {
@@ -2248,7 +2275,7 @@ func (s *Store) load(ctx context.Context, a *actorState) error {
 		return fmt.Errorf("memory index: %w", err)
 	}
 	a.events = make(map[string]memory.Event, nev)
-	rows, err = s.db.QueryContext(ctx, `SELECT id,session,role,text,ts,metadata FROM events WHERE actor=? AND rowid>?`, id, a.coldTo)
+	rows, err := s.db.QueryContext(ctx, `SELECT id,session,role,text,ts,metadata FROM events WHERE actor=? AND rowid>?`, id, a.coldTo)
 	if err != nil {
 		return fmt.Errorf("memory index: %w", err)
 	}

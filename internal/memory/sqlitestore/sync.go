@@ -610,8 +610,12 @@ func (s *Store) ExportMarkdown(ctx context.Context, dir string) (int, error) {
 			return n, err
 		}
 		release() // gate is held exclusively: nothing changes a meanwhile
-		recs := make([]memory.Record, 0, len(a.records))
-		for _, r := range a.records {
+		all, _, err := s.allRecords(ctx, a)
+		if err != nil {
+			return n, err
+		}
+		recs := make([]memory.Record, 0, len(all))
+		for _, r := range all {
 			recs = append(recs, *r)
 		}
 		evs, err := s.allEvents(ctx, a)

@@ -752,8 +752,12 @@ func coldQuery(words []string) string {
 	return strings.Join(q, " OR ")
 }
 
-// coldExplain starts the explanation of a cold hit.
-const coldExplain = "older than the in-memory window: bm25="
+// coldExplain starts the explanation of a cold event's hit,
+// coldRecordExplain that of a cold record's (rtier.go).
+const (
+	coldExplain       = "older than the in-memory window: bm25="
+	coldRecordExplain = "outside the in-memory record window: bm25="
+)
 
 // coldBM25B is Okapi BM25's length normalisation b for cold rows (FTS5's
 // bm25() and Lucene use 0.75 too).
@@ -858,15 +862,20 @@ func (s *Store) searchCold(ctx context.Context, a *actorState, c memindex.Cond, 
 // (no bm25() in SQLite: its statistics are every actor's, and computing
 // them walked the whole posting list of each query phrase, the actor
 // key's included, on every search). The rows are best first; nil when a
-// has no cold events c admits or the text no word to look for. It reads
+// has no cold events or records (rtier.go) c admits, or the text no word
+// to look for. It reads
 // only SQLite and the warm index's document frequencies under their read
 // locks, so it may run while the warm index is searched.
 func (s *Store) coldCandidates(ctx context.Context, a *actorState, c memindex.Cond, text string) ([]coldRow, error) {
 	a.mu.RLock()
 	sessions, err := s.coldScope(ctx, a, c)
 	coldN := a.coldN
+	recCold := a.recCold > 0 && admitsRecords(c)
+	if recCold {
+		coldN += a.recCold
+	}
 	a.mu.RUnlock()
-	if err != nil || len(sessions) == 0 {
+	if err != nil || len(sessions) == 0 && !recCold {
 		return nil, err
 	}
 	scoped := s.ftsScope(coldN)
@@ -889,16 +898,31 @@ func (s *Store) coldCandidates(ctx context.Context, a *actorState, c memindex.Co
 	if err != nil {
 		return nil, err
 	}
-	return scoreCold(p.Analyzer, p.K1, words, ids, texts, coldN), nil
+	// The rows of warm documents (every warm record has one; a demoted
+	// event may still be warm) are ranked by the warm index: they stay out
+	// of the cold statistics too, so that cold scores depend on the cold
+	// documents alone, whatever else has a full-text row.
+	a.mu.RLock()
+	keep := 0
+	for i, id := range ids {
+		_, rec := a.records[id]
+		_, ev := a.events[id]
+		if !rec && !ev {
+			ids[keep], texts[keep] = id, texts[i]
+			keep++
+		}
+	}
+	a.mu.RUnlock()
+	return scoreCold(p.Analyzer, p.K1, words, ids[:keep], texts[:keep], coldN), nil
 }
 
-// coldHits reads the events of the best of all (coldCandidates' rows)
-// and returns at most k of them as hits, each allowed by c and scoring
-// above floor (the k-th warm hit's score when there are k, so that only
-// cold events that can enter the merged list are read). Events that are
-// warm by now (an event being demoted), expired or rejected by c are
-// skipped, so a condition that rejects most cold events may return fewer
-// than k.
+// coldHits reads the events and records of the best of all
+// (coldCandidates' rows) and returns at most k of them as hits, each
+// allowed by c and scoring above floor (the k-th warm hit's score when
+// there are k, so that only cold documents that can enter the merged list
+// are read). Documents that are warm by now (an event being demoted, a
+// record written again), expired or rejected by c are skipped, so a
+// condition that rejects most cold documents may return fewer than k.
 func (s *Store) coldHits(ctx context.Context, a *actorState, c memindex.Cond, all []coldRow, k int, floor float64, explain bool) ([]memory.Hit, error) {
 	if k <= 0 {
 		k = memory.DefaultTopK
@@ -915,6 +939,7 @@ func (s *Store) coldHits(ctx context.Context, a *actorState, c memindex.Cond, al
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	var hits []memory.Hit
+	isRec := map[string]bool{} // hits that are cold records
 	// Rows are read k candidates at a time, best first, until k pass.
 	for start := 0; start < len(all) && len(hits) < k; {
 		var want []string
@@ -933,7 +958,27 @@ func (s *Store) coldHits(ctx context.Context, a *actorState, c memindex.Cond, al
 		if err != nil {
 			return nil, err
 		}
+		var recs map[string]memory.Record
+		if a.recCold > 0 && len(evs) < len(want) && admitsRecords(c) {
+			if recs, err = s.coldRecords(ctx, a, want); err != nil {
+				return nil, err
+			}
+		}
 		for i, id := range want {
+			if r, ok := recs[id]; ok {
+				if c.Match(r) {
+					isRec[id] = true
+					h := memory.Hit{Record: r, Score: scores[i]}
+					if explain {
+						h.Explain = fmt.Sprintf("%s%.6g", coldRecordExplain, scores[i])
+					}
+					hits = append(hits, h)
+					if len(hits) == k {
+						break
+					}
+				}
+				continue
+			}
 			e, ok := evs[id]
 			if !ok || s.expired(e) {
 				continue
@@ -952,13 +997,20 @@ func (s *Store) coldHits(ctx context.Context, a *actorState, c memindex.Cond, al
 			}
 		}
 	}
-	// Equal scores go in event order.
+	// Equal scores go in index order (memindex.RecordKey, EventKey).
+	keys := make(map[string]string, len(hits))
+	for _, h := range hits {
+		if isRec[h.Record.ID] {
+			keys[h.Record.ID] = memindex.RecordKey(h.Record)
+		} else {
+			keys[h.Record.ID] = memindex.EventKey(memory.Event{Timestamp: h.Record.CreatedAt, ID: h.Record.Sources[0]})
+		}
+	}
 	sort.SliceStable(hits, func(i, j int) bool {
 		if hits[i].Score != hits[j].Score {
 			return hits[i].Score > hits[j].Score
 		}
-		return memindex.EventKey(memory.Event{Timestamp: hits[i].Record.CreatedAt, ID: hits[i].Record.Sources[0]}) <
-			memindex.EventKey(memory.Event{Timestamp: hits[j].Record.CreatedAt, ID: hits[j].Record.Sources[0]})
+		return keys[hits[i].Record.ID] < keys[hits[j].Record.ID]
 	})
 	return hits, nil
 }

@@ -1,0 +1,356 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/tendrilai/tendril/internal/memory"
+	"github.com/tendrilai/tendril/internal/memory/memindex"
+)
+
+// The record window (issue 14): an actor's records beyond its window are
+// cold, as its old events are (tier.go). A cold record is held only in
+// SQLite (the records table, its fts_docs row written in the same
+// transaction) and in the Markdown; it is neither in actorState.records
+// nor in the in-memory BM25F index. Searches find it through FTS5 with
+// the cold events (coldCandidates, coldHits); Get, Put, the listings and
+// the layer files' rewrite read it from SQLite when the actor has cold
+// records (actorState.recCold > 0). So an actor's heap no longer holds
+// every record it ever had: at 100 actors × 1,000 turns the records were
+// two thirds of the store (docs/bench/soak.md stop 28).
+//
+// Which records are warm is not a stored boundary, unlike the events':
+// records change in place, so "cold" is simply "in SQLite and not in
+// memory". The warm ones are the first of the actor's records in
+// warmFirst order (active ones, then the most recently updated), as many
+// as its window: a load reads those, and a write that leaves more warm
+// (a record written is warm) drops the last of them. So the warm set is a
+// function of the stored records and the window, and an index loaded or
+// rebuilt from them ranks as the one kept up to date write by write
+// (memorytest's RebuildEquivalence runs with a window of 1).
+
+// DefaultRecordWindow is Options.RecordWindow when unset: at most 8,192
+// records of each actor stay in memory, fewer when the byte budget is
+// shared by many actors (recordWindowFor).
+const DefaultRecordWindow = 8192
+
+// minRecordWindow is the smallest record window recordWindowFor gives an
+// actor under the byte budget.
+const minRecordWindow = 64
+
+// docBytesGuess is the heap assumed per document of an actor whose own
+// is not known yet (on load): a record with its index document
+// (BenchmarkRecordHeap: about 1,400 bytes).
+const docBytesGuess = 1400
+
+// recordCols are the records table's columns scanRecord reads.
+const recordCols = `id,namespace,strategy,status,content,metadata,created_at,updated_at,sources,importance`
+
+// scanRecord reads one row of recordCols, after the columns pre are
+// scanned into.
+func scanRecord(rows *sql.Rows, pre ...any) (memory.Record, error) {
+	var r memory.Record
+	var md, src, ca, ua string
+	if err := rows.Scan(append(pre, &r.ID, &r.Namespace, &r.Strategy, &r.Status, &r.Content, &md, &ca, &ua, &src, &r.Importance)...); err != nil {
+		return r, fmt.Errorf("memory index: %w", err)
+	}
+	r.Metadata = decodeJSONMetadata(md)
+	json.Unmarshal([]byte(src), &r.Sources)
+	r.CreatedAt, _ = time.Parse(time.RFC3339Nano, ca)
+	r.UpdatedAt, _ = time.Parse(time.RFC3339Nano, ua)
+	return r, nil
+}
+
+// recordWindow is the configured record window (0: none).
+func (s *Store) recordWindow() int {
+	if s.opts.RecordWindow < 0 || s.legacy {
+		return 0
+	}
+	return s.opts.RecordWindow
+}
+
+// recordWindowFor is a's record window: Options.RecordWindow, narrowed
+// when the cached actors would not fit Options.CacheBytes. Each actor's
+// share of the budget (CacheBytes ÷ cached actors), in documents at its
+// own bytes per document, goes to its events down to minWindow first
+// (windowFor), then to its records down to minRecordWindow. 0: no window.
+func (s *Store) recordWindowFor(a *actorState) int {
+	w := s.recordWindow()
+	if w == 0 || s.opts.CacheBytes <= 0 {
+		return w
+	}
+	s.mu.Lock()
+	n := len(s.actors)
+	s.mu.Unlock()
+	a.mu.RLock()
+	docs := len(a.records) + len(a.events)
+	a.mu.RUnlock()
+	bpd := int64(docBytesGuess)
+	if docs > 0 {
+		bpd = max(1, a.bytes()/int64(docs))
+	}
+	per := s.opts.CacheBytes / int64(max(n, 1))
+	events := 0
+	if s.window() > 0 {
+		events = minWindow
+	}
+	return min(w, max(minRecordWindow, int(per/bpd)-events))
+}
+
+// warmFirst orders records for the record window: active before any
+// other status, then the most recently updated, then the greater ID.
+func warmFirst(aActive bool, aUpdated time.Time, aID string, bActive bool, bUpdated time.Time, bID string) bool {
+	if aActive != bActive {
+		return aActive
+	}
+	if !aUpdated.Equal(bUpdated) {
+		return aUpdated.After(bUpdated)
+	}
+	return aID > bID
+}
+
+// loadRecords reads a's records into memory on load: all of them when
+// they fit its record window, else the first of them in warmFirst order;
+// the rest are cold.
+func (s *Store) loadRecords(ctx context.Context, a *actorState) error {
+	q, args := `SELECT `+recordCols+` FROM records WHERE actor=?`, []any{a.id}
+	if w := s.recordWindowFor(a); w > 0 {
+		ids, n, err := s.warmRecordIDs(ctx, a.id, w)
+		if err != nil {
+			return err
+		}
+		if n > w {
+			arr, _ := json.Marshal(ids)
+			q, args = `SELECT `+recordCols+` FROM records WHERE id IN (SELECT value FROM json_each(?)) AND actor=?`, []any{string(arr), a.id}
+			a.recCold = n - len(ids)
+		}
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return err
+		}
+		a.setRecord(r)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	return nil
+}
+
+// warmRecordIDs returns the IDs of the first w records of actor in
+// warmFirst order (all of them when it has no more than w) and how many
+// records it has. It reads only the ordering columns.
+func (s *Store) warmRecordIDs(ctx context.Context, actor string, w int) ([]string, int, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, status, updated_at FROM records WHERE actor=?`, actor)
+	if err != nil {
+		return nil, 0, fmt.Errorf("memory index: %w", err)
+	}
+	defer rows.Close()
+	type key struct {
+		id     string
+		active bool
+		at     time.Time
+	}
+	var keys []key
+	for rows.Next() {
+		var k key
+		var status, at string
+		if err := rows.Scan(&k.id, &status, &at); err != nil {
+			return nil, 0, fmt.Errorf("memory index: %w", err)
+		}
+		k.active = memory.Status(status) == memory.StatusActive
+		k.at, _ = time.Parse(time.RFC3339Nano, at)
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("memory index: %w", err)
+	}
+	n := len(keys)
+	if n > w {
+		sort.Slice(keys, func(i, j int) bool {
+			return warmFirst(keys[i].active, keys[i].at, keys[i].id, keys[j].active, keys[j].at, keys[j].id)
+		})
+		keys = keys[:w]
+	}
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = k.id
+	}
+	return ids, n, nil
+}
+
+// demoteRecords makes a's warm records past its record window cold: the
+// last of them in warmFirst order (staged and superseded ones first, then
+// the least recently updated). Their rows and full-text rows are already
+// in SQLite (written with them), so it only drops them from memory and
+// retires their documents. The caller holds a.wmu and none of a's other
+// locks.
+func (s *Store) demoteRecords(a *actorState) {
+	w := s.recordWindowFor(a)
+	if w == 0 || len(a.records) <= w {
+		return
+	}
+	recs := make([]*memory.Record, 0, len(a.records))
+	for _, r := range a.records {
+		recs = append(recs, r)
+	}
+	sort.Slice(recs, func(i, j int) bool {
+		ri, rj := recs[i], recs[j]
+		return warmFirst(ri.Status == memory.StatusActive, ri.UpdatedAt, ri.ID, rj.Status == memory.StatusActive, rj.UpdatedAt, rj.ID)
+	})
+	gone := make([]string, 0, len(recs)-w)
+	a.mu.Lock()
+	for _, r := range recs[w:] {
+		a.dropRecord(r.ID)
+		gone = append(gone, r.ID)
+	}
+	a.recCold += len(gone)
+	a.mu.Unlock()
+	s.changeIndex(a, func(x *actorIndex) *actorIndex {
+		for _, id := range gone {
+			x.remove(id)
+		}
+		return x
+	})
+	s.compactSoon(a)
+}
+
+// dropRecord removes the record id from a's records. The caller holds
+// a.mu exclusively.
+func (a *actorState) dropRecord(id string) {
+	r, ok := a.records[id]
+	if !ok {
+		return
+	}
+	delete(a.records, id)
+	delete(a.byStrat[r.Strategy], id)
+	a.mapBytes.Add(-recordBytes(*r))
+}
+
+// coldRecords reads the cold records of a among ids (those not in
+// memory), by primary key. The caller holds a.mu (either mode) or a.wmu.
+func (s *Store) coldRecords(ctx context.Context, a *actorState, ids []string) (map[string]memory.Record, error) {
+	out := map[string]memory.Record{}
+	if a.recCold == 0 || len(ids) == 0 {
+		return out, nil
+	}
+	want := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if _, warm := a.records[id]; !warm {
+			want = append(want, id)
+		}
+	}
+	if len(want) == 0 {
+		return out, nil
+	}
+	arr, _ := json.Marshal(want)
+	st, err := s.rstmt(ctx, `SELECT actor,`+recordCols+` FROM records WHERE id IN (SELECT value FROM json_each(?))`)
+	if err != nil {
+		return nil, fmt.Errorf("memory index: %w", err)
+	}
+	rows, err := st.QueryContext(ctx, string(arr))
+	if err != nil {
+		return nil, fmt.Errorf("memory index: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var actor string
+		r, err := scanRecord(rows, &actor)
+		if err != nil {
+			return nil, err
+		}
+		if actor == a.id {
+			out[r.ID] = r
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("memory index: %w", err)
+	}
+	return out, nil
+}
+
+// record returns a's record id, warm or cold. The caller holds a.mu
+// (either mode) or a.wmu.
+func (s *Store) record(ctx context.Context, a *actorState, id string) (memory.Record, bool, error) {
+	if r, ok := a.records[id]; ok {
+		return *r, true, nil
+	}
+	cold, err := s.coldRecords(ctx, a, []string{id})
+	if err != nil {
+		return memory.Record{}, false, err
+	}
+	r, ok := cold[id]
+	return r, ok, nil
+}
+
+// allRecords returns every record of a, warm and cold, with their IDs by
+// strategy: a's own maps when it has no cold records (read-only), else
+// new ones merging SQLite's cold rows. The caller holds a.mu (either
+// mode) or a.wmu.
+func (s *Store) allRecords(ctx context.Context, a *actorState) (map[string]*memory.Record, map[memory.Strategy]map[string]struct{}, error) {
+	if a.recCold == 0 {
+		return a.records, a.byStrat, nil
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+recordCols+` FROM records WHERE actor=?`, a.id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("memory index: %w", err)
+	}
+	defer rows.Close()
+	recs := make(map[string]*memory.Record, len(a.records)+a.recCold)
+	for id, r := range a.records {
+		recs[id] = r
+	}
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, warm := recs[r.ID]; !warm {
+			recs[r.ID] = &r
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("memory index: %w", err)
+	}
+	by := map[memory.Strategy]map[string]struct{}{}
+	for id, r := range recs {
+		set := by[r.Strategy]
+		if set == nil {
+			set = map[string]struct{}{}
+			by[r.Strategy] = set
+		}
+		set[id] = struct{}{}
+	}
+	return recs, by, nil
+}
+
+// admitsRecords reports whether c may admit a record (any strategy but
+// episodic, which only events have).
+func admitsRecords(c memindex.Cond) bool {
+	if len(c.Strategies) == 0 {
+		return true
+	}
+	for _, st := range c.Strategies {
+		if st != memory.StrategyEpisodic {
+			return true
+		}
+	}
+	return false
+}
+
+// hasColdFor reports whether a search of a under c may find cold
+// documents: cold events when c admits events, cold records when it
+// admits records. The caller holds a.mu (either mode) or a.wmu.
+func (a *actorState) hasColdFor(c memindex.Cond) bool {
+	return a.hasCold() && c.Admits(memory.StrategyEpisodic, memory.StatusActive) || a.recCold > 0 && admitsRecords(c)
+}
