@@ -65,7 +65,7 @@ func StateOptions(cfg *config.Config) (state.Options, error) {
 // MemoryStoreOptions maps the config onto sqlitestore.Options.
 func MemoryStoreOptions(cfg *config.Config) sqlitestore.Options {
 	o := sqlitestore.Options{AgentID: cfg.AgentID, EventExpiryDays: cfg.Memory.EventExpiryDays, CacheBytes: int64(cfg.Memory.CacheMB) << 20,
-		EventWindow: cfg.Memory.EventWindow}
+		EventWindow: cfg.Memory.EventWindow, RecordWindow: cfg.Memory.RecordWindow}
 	// The Markdown under memory/ follows the sessions' fsync policy: both
 	// hold the same turns, so fsyncing one on the turn's path and not the
 	// other buys nothing.

@@ -357,11 +357,23 @@ type MemoryConfig struct {
 	// negative value keeps every event in memory. Env
 	// TENDRIL_MEMORY_EVENT_WINDOW.
 	EventWindow int `json:"eventWindow"`
+	// RecordWindow is how many of each actor's records the embedded
+	// memory store keeps in memory and in its BM25F index (default 8192;
+	// fewer when many actors share memory.cacheMB, down to 64 each once
+	// their events are down to 128); the rest stay in SQLite and its FTS5
+	// index and are searched and read there. 0 means the default, a
+	// negative value keeps every record in memory. Env
+	// TENDRIL_MEMORY_RECORD_WINDOW.
+	RecordWindow int `json:"recordWindow"`
 }
 
 // DefaultEventWindow is memory.eventWindow when unset or 0 (the embedded
 // store's sqlitestore.DefaultEventWindow).
 const DefaultEventWindow = 4096
+
+// DefaultRecordWindow is memory.recordWindow when unset or 0 (the
+// embedded store's sqlitestore.DefaultRecordWindow).
+const DefaultRecordWindow = 8192
 
 // maxCacheMB bounds Memory.CacheMB: 1 TiB, far past any machine, and its
 // byte count fits an int64.
@@ -597,6 +609,13 @@ func Load(path string) (*Config, error) {
 		}
 		c.Memory.EventWindow = n
 	}
+	if v := os.Getenv("TENDRIL_MEMORY_RECORD_WINDOW"); v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("TENDRIL_MEMORY_RECORD_WINDOW %q: want a whole number of records (negative: every record in memory)", v)
+		}
+		c.Memory.RecordWindow = n
+	}
 	if c.MemoryLimitMB > maxCacheMB {
 		return nil, fmt.Errorf("%s %d: at most %d MiB (negative: no limit)", src.name("memoryLimitMB", "TENDRIL_MEMORY_LIMIT_MB"), c.MemoryLimitMB, maxCacheMB)
 	}
@@ -629,6 +648,9 @@ func Load(path string) (*Config, error) {
 	}
 	if c.Memory.EventWindow == 0 {
 		c.Memory.EventWindow = DefaultEventWindow
+	}
+	if c.Memory.RecordWindow == 0 {
+		c.Memory.RecordWindow = DefaultRecordWindow
 	}
 	if c.Runtime != "" && c.Runtime != RuntimeAgentCore {
 		return nil, fmt.Errorf("%s %q is unknown: use %q, or leave it unset for a self-hosted server", src.name("runtime", "TENDRIL_RUNTIME"), c.Runtime, RuntimeAgentCore)

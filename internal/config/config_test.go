@@ -207,6 +207,30 @@ func TestMemoryEventWindow(t *testing.T) {
 	}
 }
 
+// TestMemoryRecordWindow: memory.recordWindow from the file reaches the
+// config, TENDRIL_MEMORY_RECORD_WINDOW overrides it, and a non-number is
+// an error naming the variable.
+func TestMemoryRecordWindow(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("TENDRIL_HOME", home)
+	t.Setenv("TENDRIL_MEMORY_RECORD_WINDOW", "")
+	if c, err := Load(""); err != nil || c.Memory.RecordWindow != DefaultRecordWindow {
+		t.Fatalf("default memory.recordWindow = %v, %v; want %d", c.Memory.RecordWindow, err, DefaultRecordWindow)
+	}
+	os.WriteFile(filepath.Join(home, "tendril.json"), []byte(`{"memory": {"recordWindow": 256}}`), 0o600)
+	if c, err := Load(""); err != nil || c.Memory.RecordWindow != 256 {
+		t.Fatalf("memory.recordWindow from file = %v, %v; want 256", c.Memory.RecordWindow, err)
+	}
+	t.Setenv("TENDRIL_MEMORY_RECORD_WINDOW", "-1")
+	if c, err := Load(""); err != nil || c.Memory.RecordWindow != -1 {
+		t.Fatalf("TENDRIL_MEMORY_RECORD_WINDOW=-1: %v, %v", c.Memory.RecordWindow, err)
+	}
+	t.Setenv("TENDRIL_MEMORY_RECORD_WINDOW", "some")
+	if _, err := Load(""); err == nil || !strings.Contains(err.Error(), "TENDRIL_MEMORY_RECORD_WINDOW") {
+		t.Fatalf("TENDRIL_MEMORY_RECORD_WINDOW=some: err = %v, want an error naming it", err)
+	}
+}
+
 // TestBadEnvValuesAreErrors: an environment value Tendril cannot read is
 // an error naming the variable, not silently dropped (a typo in the
 // allow-list would otherwise lock a listed chat out, and "yes" would
