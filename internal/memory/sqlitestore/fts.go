@@ -385,7 +385,7 @@ func (s *Store) searchFTS(ctx context.Context, a *actorState, c memindex.Cond, t
 		return nil, err
 	}
 	a.mu.RLock()
-	own := len(a.records) + a.recCold + len(a.events) + a.coldN
+	own := len(a.records) + a.recCold.total() + len(a.events) + a.coldN
 	a.mu.RUnlock()
 	if s.ftsScope(own) {
 		q = ftsScoped(a.id, q)
@@ -403,7 +403,7 @@ func (s *Store) searchFTS(ctx context.Context, a *actorState, c memindex.Cond, t
 	a.mu.RLock()
 	var cold map[string]memory.Event
 	var coldRecs map[string]memory.Record
-	if a.hasCold() || a.recCold > 0 {
+	if a.hasCold() || a.recCold.total() > 0 {
 		var ids []string
 		for _, f := range found {
 			if _, ok := a.records[f.id]; !ok {

@@ -19,7 +19,7 @@ import (
 // nor in the in-memory BM25F index. Searches find it through FTS5 with
 // the cold events (coldCandidates, coldHits); Get, Put, the listings and
 // the layer files' rewrite read it from SQLite when the actor has cold
-// records (actorState.recCold > 0). So an actor's heap no longer holds
+// records (actorState.recCold). So an actor's heap no longer holds
 // every record it ever had: at 100 actors × 1,000 turns the records were
 // two thirds of the store (docs/bench/soak.md stop 28).
 //
@@ -101,16 +101,75 @@ func (s *Store) recordWindowFor(a *actorState) int {
 	return min(w, max(minRecordWindow, int(per/bpd)-events))
 }
 
-// warmFirst orders records for the record window: active before any
-// other status, then the most recently updated, then the greater ID.
-func warmFirst(aActive bool, aUpdated time.Time, aID string, bActive bool, bUpdated time.Time, bID string) bool {
-	if aActive != bActive {
-		return aActive
+// coldCounts counts an actor's cold records by strategy.
+type coldCounts map[memory.Strategy]int
+
+// add adds n records of strategy st.
+func (c *coldCounts) add(st memory.Strategy, n int) {
+	if *c == nil {
+		*c = coldCounts{}
 	}
-	if !aUpdated.Equal(bUpdated) {
-		return aUpdated.After(bUpdated)
+	if (*c)[st] += n; (*c)[st] <= 0 {
+		delete(*c, st)
 	}
-	return aID > bID
+}
+
+// total is the number of cold records.
+func (c coldCounts) total() int {
+	n := 0
+	for _, v := range c {
+		n += v
+	}
+	return n
+}
+
+// admitted is the number of cold records whose strategy cond admits.
+func (c coldCounts) admitted(cond memindex.Cond) int {
+	n := 0
+	for st, v := range c {
+		if memindex.HasStrategy(cond.Strategies, st) {
+			n += v
+		}
+	}
+	return n
+}
+
+// warmRank is a record's class in the record window: standing records
+// (active preferences and procedures, which every turn's retrieval lists),
+// then other active records, then the rest (staged, superseded).
+func warmRank(st memory.Strategy, status memory.Status) int {
+	switch {
+	case status != memory.StatusActive:
+		return 2
+	case st == memory.StrategyUserPreference || st == memory.StrategyProcedural:
+		return 0
+	default:
+		return 1
+	}
+}
+
+// warmKey is what warmFirst orders a record by.
+type warmKey struct {
+	id   string
+	rank int // warmRank
+	at   time.Time
+	st   memory.Strategy
+}
+
+func recordWarmKey(r *memory.Record) warmKey {
+	return warmKey{r.ID, warmRank(r.Strategy, r.Status), r.UpdatedAt, r.Strategy}
+}
+
+// warmFirst orders records for the record window: by warmRank, then the
+// most recently updated, then the greater ID.
+func warmFirst(a, b warmKey) bool {
+	if a.rank != b.rank {
+		return a.rank < b.rank
+	}
+	if !a.at.Equal(b.at) {
+		return a.at.After(b.at)
+	}
+	return a.id > b.id
 }
 
 // loadRecords reads a's records into memory on load: all of them when
@@ -119,14 +178,14 @@ func warmFirst(aActive bool, aUpdated time.Time, aID string, bActive bool, bUpda
 func (s *Store) loadRecords(ctx context.Context, a *actorState) error {
 	q, args := `SELECT `+recordCols+` FROM records WHERE actor=?`, []any{a.id}
 	if w := s.recordWindowFor(a); w > 0 {
-		ids, n, err := s.warmRecordIDs(ctx, a.id, w)
+		ids, cold, err := s.warmRecordIDs(ctx, a.id, w)
 		if err != nil {
 			return err
 		}
-		if n > w {
+		if cold != nil {
 			arr, _ := json.Marshal(ids)
 			q, args = `SELECT `+recordCols+` FROM records WHERE id IN (SELECT value FROM json_each(?)) AND actor=?`, []any{string(arr), a.id}
-			a.recCold = n - len(ids)
+			a.recCold = cold
 		}
 	}
 	rows, err := s.db.QueryContext(ctx, q, args...)
@@ -148,45 +207,41 @@ func (s *Store) loadRecords(ctx context.Context, a *actorState) error {
 }
 
 // warmRecordIDs returns the IDs of the first w records of actor in
-// warmFirst order (all of them when it has no more than w) and how many
-// records it has. It reads only the ordering columns.
-func (s *Store) warmRecordIDs(ctx context.Context, actor string, w int) ([]string, int, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, status, updated_at FROM records WHERE actor=?`, actor)
+// warmFirst order and the others' counts by strategy; nil, nil when it
+// has no more than w. It reads only the ordering columns.
+func (s *Store) warmRecordIDs(ctx context.Context, actor string, w int) ([]string, coldCounts, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, strategy, status, updated_at FROM records WHERE actor=?`, actor)
 	if err != nil {
-		return nil, 0, fmt.Errorf("memory index: %w", err)
+		return nil, nil, fmt.Errorf("memory index: %w", err)
 	}
 	defer rows.Close()
-	type key struct {
-		id     string
-		active bool
-		at     time.Time
-	}
-	var keys []key
+	var keys []warmKey
 	for rows.Next() {
-		var k key
+		var k warmKey
 		var status, at string
-		if err := rows.Scan(&k.id, &status, &at); err != nil {
-			return nil, 0, fmt.Errorf("memory index: %w", err)
+		if err := rows.Scan(&k.id, &k.st, &status, &at); err != nil {
+			return nil, nil, fmt.Errorf("memory index: %w", err)
 		}
-		k.active = memory.Status(status) == memory.StatusActive
+		k.rank = warmRank(k.st, memory.Status(status))
 		k.at, _ = time.Parse(time.RFC3339Nano, at)
 		keys = append(keys, k)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("memory index: %w", err)
+		return nil, nil, fmt.Errorf("memory index: %w", err)
 	}
-	n := len(keys)
-	if n > w {
-		sort.Slice(keys, func(i, j int) bool {
-			return warmFirst(keys[i].active, keys[i].at, keys[i].id, keys[j].active, keys[j].at, keys[j].id)
-		})
-		keys = keys[:w]
+	if len(keys) <= w {
+		return nil, nil, nil
 	}
-	ids := make([]string, len(keys))
-	for i, k := range keys {
+	sort.Slice(keys, func(i, j int) bool { return warmFirst(keys[i], keys[j]) })
+	cold := coldCounts{}
+	for _, k := range keys[w:] {
+		cold.add(k.st, 1)
+	}
+	ids := make([]string, w)
+	for i, k := range keys[:w] {
 		ids[i] = k.id
 	}
-	return ids, n, nil
+	return ids, cold, nil
 }
 
 // demoteRecords makes a's warm records past its record window cold: the
@@ -204,17 +259,14 @@ func (s *Store) demoteRecords(a *actorState) {
 	for _, r := range a.records {
 		recs = append(recs, r)
 	}
-	sort.Slice(recs, func(i, j int) bool {
-		ri, rj := recs[i], recs[j]
-		return warmFirst(ri.Status == memory.StatusActive, ri.UpdatedAt, ri.ID, rj.Status == memory.StatusActive, rj.UpdatedAt, rj.ID)
-	})
+	sort.Slice(recs, func(i, j int) bool { return warmFirst(recordWarmKey(recs[i]), recordWarmKey(recs[j])) })
 	gone := make([]string, 0, len(recs)-w)
 	a.mu.Lock()
 	for _, r := range recs[w:] {
 		a.dropRecord(r.ID)
+		a.recCold.add(r.Strategy, 1)
 		gone = append(gone, r.ID)
 	}
-	a.recCold += len(gone)
 	a.mu.Unlock()
 	s.changeIndex(a, func(x *actorIndex) *actorIndex {
 		for _, id := range gone {
@@ -241,7 +293,7 @@ func (a *actorState) dropRecord(id string) {
 // memory), by primary key. The caller holds a.mu (either mode) or a.wmu.
 func (s *Store) coldRecords(ctx context.Context, a *actorState, ids []string) (map[string]memory.Record, error) {
 	out := map[string]memory.Record{}
-	if a.recCold == 0 || len(ids) == 0 {
+	if a.recCold.total() == 0 || len(ids) == 0 {
 		return out, nil
 	}
 	want := make([]string, 0, len(ids))
@@ -298,15 +350,33 @@ func (s *Store) record(ctx context.Context, a *actorState, id string) (memory.Re
 // new ones merging SQLite's cold rows. The caller holds a.mu (either
 // mode) or a.wmu.
 func (s *Store) allRecords(ctx context.Context, a *actorState) (map[string]*memory.Record, map[memory.Strategy]map[string]struct{}, error) {
-	if a.recCold == 0 {
+	return s.recordsOf(ctx, a, nil)
+}
+
+// recordsOf is allRecords of the strategies c admits (nil: all): a's own
+// maps when it has no cold records c admits, so that the listing of
+// standing records on every turn (preferences and procedures, warm
+// first) reads no SQLite.
+func (s *Store) recordsOf(ctx context.Context, a *actorState, c *memindex.Cond) (map[string]*memory.Record, map[memory.Strategy]map[string]struct{}, error) {
+	cold := a.recCold.total()
+	if c != nil {
+		cold = a.recCold.admitted(*c)
+	}
+	if cold == 0 {
 		return a.records, a.byStrat, nil
 	}
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+recordCols+` FROM records WHERE actor=?`, a.id)
+	q, args := `SELECT `+recordCols+` FROM records WHERE actor=?`, []any{a.id}
+	if c != nil && len(c.Strategies) > 0 {
+		arr, _ := json.Marshal(c.Strategies)
+		q, args = q+` AND strategy IN (SELECT value FROM json_each(?))`, append(args, string(arr))
+	}
+	s.coldListings.Add(1)
+	rows, err := s.rdb.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("memory index: %w", err)
 	}
 	defer rows.Close()
-	recs := make(map[string]*memory.Record, len(a.records)+a.recCold)
+	recs := make(map[string]*memory.Record, len(a.records)+cold)
 	for id, r := range a.records {
 		recs[id] = r
 	}
@@ -334,23 +404,9 @@ func (s *Store) allRecords(ctx context.Context, a *actorState) (map[string]*memo
 	return recs, by, nil
 }
 
-// admitsRecords reports whether c may admit a record (any strategy but
-// episodic, which only events have).
-func admitsRecords(c memindex.Cond) bool {
-	if len(c.Strategies) == 0 {
-		return true
-	}
-	for _, st := range c.Strategies {
-		if st != memory.StrategyEpisodic {
-			return true
-		}
-	}
-	return false
-}
-
 // hasColdFor reports whether a search of a under c may find cold
 // documents: cold events when c admits events, cold records when it
 // admits records. The caller holds a.mu (either mode) or a.wmu.
 func (a *actorState) hasColdFor(c memindex.Cond) bool {
-	return a.hasCold() && c.Admits(memory.StrategyEpisodic, memory.StatusActive) || a.recCold > 0 && admitsRecords(c)
+	return a.hasCold() && c.Admits(memory.StrategyEpisodic, memory.StatusActive) || a.recCold.admitted(c) > 0
 }

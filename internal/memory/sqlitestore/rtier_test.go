@@ -23,7 +23,7 @@ func (s *Store) warmRecords(actor string) (warm, cold int) {
 	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	return len(a.records), a.recCold
+	return len(a.records), a.recCold.total()
 }
 
 // rtierRecord is record i of actor u: a unique word "fact<i>" and words
@@ -233,5 +233,48 @@ func TestRecordWindowNarrowsUnderBudget(t *testing.T) {
 	}
 	if st.Bytes > 2*(2<<20) {
 		t.Fatalf("estimated heap %d bytes, budget %d", st.Bytes, 2<<20)
+	}
+}
+
+// TestStandingRecordsStayWarm checks that an actor's preferences and
+// procedures are the last records to go cold, so that the listing of
+// standing records every turn's retrieval makes reads no SQLite, while a
+// listing of everything does.
+func TestStandingRecordsStayWarm(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{RecordWindow: 12, SyncInterval: -1, EventExpiryDays: -1, NoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := 0; i < 60; i++ {
+		r := rtierRecord(i)
+		switch {
+		case i%10 == 0:
+			r.Strategy = memory.StrategyUserPreference
+		case i%10 == 5:
+			r.Strategy = memory.StrategyProcedural
+		}
+		if _, err := s.Put(bg, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if warm, cold := s.warmRecords("u"); warm != 12 || cold != 48 {
+		t.Fatalf("warm, cold = %d, %d; want 12, 48", warm, cold)
+	}
+	before := s.coldListings.Load()
+	standing, err := s.Search(bg, memory.Query{NamespacePath: "/main/u/", TopK: 20,
+		Strategies: []memory.Strategy{memory.StrategyUserPreference, memory.StrategyProcedural}})
+	if err != nil || len(standing) != 12 {
+		t.Fatalf("standing listing = %d records, %v; want the 12 preferences and procedures", len(standing), err)
+	}
+	if n := s.coldListings.Load() - before; n != 0 {
+		t.Fatalf("the standing listing read cold records %d times", n)
+	}
+	all, err := s.Search(bg, memory.Query{NamespacePath: "/main/u/"})
+	if err != nil || len(all) != 60 {
+		t.Fatalf("listing everything = %d records, %v; want 60", len(all), err)
+	}
+	if n := s.coldListings.Load() - before; n != 1 {
+		t.Fatalf("listing everything read cold records %d times, want 1", n)
 	}
 }

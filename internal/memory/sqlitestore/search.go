@@ -239,11 +239,9 @@ func (s *Store) listActor(ctx context.Context, a *actorState, c memindex.Cond, k
 			events[e.ID] = e
 		}
 	}
-	recs, byStrat := a.records, a.byStrat
-	if admitsRecords(c) {
-		if recs, byStrat, err = s.allRecords(ctx, a); err != nil {
-			return nil, err
-		}
+	recs, byStrat, err := s.recordsOf(ctx, a, &c)
+	if err != nil {
+		return nil, err
 	}
 	return memindex.List(memindex.Actor{Records: recs, ByStrat: byStrat, Events: events}, c, k,
 		memindex.Events{Expired: s.expired, Namespace: s.eventNamespace, Record: s.eventRecord}), nil

@@ -870,10 +870,9 @@ func (s *Store) coldCandidates(ctx context.Context, a *actorState, c memindex.Co
 	a.mu.RLock()
 	sessions, err := s.coldScope(ctx, a, c)
 	coldN := a.coldN
-	recCold := a.recCold > 0 && admitsRecords(c)
-	if recCold {
-		coldN += a.recCold
-	}
+	recs := a.recCold.admitted(c)
+	recCold := recs > 0
+	coldN += recs
 	a.mu.RUnlock()
 	if err != nil || len(sessions) == 0 && !recCold {
 		return nil, err
@@ -959,7 +958,7 @@ func (s *Store) coldHits(ctx context.Context, a *actorState, c memindex.Cond, al
 			return nil, err
 		}
 		var recs map[string]memory.Record
-		if a.recCold > 0 && len(evs) < len(want) && admitsRecords(c) {
+		if len(evs) < len(want) && a.recCold.admitted(c) > 0 {
 			if recs, err = s.coldRecords(ctx, a, want); err != nil {
 				return nil, err
 			}
