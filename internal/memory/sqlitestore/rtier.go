@@ -101,16 +101,27 @@ func (s *Store) recordWindowFor(a *actorState) int {
 	return min(w, max(minRecordWindow, int(per/bpd)-events))
 }
 
-// coldCounts counts an actor's cold records by strategy.
-type coldCounts map[memory.Strategy]int
+// coldCounts counts an actor's cold records by namespace, strategy and
+// status, so that a search or listing whose condition admits none of
+// them (the standing listing, a search of the episodic namespace) reads
+// no cold record.
+type coldCounts map[coldKind]int
 
-// add adds n records of strategy st.
-func (c *coldCounts) add(st memory.Strategy, n int) {
+// coldKind is a namespace, strategy and status.
+type coldKind struct {
+	ns     string
+	st     memory.Strategy
+	status memory.Status
+}
+
+// add adds n records of r's namespace, strategy and status.
+func (c *coldCounts) add(r warmKey, n int) {
 	if *c == nil {
 		*c = coldCounts{}
 	}
-	if (*c)[st] += n; (*c)[st] <= 0 {
-		delete(*c, st)
+	k := coldKind{r.ns, r.st, r.status}
+	if (*c)[k] += n; (*c)[k] <= 0 {
+		delete(*c, k)
 	}
 }
 
@@ -123,11 +134,12 @@ func (c coldCounts) total() int {
 	return n
 }
 
-// admitted is the number of cold records whose strategy cond admits.
+// admitted is the number of cold records whose namespace, strategy and
+// status cond admits.
 func (c coldCounts) admitted(cond memindex.Cond) int {
 	n := 0
-	for st, v := range c {
-		if memindex.HasStrategy(cond.Strategies, st) {
+	for k, v := range c {
+		if cond.Admits(k.st, k.status) && cond.InScope(k.ns) {
 			n += v
 		}
 	}
@@ -150,14 +162,16 @@ func warmRank(st memory.Strategy, status memory.Status) int {
 
 // warmKey is what warmFirst orders a record by.
 type warmKey struct {
-	id   string
-	rank int // warmRank
-	at   time.Time
-	st   memory.Strategy
+	id     string
+	rank   int // warmRank
+	at     time.Time
+	ns     string
+	st     memory.Strategy
+	status memory.Status
 }
 
 func recordWarmKey(r *memory.Record) warmKey {
-	return warmKey{r.ID, warmRank(r.Strategy, r.Status), r.UpdatedAt, r.Strategy}
+	return warmKey{r.ID, warmRank(r.Strategy, r.Status), r.UpdatedAt, r.Namespace, r.Strategy, r.Status}
 }
 
 // warmFirst orders records for the record window: by warmRank, then the
@@ -210,7 +224,7 @@ func (s *Store) loadRecords(ctx context.Context, a *actorState) error {
 // warmFirst order and the others' counts by strategy; nil, nil when it
 // has no more than w. It reads only the ordering columns.
 func (s *Store) warmRecordIDs(ctx context.Context, actor string, w int) ([]string, coldCounts, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, strategy, status, updated_at FROM records WHERE actor=?`, actor)
+	rows, err := s.db.QueryContext(ctx, `SELECT id, namespace, strategy, status, updated_at FROM records WHERE actor=?`, actor)
 	if err != nil {
 		return nil, nil, fmt.Errorf("memory index: %w", err)
 	}
@@ -218,11 +232,11 @@ func (s *Store) warmRecordIDs(ctx context.Context, actor string, w int) ([]strin
 	var keys []warmKey
 	for rows.Next() {
 		var k warmKey
-		var status, at string
-		if err := rows.Scan(&k.id, &k.st, &status, &at); err != nil {
+		var at string
+		if err := rows.Scan(&k.id, &k.ns, &k.st, &k.status, &at); err != nil {
 			return nil, nil, fmt.Errorf("memory index: %w", err)
 		}
-		k.rank = warmRank(k.st, memory.Status(status))
+		k.rank = warmRank(k.st, k.status)
 		k.at, _ = time.Parse(time.RFC3339Nano, at)
 		keys = append(keys, k)
 	}
@@ -235,7 +249,7 @@ func (s *Store) warmRecordIDs(ctx context.Context, actor string, w int) ([]strin
 	sort.Slice(keys, func(i, j int) bool { return warmFirst(keys[i], keys[j]) })
 	cold := coldCounts{}
 	for _, k := range keys[w:] {
-		cold.add(k.st, 1)
+		cold.add(k, 1)
 	}
 	ids := make([]string, w)
 	for i, k := range keys[:w] {
@@ -264,7 +278,7 @@ func (s *Store) demoteRecords(a *actorState) {
 	a.mu.Lock()
 	for _, r := range recs[w:] {
 		a.dropRecord(r.ID)
-		a.recCold.add(r.Strategy, 1)
+		a.recCold.add(recordWarmKey(r), 1)
 		gone = append(gone, r.ID)
 	}
 	a.mu.Unlock()
@@ -305,6 +319,7 @@ func (s *Store) coldRecords(ctx context.Context, a *actorState, ids []string) (m
 	if len(want) == 0 {
 		return out, nil
 	}
+	s.coldRecordReads.Add(1)
 	arr, _ := json.Marshal(want)
 	st, err := s.rstmt(ctx, `SELECT actor,`+recordCols+` FROM records WHERE id IN (SELECT value FROM json_each(?))`)
 	if err != nil {
@@ -353,8 +368,8 @@ func (s *Store) allRecords(ctx context.Context, a *actorState) (map[string]*memo
 	return s.recordsOf(ctx, a, nil)
 }
 
-// recordsOf is allRecords of the strategies c admits (nil: all): a's own
-// maps when it has no cold records c admits, so that the listing of
+// recordsOf is allRecords of the strategies and statuses c admits (nil:
+// all): a's own maps when it has no cold records c admits, so that the listing of
 // standing records on every turn (preferences and procedures, warm
 // first) reads no SQLite.
 func (s *Store) recordsOf(ctx context.Context, a *actorState, c *memindex.Cond) (map[string]*memory.Record, map[memory.Strategy]map[string]struct{}, error) {
@@ -370,7 +385,11 @@ func (s *Store) recordsOf(ctx context.Context, a *actorState, c *memindex.Cond) 
 		arr, _ := json.Marshal(c.Strategies)
 		q, args = q+` AND strategy IN (SELECT value FROM json_each(?))`, append(args, string(arr))
 	}
-	s.coldListings.Add(1)
+	if c != nil && len(c.Statuses) > 0 {
+		arr, _ := json.Marshal(c.Statuses)
+		q, args = q+` AND status IN (SELECT value FROM json_each(?))`, append(args, string(arr))
+	}
+	s.coldRecordReads.Add(1)
 	rows, err := s.rdb.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("memory index: %w", err)

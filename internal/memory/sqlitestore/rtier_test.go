@@ -236,10 +236,10 @@ func TestRecordWindowNarrowsUnderBudget(t *testing.T) {
 	}
 }
 
-// TestStandingRecordsStayWarm checks that an actor's preferences and
-// procedures are the last records to go cold, so that the listing of
-// standing records every turn's retrieval makes reads no SQLite, while a
-// listing of everything does.
+// TestStandingRecordsStayWarm checks that an actor's active preferences
+// and procedures are the last records to go cold, so that the listing of
+// standing records every turn's retrieval makes reads no SQLite (staged
+// preferences going cold first), while a listing of everything does.
 func TestStandingRecordsStayWarm(t *testing.T) {
 	s, err := Open(t.TempDir(), Options{RecordWindow: 12, SyncInterval: -1, EventExpiryDays: -1, NoFsync: true})
 	if err != nil {
@@ -253,6 +253,8 @@ func TestStandingRecordsStayWarm(t *testing.T) {
 			r.Strategy = memory.StrategyUserPreference
 		case i%10 == 5:
 			r.Strategy = memory.StrategyProcedural
+		case i%10 == 1:
+			r.Strategy, r.Status = memory.StrategyUserPreference, memory.StatusStaged
 		}
 		if _, err := s.Put(bg, r); err != nil {
 			t.Fatal(err)
@@ -261,20 +263,37 @@ func TestStandingRecordsStayWarm(t *testing.T) {
 	if warm, cold := s.warmRecords("u"); warm != 12 || cold != 48 {
 		t.Fatalf("warm, cold = %d, %d; want 12, 48", warm, cold)
 	}
-	before := s.coldListings.Load()
+	before := s.coldRecordReads.Load()
 	standing, err := s.Search(bg, memory.Query{NamespacePath: "/main/u/", TopK: 20,
 		Strategies: []memory.Strategy{memory.StrategyUserPreference, memory.StrategyProcedural}})
 	if err != nil || len(standing) != 12 {
 		t.Fatalf("standing listing = %d records, %v; want the 12 preferences and procedures", len(standing), err)
 	}
-	if n := s.coldListings.Load() - before; n != 0 {
+	if n := s.coldRecordReads.Load() - before; n != 0 {
 		t.Fatalf("the standing listing read cold records %d times", n)
 	}
-	all, err := s.Search(bg, memory.Query{NamespacePath: "/main/u/"})
+	all, err := s.Search(bg, memory.Query{NamespacePath: "/main/u/", Statuses: []memory.Status{memory.StatusActive, memory.StatusStaged}})
 	if err != nil || len(all) != 60 {
 		t.Fatalf("listing everything = %d records, %v; want 60", len(all), err)
 	}
-	if n := s.coldListings.Load() - before; n != 1 {
+	if n := s.coldRecordReads.Load() - before; n != 1 {
 		t.Fatalf("listing everything read cold records %d times, want 1", n)
+	}
+	// A search of another namespace (the episodic one, which every turn
+	// searches beside the records' own) reads no cold record, though
+	// its words are in cold ones; a search of theirs does.
+	before = s.coldRecordReads.Load()
+	if _, err := s.Search(bg, memory.Query{NamespacePath: "/main/u/episodic/", Text: "fact3 bees garden"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.coldRecordReads.Load() - before; n != 0 {
+		t.Fatalf("a search of the episodic namespace read cold records %d times", n)
+	}
+	hits, err := s.Search(bg, memory.Query{NamespacePath: "/main/u/long_term/", Text: "fact3 bees garden"})
+	if err != nil || len(hits) == 0 || hits[0].Record.ID != rtierRecord(3).ID {
+		t.Fatalf("cold fact3 not found first: %+v, %v", hits, err)
+	}
+	if n := s.coldRecordReads.Load() - before; n == 0 {
+		t.Fatal("a search that found a cold record read none")
 	}
 }

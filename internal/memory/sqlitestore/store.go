@@ -185,9 +185,9 @@ type Store struct {
 	// coldScans counts the scans of an actor's cold history for its
 	// cold scopes (scanColdScopes), for tests.
 	coldScans atomic.Int64
-	// coldListings counts the listings that read cold records from
-	// SQLite (recordsOf), for tests.
-	coldListings atomic.Int64
+	// coldRecordReads counts the reads of cold records from SQLite
+	// (recordsOf, coldRecords), for tests.
+	coldRecordReads atomic.Int64
 
 	ftsStmts [ftsCached + 1]*sql.Stmt // prepared fts_docs upserts by row count, set by Open
 
@@ -267,8 +267,9 @@ type actorState struct {
 	// coldTo is the rowid of a's newest cold event (0: none; tier.go).
 	// Written with wmu and mu held.
 	coldTo int64
-	// recCold counts a's cold records by strategy (rtier.go): in SQLite,
-	// not in records. Written with wmu and mu held.
+	// recCold counts a's cold records (rtier.go: in SQLite, not in
+	// records) by namespace, strategy and status. Written with wmu and mu
+	// held.
 	recCold coldCounts
 	// coldN is how many cold events a has (an estimate after expiry:
 	// cold searches size their term budget by it). Guarded like coldTo.
@@ -742,7 +743,7 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 	staled := map[string]int64{} // bytes of entries this write makes stale, by file
 	rewrite := map[string]bool{}
 	pending := map[string]memory.Record{}
-	var warmed []memory.Strategy // of the cold records this write makes warm
+	var warmed []memory.Record // the cold records this write makes warm, as they were
 	for _, r := range recs {
 		f := markdown.RecordFile(r)
 		old, ok := pending[r.ID]
@@ -753,7 +754,7 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 				return err
 			}
 			if ok && !warm {
-				warmed = append(warmed, old.Strategy)
+				warmed = append(warmed, old)
 			}
 		}
 		if ok && markdown.RecordFile(old) != f {
@@ -835,8 +836,8 @@ func (s *Store) writeRecords(ctx context.Context, a *actorState, recs []memory.R
 	for i, r := range recs {
 		stored[i] = a.setRecord(r)
 	}
-	for _, st := range warmed {
-		a.recCold.add(st, -1)
+	for _, r := range warmed {
+		a.recCold.add(recordWarmKey(&r), -1)
 	}
 	a.mu.Unlock()
 	s.changeIndex(a, func(x *actorIndex) *actorIndex { // wmu keeps the maps still

@@ -937,6 +937,14 @@ func (s *Store) coldHits(ctx context.Context, a *actorState, c memindex.Cond, al
 	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
+	// Only the kinds of cold document c may admit are read: a search of
+	// the records' namespace reads no cold event, one of the episodic
+	// namespace no cold record.
+	sessions, err := s.coldScope(ctx, a, c)
+	if err != nil {
+		return nil, err
+	}
+	events, records := len(sessions) > 0, a.recCold.admitted(c) > 0
 	var hits []memory.Hit
 	isRec := map[string]bool{} // hits that are cold records
 	// Rows are read k candidates at a time, best first, until k pass.
@@ -953,12 +961,14 @@ func (s *Store) coldHits(ctx context.Context, a *actorState, c memindex.Cond, al
 			}
 			want, scores = append(want, f.id), append(scores, f.score)
 		}
-		evs, err := s.coldByID(ctx, a, want)
-		if err != nil {
-			return nil, err
+		evs := map[string]memory.Event{}
+		if events {
+			if evs, err = s.coldByID(ctx, a, want); err != nil {
+				return nil, err
+			}
 		}
 		var recs map[string]memory.Record
-		if len(evs) < len(want) && a.recCold.admitted(c) > 0 {
+		if len(evs) < len(want) && records {
 			if recs, err = s.coldRecords(ctx, a, want); err != nil {
 				return nil, err
 			}
