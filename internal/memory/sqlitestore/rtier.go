@@ -221,9 +221,17 @@ func (s *Store) loadRecords(ctx context.Context, a *actorState) error {
 }
 
 // warmRecordIDs returns the IDs of the first w records of actor in
-// warmFirst order and the others' counts by strategy; nil, nil when it
-// has no more than w. It reads only the ordering columns.
+// warmFirst order and the others' counts by kind; nil, nil when it has no
+// more than w (counted on the actor index alone). Otherwise it reads only
+// the ordering columns.
 func (s *Store) warmRecordIDs(ctx context.Context, actor string, w int) ([]string, coldCounts, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE actor=?`, actor).Scan(&n); err != nil {
+		return nil, nil, fmt.Errorf("memory index: %w", err)
+	}
+	if n <= w {
+		return nil, nil, nil
+	}
 	rows, err := s.db.QueryContext(ctx, `SELECT id, namespace, strategy, status, updated_at FROM records WHERE actor=?`, actor)
 	if err != nil {
 		return nil, nil, fmt.Errorf("memory index: %w", err)
