@@ -328,28 +328,16 @@ func (s *Store) coldRecords(ctx context.Context, a *actorState, ids []string) (m
 		return out, nil
 	}
 	s.coldRecordReads.Add(1)
-	arr, _ := json.Marshal(want)
-	st, err := s.rstmt(ctx, `SELECT actor,`+recordCols+` FROM records WHERE id IN (SELECT value FROM json_each(?))`)
-	if err != nil {
-		return nil, fmt.Errorf("memory index: %w", err)
-	}
-	rows, err := st.QueryContext(ctx, string(arr))
-	if err != nil {
-		return nil, fmt.Errorf("memory index: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	err := s.queryByIDs(ctx, `SELECT actor,`+recordCols+` FROM records WHERE id IN (SELECT value FROM json_each(?))`, want, func(rows *sql.Rows) error {
 		var actor string
 		r, err := scanRecord(rows, &actor)
-		if err != nil {
-			return nil, err
-		}
-		if actor == a.id {
+		if err == nil && actor == a.id {
 			out[r.ID] = r
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("memory index: %w", err)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -345,34 +345,49 @@ func (s *Store) coldByID(ctx context.Context, a *actorState, ids []string) (map[
 	if !a.hasCold() || len(ids) == 0 {
 		return out, nil
 	}
-	arr, _ := json.Marshal(ids)
-	st, err := s.rstmt(ctx, `SELECT rowid,actor,id,session,role,text,ts,metadata FROM events WHERE id IN (SELECT value FROM json_each(?))`)
-	if err != nil {
-		return nil, fmt.Errorf("memory index: %w", err)
-	}
-	rows, err := st.QueryContext(ctx, string(arr))
-	if err != nil {
-		return nil, fmt.Errorf("memory index: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	err := s.queryByIDs(ctx, `SELECT rowid,actor,id,session,role,text,ts,metadata FROM events WHERE id IN (SELECT value FROM json_each(?))`, ids, func(rows *sql.Rows) error {
 		var rowid int64
 		var actor, ts, md string
 		e := memory.Event{ActorID: a.id}
 		if err := rows.Scan(&rowid, &actor, &e.ID, &e.SessionID, &e.Role, &e.Text, &ts, &md); err != nil {
-			return nil, fmt.Errorf("memory index: %w", err)
+			return fmt.Errorf("memory index: %w", err)
 		}
 		if actor != a.id || rowid > a.coldTo {
-			continue
+			return nil
 		}
 		e.Timestamp, _ = time.Parse(time.RFC3339Nano, ts)
 		e.Metadata = decodeJSONMetadata(md)
 		out[e.ID] = e
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("memory index: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// queryByIDs runs q, a read on the query_only pool whose one parameter is
+// the JSON array of ids (json_each), calling scan for each row.
+func (s *Store) queryByIDs(ctx context.Context, q string, ids []string, scan func(*sql.Rows) error) error {
+	arr, _ := json.Marshal(ids)
+	st, err := s.rstmt(ctx, q)
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	rows, err := st.QueryContext(ctx, string(arr))
+	if err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("memory index: %w", err)
+	}
+	return nil
 }
 
 // allEvents returns every event of a, warm and cold, unsorted. The
